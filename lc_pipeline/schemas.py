@@ -1,0 +1,207 @@
+"""One Polars schema per table: the contracts between pipeline stages.
+
+Partition columns (``length``, ``model``, ``source``) are *not* part of the stored
+files: the hive path carries them, and the IO manager adds them back when several
+partitions are loaded as one frame.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+Str = pl.String
+StrList = pl.List(pl.String)
+
+SOURCE_DOCUMENTS = pl.Schema(
+    {
+        "doc_id": Str,  # unique within the source
+        "source": Str,  # e.g. "demo", "longbench/hotpotqa"
+        "title": Str,
+        "text": Str,
+        "language": Str,  # "en", "zh"
+        "domain": Str,  # same-domain distractors are drawn by this
+        "entity_type": Str,  # person / place / organisation / work (demo); "" when unknown
+    }
+)
+
+SOURCE_ITEMS = pl.Schema(
+    {
+        "item_id": Str,
+        "source": Str,
+        "task": Str,  # e.g. "single_hop_qa", "multi_hop_qa"
+        "category": Str,  # e.g. "single-doc QA", "multi-doc QA"
+        "language": Str,
+        "question": Str,
+        "answers": StrList,  # gold answers; a record scores the max over them
+        "answer_keywords": StrList,  # LV-Eval style keywords that must appear in a correct answer
+        "evidence_doc_ids": StrList,  # documents that together contain the answer
+        "hops": pl.Int32,
+    }
+)
+
+PASSAGES = pl.Schema(
+    {
+        "passage_id": Str,  # f"{doc_id}#{position}"
+        "doc_id": Str,
+        "source": Str,
+        "title": Str,
+        "text": Str,
+        "position": pl.Int32,  # chunk index within the document
+        "n_words": pl.Int32,
+        "n_tokens": pl.Int32,  # cl100k_base
+    }
+)
+
+# Row i of the FAISS index file is passage_ids[i]; the vectors are kept here as well so
+# the index can be rebuilt (or moved to a GPU) without re-embedding.
+PASSAGE_INDEX = pl.Schema(
+    {
+        "row": pl.Int64,
+        "passage_id": Str,
+        "embedding": pl.List(pl.Float32),
+        "embedding_model": Str,
+    }
+)
+
+HARD_NEGATIVES = pl.Schema(
+    {
+        "item_id": Str,
+        "rank": pl.Int32,  # 0 = most similar passage that contains no gold answer
+        "passage_id": Str,
+        "doc_id": Str,
+        "score": pl.Float32,  # inner product of normalized embeddings (cosine)
+        "retrieval_rank": pl.Int32,  # rank before answer-bearing passages were dropped
+    }
+)
+
+INSTANCES = pl.Schema(
+    {
+        "instance_id": Str,  # hash of (item, length, depth, variant, seed, construction config)
+        "item_id": Str,
+        "source": Str,
+        "task": Str,
+        "category": Str,
+        "language": Str,
+        "variant": Str,  # "plain" (CFI / KPR variants come with LV-Eval construction)
+        "depth": pl.Float64,  # configured relative position of the first evidence document
+        "evidence_depths": pl.List(pl.Float64),  # measured token offset / context tokens, per evidence doc
+        "question": Str,
+        "answers": StrList,
+        "answer_keywords": StrList,
+        "evidence_doc_ids": StrList,
+        "context_doc_ids": StrList,  # block ids in context order (doc ids and passage ids)
+        "n_hard_negatives": pl.Int32,
+        "n_filler_documents": pl.Int32,
+        "context": Str,
+        "prompt": Str,  # the user message: instruction + context + question
+        "tokenizer": Str,  # name of the tokenizer that measured the lengths below
+        "target_tokens": pl.Int64,
+        "input_tokens": pl.Int64,  # exact token count of `prompt`
+        "context_tokens": pl.Int64,  # exact token count of `context`
+        "max_new_tokens": pl.Int32,
+    }
+)
+
+GENERATIONS = pl.Schema(
+    {
+        "generation_id": Str,  # hash of (instance_id, model settings, sampling params)
+        "instance_id": Str,
+        "output": Str,
+        "prompt_tokens": pl.Int64,  # model tokens actually fed (after truncation, chat template included)
+        "original_prompt_tokens": pl.Int64,  # model tokens before truncation
+        "truncated": pl.Boolean,
+        "completion_tokens": pl.Int64,
+        "finish_reason": Str,  # "stop" | "length"
+        "latency_s": pl.Float64,  # wall time of the batch the row was in, divided by its size
+        "backend": Str,
+        "model_id": Str,
+        "sampling_params": Str,  # JSON
+    }
+)
+
+METRIC_SCORES = pl.Schema(
+    {
+        "score_id": Str,
+        "generation_id": Str,
+        "instance_id": Str,
+        "item_id": Str,
+        "task": Str,
+        "category": Str,
+        "depth": pl.Float64,
+        "metric": Str,  # "subem" | "em" | "f1"
+        "score": pl.Float64,  # in [0, 1]
+    }
+)
+
+LONG_SCORES = pl.Schema(
+    {
+        "task": Str,  # a task name or "overall"
+        "base_lengths": StrList,  # lengths averaged into Base Ability
+        "base_ability": pl.Float64,  # 0-100
+        "length_level": Str,  # a long length, or "avg"
+        "score": pl.Float64,  # S_l, 0-100 (for "avg": the old metric, mean over long lengths)
+        "long_score": pl.Float64,  # 100 * (S_l - Base) / Base (for "avg": mean over long lengths)
+        "metric": Str,
+        "n_instances": pl.Int64,
+    }
+)
+
+LEADERBOARD = pl.Schema(
+    {
+        "model": Str,
+        "metric": Str,
+        "base_ability": pl.Float64,
+        "old_metric": pl.Float64,  # mean raw score over the long lengths
+        "long_score": pl.Float64,  # mean LongScore over the long lengths
+        "rank_old_metric": pl.Int32,
+        "rank_long_score": pl.Int32,
+        "scores_by_length": Str,  # JSON {length: score}
+        "n_instances": pl.Int64,
+    }
+)
+
+TABLES: dict[str, pl.Schema] = {
+    "source_documents": SOURCE_DOCUMENTS,
+    "source_items": SOURCE_ITEMS,
+    "passages": PASSAGES,
+    "passage_index": PASSAGE_INDEX,
+    "hard_negatives": HARD_NEGATIVES,
+    "instances": INSTANCES,
+    "generations": GENERATIONS,
+    "metric_scores": METRIC_SCORES,
+    "long_scores": LONG_SCORES,
+    "leaderboard": LEADERBOARD,
+}
+
+
+class SchemaError(ValueError):
+    """A frame does not match its table's contract."""
+
+
+def conform(df: pl.DataFrame, table: str) -> pl.DataFrame:
+    """Return ``df`` with exactly the table's columns, in order, cast to its types.
+
+    Missing columns, extra columns and failed casts raise :class:`SchemaError` naming the
+    table and the column, so a stage never writes a frame its readers cannot trust.
+    """
+    schema = TABLES[table]
+    missing = [c for c in schema if c not in df.columns]
+    extra = [c for c in df.columns if c not in schema]
+    if missing or extra:
+        raise SchemaError(f"table {table!r}: missing columns {missing}, unexpected columns {extra}")
+    out = []
+    for name, dtype in schema.items():
+        col = df.get_column(name)
+        if col.dtype != dtype:
+            try:
+                col = col.cast(dtype, strict=True)
+            except Exception as exc:  # polars raises several error types for bad casts
+                raise SchemaError(
+                    f"table {table!r}, column {name!r}: cannot cast {col.dtype} to {dtype}: {exc}"
+                ) from exc
+        out.append(col)
+    return pl.DataFrame(out)
+
+
+def empty(table: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=TABLES[table])

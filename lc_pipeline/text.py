@@ -1,0 +1,32 @@
+"""Answer normalization shared by construction (does a passage contain the answer?) and scoring.
+
+This is the SQuAD / LongBench English normalization: lower-case, drop ASCII punctuation
+(``string.punctuation``), drop the whole words a/an/the, collapse whitespace. Construction
+and scoring use the same function so that "contains no gold answer" (hard negatives,
+fillers) means exactly what SubEM would count as a hit.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Iterable
+
+_PUNCT = set(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_answer(s: str) -> str:
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in _PUNCT)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+def contains_answer(text: str, answers: Iterable[str]) -> bool:
+    """True when any non-empty normalized answer is a substring of the normalized text.
+
+    Plain substring, like SubEM: anything SubEM would credit counts as containing the answer.
+    """
+    norm = normalize_answer(text)
+    return any(na and na in norm for na in map(normalize_answer, answers))
