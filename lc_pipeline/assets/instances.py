@@ -1,0 +1,118 @@
+"""instances: the benchmark itself, one partition per length level, with its quality checks."""
+
+from __future__ import annotations
+
+import dagster as dg
+import polars as pl
+
+from lc_pipeline import schemas
+from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
+from lc_pipeline.assets.retrieval import ALL_SOURCES, configured_sources
+from lc_pipeline.construct.assembly import build_instances
+from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.partitions import Partitions
+from lc_pipeline.resources import BenchmarkResource, TokenizerResource
+
+CHECK_LENGTH = "within_length_tolerance"
+CHECK_EVIDENCE = "contains_evidence"
+CHECK_KEYWORDS = "answer_keywords_in_evidence"
+
+
+def length_violations(instances: pl.DataFrame, tolerance: float) -> pl.DataFrame:
+    err = (pl.col("input_tokens") - pl.col("target_tokens")).abs() / pl.col("target_tokens")
+    return instances.with_columns(rel_error=err).filter(pl.col("rel_error") > tolerance)
+
+
+def evidence_violations(instances: pl.DataFrame, documents: pl.DataFrame) -> list[str]:
+    """Instances whose context lacks the verbatim text of one of their evidence documents."""
+    text = dict(documents.select("doc_id", "text").iter_rows())
+    return [
+        iid
+        for iid, ev, ctx in instances.select("instance_id", "evidence_doc_ids", "context").iter_rows()
+        if any(text[d] not in ctx for d in ev)
+    ]
+
+
+def keyword_violations(instances: pl.DataFrame, documents: pl.DataFrame) -> list[str]:
+    """Instances with an answer keyword that none of their evidence documents contains."""
+    text = dict(documents.select("doc_id", "text").iter_rows())
+    bad = []
+    for iid, ev, kws in instances.select("instance_id", "evidence_doc_ids", "answer_keywords").iter_rows():
+        evidence = " ".join(text[d] for d in ev).casefold()
+        if any(k.casefold() not in evidence for k in kws):
+            bad.append(iid)
+    return bad
+
+
+def build(parts: Partitions) -> list:
+    @dg.asset(
+        ins={"source_items": ALL_SOURCES, "source_documents": ALL_SOURCES},
+        partitions_def=parts.length,
+        group_name="instances",
+        kinds={"parquet"},
+        description=(
+            "Contexts assembled to the target length: evidence at the configured depths, the rest hard negatives "
+            "then same-domain documents; exact cl100k_base token counts on every row"
+        ),
+        check_specs=[
+            dg.AssetCheckSpec(CHECK_LENGTH, asset="instances", blocking=True,
+                              description="every instance is within the config's tolerance of its target length"),
+            dg.AssetCheckSpec(CHECK_EVIDENCE, asset="instances", blocking=True,
+                              description="every instance's context contains its evidence documents verbatim"),
+            dg.AssetCheckSpec(CHECK_KEYWORDS, asset="instances", blocking=True,
+                              description="every answer keyword occurs in the instance's evidence documents"),
+        ],
+    )
+    def instances(
+        context: dg.AssetExecutionContext,
+        source_items: pl.DataFrame,
+        source_documents: pl.DataFrame,
+        passages: pl.DataFrame,
+        hard_negatives: pl.DataFrame,
+        benchmark: BenchmarkResource,
+        tokenizer: TokenizerResource,
+    ):
+        config = benchmark.load()
+        level = context.partition_key
+        items = configured_sources(source_items, config, "source_items").select(schemas.SOURCE_ITEMS.names())
+        documents = configured_sources(source_documents, config, "source_documents").select(
+            schemas.SOURCE_DOCUMENTS.names()
+        )
+        out = build_instances(
+            items, documents, passages, hard_negatives, level=level, config=config, counter=tokenizer.counter()
+        )
+        rel = ((out["input_tokens"] - out["target_tokens"]).abs() / out["target_tokens"]).max()
+        yield dg.Output(
+            out,
+            metadata={
+                FINGERPRINT_KEY: stage_fingerprint("instances", config),
+                "instances": out.height,
+                "target_tokens": config.target_tokens(level),
+                "tokenizer": config.tokenizer,
+                "input_tokens_min": int(out["input_tokens"].min()),
+                "input_tokens_max": int(out["input_tokens"].max()),
+                "max_relative_length_error": float(rel),
+                "preview": preview(out.select("instance_id", "item_id", "depth", "input_tokens", "question")),
+            },
+        )
+        too_far = length_violations(out, config.length_tolerance)
+        yield dg.AssetCheckResult(
+            check_name=CHECK_LENGTH,
+            passed=too_far.height == 0,
+            metadata={"violations": too_far.height, "tolerance": config.length_tolerance,
+                      "examples": dg.MetadataValue.json(too_far.head(5)["instance_id"].to_list())},
+        )
+        missing = evidence_violations(out, documents)
+        yield dg.AssetCheckResult(
+            check_name=CHECK_EVIDENCE,
+            passed=not missing,
+            metadata={"violations": len(missing), "examples": dg.MetadataValue.json(missing[:5])},
+        )
+        bad_kw = keyword_violations(out, documents)
+        yield dg.AssetCheckResult(
+            check_name=CHECK_KEYWORDS,
+            passed=not bad_kw,
+            metadata={"violations": len(bad_kw), "examples": dg.MetadataValue.json(bad_kw[:5])},
+        )
+
+    return [instances]

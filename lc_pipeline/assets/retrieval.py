@@ -1,0 +1,141 @@
+"""passages, passage_index, hard_negatives: the retrieval stage (HELMET-style hard negatives)."""
+
+from __future__ import annotations
+
+import time
+
+import dagster as dg
+import polars as pl
+
+from lc_pipeline import schemas
+from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
+from lc_pipeline.config import BenchmarkConfig
+from lc_pipeline.construct.chunking import chunk_documents
+from lc_pipeline.construct.retrieval import build_index, select_hard_negatives
+from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.partitions import Partitions
+from lc_pipeline.resources import BenchmarkResource, EmbedderResource, TokenizerResource, VectorIndexResource
+
+ALL_SOURCES = dg.AssetIn(metadata={"allow_missing_partitions": True})
+
+
+def configured_sources(df: pl.DataFrame, config: BenchmarkConfig, table: str) -> pl.DataFrame:
+    """Rows of the config's sources only; a configured source with no rows is an error, not a gap."""
+    wanted = [s.name for s in config.sources]
+    present = set(df.get_column("source").unique().to_list())
+    missing = [s for s in wanted if s not in present]
+    if missing:
+        raise dg.Failure(f"{table}: sources {missing} of config {config.name!r} are not materialized", allow_retries=False)
+    return df.filter(pl.col("source").is_in(wanted))
+
+
+def build(parts: Partitions) -> list:
+    @dg.asset(
+        ins={"source_documents": ALL_SOURCES},
+        group_name="retrieval",
+        kinds={"parquet"},
+        description="Documents chunked into ~100-word passages (HELMET/KILT style) with token counts",
+    )
+    def passages(source_documents: pl.DataFrame, benchmark: BenchmarkResource, tokenizer: TokenizerResource):
+        config = benchmark.load()
+        docs = configured_sources(source_documents, config, "source_documents")
+        out = chunk_documents(docs.select(schemas.SOURCE_DOCUMENTS.names()), config.passage_words, tokenizer.counter())
+        return dg.Output(
+            out,
+            metadata={
+                FINGERPRINT_KEY: stage_fingerprint("passages", config),
+                "passages": out.height,
+                "mean_tokens": float(out["n_tokens"].mean() or 0),
+                "preview": preview(out.select("passage_id", "n_words", "n_tokens", "text")),
+            },
+        )
+
+    @dg.asset(
+        group_name="retrieval",
+        kinds={"faiss", "parquet"},
+        description="Sentence-transformers embeddings of every passage and a FAISS inner-product index over them",
+    )
+    def passage_index(
+        context: dg.AssetExecutionContext,
+        passages: pl.DataFrame,
+        benchmark: BenchmarkResource,
+        embedder: EmbedderResource,
+        vector_index: VectorIndexResource,
+    ):
+        config = benchmark.load()
+        emb = embedder.embedder()
+        if emb.model_name != config.embedding_model:
+            raise dg.Failure(
+                f"embedder resource uses {emb.model_name!r} but config {config.name!r} asks for {config.embedding_model!r}",
+                allow_retries=False,
+            )
+        t0 = time.perf_counter()
+        vectors = emb.encode(passages["text"].to_list())
+        seconds = time.perf_counter() - t0
+        index = build_index(vectors)
+        path = vector_index.save(index)
+        context.log.info(f"embedded {len(vectors)} passages in {seconds:.1f}s; index at {path}")
+        out = schemas.conform(
+            pl.DataFrame(
+                {
+                    "row": range(len(vectors)),
+                    "passage_id": passages["passage_id"],
+                    "embedding": vectors.tolist(),
+                    "embedding_model": [config.embedding_model] * len(vectors),
+                }
+            ),
+            "passage_index",
+        )
+        return dg.Output(
+            out,
+            metadata={
+                FINGERPRINT_KEY: stage_fingerprint("passage_index", config),
+                "ntotal": int(index.ntotal),
+                "dimension": int(vectors.shape[1]),
+                "embedding_model": config.embedding_model,
+                "index_path": dg.MetadataValue.path(str(path)),
+                "embed_seconds": round(seconds, 2),
+            },
+        )
+
+    @dg.asset(
+        ins={"source_items": ALL_SOURCES},
+        group_name="retrieval",
+        kinds={"faiss", "parquet"},
+        description="Per item: top-ranked passages for the question that contain no gold answer, with scores",
+    )
+    def hard_negatives(
+        source_items: pl.DataFrame,
+        passages: pl.DataFrame,
+        passage_index: pl.DataFrame,
+        benchmark: BenchmarkResource,
+        embedder: EmbedderResource,
+        vector_index: VectorIndexResource,
+    ):
+        config = benchmark.load()
+        items = configured_sources(source_items, config, "source_items")
+        index = vector_index.load_for_search()
+        queries = embedder.embedder().encode(items["question"].to_list())
+        out = select_hard_negatives(
+            items,
+            passages,
+            index,
+            passage_index.sort("row")["passage_id"].to_list(),
+            queries,
+            top_k=config.retrieval_top_k,
+            keep=config.hard_negatives_per_item,
+        )
+        per_item = out.group_by("item_id").len()["len"]
+        return dg.Output(
+            out,
+            metadata={
+                FINGERPRINT_KEY: stage_fingerprint("hard_negatives", config),
+                "items": items.height,
+                "negatives_per_item_min": int(per_item.min()),
+                "negatives_per_item_mean": float(per_item.mean()),
+                "mean_top1_score": float(out.filter(pl.col("rank") == 0)["score"].mean()),
+                "preview": preview(out.head(10)),
+            },
+        )
+
+    return [passages, passage_index, hard_negatives]

@@ -1,0 +1,204 @@
+"""`lcp`: the command line.
+
+    lcp demo                      build, generate, score the demo benchmark; print the leaderboard
+    lcp add-model NAME [...]      register a model (slug -> settings) and its partition
+    lcp backfill --model NAME     materialize only that model's partitions, then the leaderboard
+    lcp models                    list registered models
+    lcp query "SQL"               DuckDB over every lake table (read-only)
+    lcp ui                        the Dagster UI (webserver + daemon) on this project
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+from lc_pipeline.settings import Settings
+
+
+def _settings(config: str | None) -> Settings:
+    if config:
+        os.environ["LCP_CONFIG"] = config
+    s = Settings.from_env()
+    _prepare_dagster_home(s)
+    return s
+
+
+def _prepare_dagster_home(s: Settings) -> None:
+    """DAGSTER_HOME defaults to ./.dagster; the project's dagster.yaml is copied into it."""
+    s.dagster_home.mkdir(parents=True, exist_ok=True)
+    os.environ["DAGSTER_HOME"] = str(s.dagster_home)
+    template = s.project_dir / "dagster.yaml"
+    target = s.dagster_home / "dagster.yaml"
+    if template.exists() and (not target.exists() or target.read_text() != template.read_text()):
+        shutil.copyfile(template, target)
+
+
+def _runner(s: Settings):
+    import dagster as dg
+
+    from lc_pipeline.definitions import build_pipeline
+    from lc_pipeline.runner import Runner
+
+    return Runner(build_pipeline(s), dg.DagsterInstance.get(), echo=lambda m: click.echo(m, err=True))
+
+
+def _print_table(columns: list[str], rows: list[tuple], fmt: str = "table") -> None:
+    if fmt == "json":
+        click.echo(json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=1))
+        return
+    if fmt == "csv":
+        import csv
+
+        w = csv.writer(sys.stdout)
+        w.writerow(columns)
+        w.writerows(rows)
+        return
+
+    def cell(v) -> str:
+        return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+    cells = [[cell(v) for v in r] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    line = "+".join("-" * (w + 2) for w in widths)
+    click.echo(" | ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    click.echo(line)
+    for r in cells:
+        click.echo(" | ".join(v.ljust(w) for v, w in zip(r, widths)))
+    click.echo(f"({len(rows)} rows)")
+
+
+def _print_leaderboard(df) -> None:
+    cols = ["metric", "model", "base_ability", "old_metric", "long_score", "rank_old_metric", "rank_long_score",
+            "n_instances"]
+    shown = df.select(cols).sort("metric", "rank_long_score", nulls_last=True)
+    click.echo("\nLeaderboard (scores 0-100; LongScore = 100*(S_l - Base)/Base averaged over the long lengths)")
+    _print_table(shown.columns, shown.rows())
+
+
+@click.group()
+def main() -> None:
+    """Build long-context benchmarks and evaluate models on them (Dagster assets over a Parquet lake)."""
+
+
+@main.command()
+@click.option("--config", default=None, help="Benchmark config: packaged name (demo, default) or YAML path.")
+@click.option("--model", "models", multiple=True, help="Models to evaluate (default: the config's models).")
+def demo(config: str | None, models: tuple[str, ...]) -> None:
+    """Materialize the whole graph for the config, reusing finished partitions, then print the leaderboard."""
+    s = _settings(config)
+    runner = _runner(s)
+    board = runner.demo(list(models) or None)
+    _print_leaderboard(board)
+    click.echo(f"\n{len(runner.ran)} steps ran, {len(runner.reused)} reused. Lake: {s.lake_dir}", err=True)
+
+
+@main.command("add-model")
+@click.argument("name")
+@click.option("--like", default="smollm2-135m", show_default=True, help="Start from this model's settings.")
+@click.option("--backend", default=None, help="transformers (vllm, openai, llama_cpp: see their issues).")
+@click.option("--model-id", default=None, help="HF id, local path, or package:<pip package>.")
+@click.option("--gguf-file", default=None, help="GGUF file inside model-id (transformers loads it).")
+@click.option("--max-model-len", type=int, default=None, help="Context window in model tokens.")
+@click.option("--batch-size", type=int, default=None)
+@click.option("--system-prompt", default=None)
+@click.option("--no-chat-template", is_flag=True, help="Feed the raw prompt (base models).")
+@click.option("--config", default=None)
+@click.option("--overwrite", is_flag=True, help="Replace an existing registration with different settings.")
+def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_size, system_prompt, no_chat_template,
+              config, overwrite) -> None:
+    """Register model NAME (a slug: [a-z0-9._-]) and add its dynamic partition."""
+    import dagster as dg
+
+    from lc_pipeline.generate.registry import ModelRegistry, validate_model_slug
+    from lc_pipeline.partitions import MODEL_DIM
+
+    s = _settings(config)
+    try:
+        validate_model_slug(name)
+        registry = ModelRegistry(s.models_file)
+        base = registry.get(like)
+        changes = {k: v for k, v in {
+            "slug": name, "backend": backend, "model_id": model_id, "gguf_file": gguf_file,
+            "max_model_len": max_model_len, "batch_size": batch_size, "system_prompt": system_prompt,
+        }.items() if v is not None}
+        if no_chat_template:
+            changes["chat_template"] = False
+        spec = dataclasses.replace(base, **changes)
+        registry.add(spec, overwrite=overwrite)
+    except (ValueError, KeyError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    instance = dg.DagsterInstance.get()
+    if not instance.has_dynamic_partition(MODEL_DIM, name):
+        instance.add_dynamic_partitions(MODEL_DIM, [name])
+    click.echo(f"registered {name} in {s.models_file} and added partition model={name}")
+    click.echo(f"next: lcp backfill --model {name}   (or backfill its partitions in the UI)")
+
+
+@main.command()
+@click.option("--model", "model", required=True, help="The model whose partitions to materialize.")
+@click.option("--length", "lengths", multiple=True, help="Only these length levels (default: all).")
+@click.option("--config", default=None)
+def backfill(model: str, lengths: tuple[str, ...], config: str | None) -> None:
+    """Generate and score only MODEL's partitions (nothing upstream re-runs), then refresh the leaderboard."""
+    s = _settings(config)
+    runner = _runner(s)
+    try:
+        runner.evaluate_model(model, list(lengths) or None)
+    except (KeyError, ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    _print_leaderboard(runner.leaderboard())
+
+
+@main.command()
+@click.option("--config", default=None)
+def models(config: str | None) -> None:
+    """List registered models and their settings."""
+    from lc_pipeline.generate.registry import ModelRegistry
+
+    s = _settings(config)
+    reg = ModelRegistry(s.models_file)
+    rows = [(n, reg.get(n).backend, reg.get(n).model_id, reg.get(n).max_model_len) for n in reg.names()]
+    _print_table(["model", "backend", "model_id", "max_model_len"], rows)
+
+
+@main.command()
+@click.argument("sql")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+def query(sql: str, fmt: str) -> None:
+    """Run SQL over every lake table (each a DuckDB view, hive columns length/model included)."""
+    import duckdb
+
+    from lc_pipeline.lake import query as run_query
+
+    s = Settings.from_env()
+    try:
+        columns, rows = run_query(s.lake_dir, sql)
+    except duckdb.Error as exc:
+        raise click.ClickException(str(exc)) from exc
+    _print_table(columns, rows, fmt)
+
+
+@main.command()
+@click.option("--port", default=3000, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--config", default=None)
+def ui(port: int, host: str, config: str | None) -> None:
+    """Start the Dagster UI and daemon (`dagster dev`) on this project."""
+    s = _settings(config)
+    workspace = s.project_dir / "workspace.yaml"
+    target = ["-w", str(workspace)] if workspace.exists() else ["-m", "lc_pipeline.definitions"]
+    args = ["dagster", "dev", *target, "-h", host, "-p", str(port)]
+    click.echo(f"DAGSTER_HOME={s.dagster_home}\n$ {' '.join(args)}", err=True)
+    exe = shutil.which("dagster") or str(Path(sys.executable).with_name("dagster"))
+    os.execvp(exe, args)
+
+
+if __name__ == "__main__":
+    main()

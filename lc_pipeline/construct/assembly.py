@@ -1,0 +1,509 @@
+"""Length-controlled assembly of QA instances (HELMET RAG x 100-LongBench style).
+
+One instance = our QA prompt around a context of numbered document blocks:
+
+* the item's evidence documents (always, whole);
+* hard negatives: retrieved passages that contain no gold answer, in retrieval-rank order
+  (HELMET §2.2), as many as fit;
+* same-domain filler documents that contain no gold answer, in a seeded order, as many as
+  fit (100-LongBench's greedy fill);
+* one filler cut at a word (preferably sentence) boundary that closes the remaining gap.
+
+The first evidence document is placed at the configured depth; the whole prompt is then
+counted exactly and the cut filler lengthened/shortened until ``input_tokens`` sits just
+below the target. An instance that cannot get within ``length_tolerance`` is an error,
+never a silently short row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import string
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from lc_pipeline.config import BenchmarkConfig, level_tokens
+from lc_pipeline.construct.chunking import word_spans
+from lc_pipeline.construct.prompts import BLOCK_SEPARATOR, PROMPT_VERSION, build_prompt, format_block, join_blocks
+from lc_pipeline.construct.tokens import TokenCounter
+from lc_pipeline.schemas import INSTANCES, conform
+from lc_pipeline.text import contains_answer, normalize_answer
+
+# Config fields that change what an instance contains (level, depth and item are hashed
+# separately); they go into instance ids so a changed config never reuses old rows.
+CONSTRUCTION_FIELDS = (
+    "sources",
+    "seed",
+    "tokenizer",
+    "length_tolerance",
+    "passage_words",
+    "retrieval_top_k",
+    "hard_negatives_per_item",
+    "embedding_model",
+    "max_new_tokens",
+)
+
+AIM = 0.005  # aim for input_tokens in [target * (1 - AIM), target]: well inside +-1 %
+MIN_CUT_TOKENS = 8  # a cut filler shorter than this is a scrap, not a document
+CORRECTION_ROUNDS = 6
+_ESTIMATE_INDEX = 1  # block costs are estimated with this index; the exact count fixes the rest
+_SENTENCE_END = frozenset(".!?")
+_CLOSERS = frozenset("\"')]\u201d\u2019")
+_PUNCT_DELETE = str.maketrans("", "", string.punctuation)
+
+
+def derive_seed(*parts: Any) -> int:
+    """A stable 63-bit seed from any parts (sha256; Python's hash() is salted per process)."""
+    blob = json.dumps([str(p) for p in parts]).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") >> 1
+
+
+def instance_id(item_id: str, level: str, target: int, depth: float, variant: str, fingerprint: str) -> str:
+    blob = json.dumps([item_id, level, target, depth, variant, fingerprint, PROMPT_VERSION]).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- items
+
+
+def select_items(items: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
+    """A seeded choice of ``n`` items, balanced across tasks, used at every length level.
+
+    Levels share their QA pairs and differ only in context (LV-Eval), so score changes
+    across lengths are not item-sampling noise. Each task's items are shuffled with a seed
+    of their own, then tasks are taken round-robin (in a seeded task order).
+    """
+    if n > items.height:
+        raise ValueError(f"select_items: asked for {n} items but only {items.height} exist")
+    if n <= 0:
+        return items.clear()
+    rows = sorted(items.iter_rows(named=True), key=lambda r: r["item_id"])  # independent of input row order
+    by_task: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_task[r["task"]].append(r)
+    for task, task_rows in by_task.items():
+        random.Random(derive_seed(seed, "select_items", task)).shuffle(task_rows)
+    tasks = sorted(by_task)
+    random.Random(derive_seed(seed, "task_order")).shuffle(tasks)
+    picked: list[dict] = []
+    depth = 0
+    while len(picked) < n:
+        for task in tasks:
+            if depth < len(by_task[task]) and len(picked) < n:
+                picked.append(by_task[task][depth])
+        depth += 1
+    return pl.DataFrame(picked, schema=items.schema, orient="row")
+
+
+# --------------------------------------------------------------------------- fillers
+
+
+def _answer_keys(answers: Iterable[str]) -> list[str]:
+    """The longest word of each normalized answer.
+
+    If contains_answer(text, answers) holds, one of these words occurs in
+    text.lower() with ASCII punctuation deleted (every word of the normalized text is a
+    substring of that string), so the cheap `key in stripped` check only skips documents
+    that cannot contain an answer; contains_answer still makes every final decision.
+    """
+    keys = []
+    for a in answers:
+        words = normalize_answer(a).split()
+        if words:
+            keys.append(max(words, key=len))
+    return keys
+
+
+class DocumentIndex:
+    """Documents by id and by domain, with answer pre-screening reused across items."""
+
+    def __init__(self, documents: pl.DataFrame) -> None:
+        self.rows = documents.select("doc_id", "title", "text", "domain").sort("doc_id").to_dicts()
+        self.by_id = {r["doc_id"]: r for r in self.rows}
+        if len(self.by_id) != len(self.rows):
+            raise ValueError("documents: field 'doc_id' has duplicates")
+        self.by_domain: dict[str, list[int]] = defaultdict(list)
+        for i, r in enumerate(self.rows):
+            self.by_domain[r["domain"]].append(i)
+        # C-speed lower/translate once per build instead of a Python loop per (item, doc).
+        self.stripped = [(r["text"] or "").lower().translate(_PUNCT_DELETE) for r in self.rows]
+
+    def evidence(self, item: dict) -> list[dict]:
+        missing = [d for d in item["evidence_doc_ids"] if d not in self.by_id]
+        if missing or not item["evidence_doc_ids"]:
+            raise ValueError(
+                f"item {item['item_id']!r}: field 'evidence_doc_ids' {list(item['evidence_doc_ids'])} "
+                f"names documents not in the documents table: {missing or 'none given'}"
+            )
+        return [self.by_id[d] for d in item["evidence_doc_ids"]]
+
+    def filler_pool(self, item: dict) -> list[dict]:
+        evidence = self.evidence(item)
+        evidence_ids = {d["doc_id"] for d in evidence}
+        answers = list(item["answers"])
+        keys = _answer_keys(answers)
+        pool = []
+        for domain in sorted({d["domain"] for d in evidence}):
+            for i in self.by_domain[domain]:
+                row = self.rows[i]
+                if row["doc_id"] in evidence_ids:
+                    continue
+                if any(k in self.stripped[i] for k in keys) and contains_answer(row["text"], answers):
+                    continue
+                pool.append(row)
+        return pool
+
+
+def filler_pool(documents: pl.DataFrame, item: dict) -> list[dict]:
+    """Same-domain documents that are not evidence and contain no gold answer (doc_id order)."""
+    return DocumentIndex(documents).filler_pool(item)
+
+
+# --------------------------------------------------------------------------- assembly
+
+
+@dataclass
+class _Block:
+    block_id: str  # doc id, passage id, or "<doc id>:cut"
+    kind: str  # evidence | hard_negative | filler | cut
+    title: str
+    text: str
+    cost: int  # estimated tokens of the formatted block
+
+
+class _Costs:
+    """Token cost of a formatted block, counted once per block id (batched, cached)."""
+
+    def __init__(self, counter: TokenCounter, cache: dict[str, int] | None) -> None:
+        self.counter = counter
+        self.cache = {} if cache is None else cache
+
+    def ensure(self, rows: Sequence[dict], key: str) -> None:
+        todo = [r for r in rows if r[key] not in self.cache]
+        if todo:
+            texts = [format_block(_ESTIMATE_INDEX, r["title"], r["text"]) for r in todo]
+            for r, n in zip(todo, self.counter.count_many(texts)):
+                self.cache[r[key]] = n
+
+    def get(self, row: dict, key: str) -> int:
+        self.ensure([row], key)
+        return self.cache[row[key]]
+
+
+class _Cutter:
+    """Prefixes of one filler document cut at word (preferably sentence) boundaries."""
+
+    def __init__(self, row: dict, counter: TokenCounter) -> None:
+        self.row = row
+        self.counter = counter
+        self.ids = counter.encode(row["text"])
+        text = row["text"]
+        self.word_ends = [e for _, e in word_spans(text)]
+        self.sentence_ends = [
+            e
+            for e in self.word_ends
+            if text[e - 1] in _SENTENCE_END or (e >= 2 and text[e - 1] in _CLOSERS and text[e - 2] in _SENTENCE_END)
+        ]
+
+    def cut(self, body_tokens: int, sentence_slack: int) -> str:
+        """The longest word-boundary prefix of about ``body_tokens`` tokens; a sentence end is
+        taken instead when it costs at most ``sentence_slack`` tokens."""
+        text = self.row["text"]
+        body_tokens = max(1, min(body_tokens, len(self.ids)))
+        # A token prefix decodes to a byte prefix of the text; dropping a split UTF-8 tail
+        # leaves an exact character prefix.
+        limit = len(self.counter.encoding.decode_bytes(self.ids[:body_tokens]).decode("utf-8", errors="ignore"))
+        words = [e for e in self.word_ends if e <= limit]
+        end = words[-1] if words else self.word_ends[0]
+        sentences = [e for e in self.sentence_ends if e <= end]
+        if sentences and limit > 0:
+            chars_per_token = limit / body_tokens
+            if (end - sentences[-1]) / chars_per_token <= sentence_slack:
+                end = sentences[-1]
+        return text[:end]
+
+
+def _fail(item: dict, target: int, why: str) -> ValueError:
+    return ValueError(f"item {item['item_id']!r}, target {target} tokens: {why}")
+
+
+def assemble_instance(
+    item: dict,
+    evidence_docs: Sequence[dict],
+    hard_negatives: Sequence[dict],
+    fillers: Sequence[dict],
+    *,
+    target_tokens: int,
+    depth: float,
+    seed: int,
+    counter: TokenCounter,
+    max_new_tokens: int,
+    length_tolerance: float,
+    variant: str = "plain",
+    token_cache: dict[str, int] | None = None,
+) -> dict:
+    """One INSTANCES row (without ``instance_id``) whose prompt is ``target_tokens`` long.
+
+    ``evidence_docs`` / ``fillers``: document rows (doc_id, title, text); ``hard_negatives``:
+    passage rows (passage_id, doc_id, title, text) in rank order. ``seed`` drives every
+    random choice except the evidence position, which only ``depth`` sets, so instances
+    that differ only in depth have the same distractors in the same order.
+    ``token_cache`` (block id -> tokens) lets many instances share block counts.
+    """
+    target = int(target_tokens)
+    answers = list(item["answers"])
+    rng = random.Random(seed)
+    costs = _Costs(counter, token_cache)
+    sep = counter.count(BLOCK_SEPARATOR)
+    base = counter.count(build_prompt("", item["question"]))
+    budget = target - base  # tokens available to the context
+    aim_slack = max(1, int(target * AIM))
+
+    evidence_ids = {d["doc_id"] for d in evidence_docs}
+    costs.ensure(evidence_docs, "doc_id")
+    evidence = [_Block(d["doc_id"], "evidence", d["title"], d["text"], costs.get(d, "doc_id")) for d in evidence_docs]
+    if not evidence:
+        raise _fail(item, target, "no evidence documents")
+    used = sum(b.cost for b in evidence) + sep * (len(evidence) - 1)
+    if used > budget:
+        raise _fail(
+            item, target,
+            f"the evidence documents alone need about {used + base} prompt tokens; use a longer level",
+        )
+
+    # Hard negatives in rank order while they fit (the best distractors first).
+    distractors: list[_Block] = []
+    negatives = [
+        h for h in hard_negatives if h["doc_id"] not in evidence_ids and not contains_answer(h["text"], answers)
+    ]
+    costs.ensure(negatives, "passage_id")
+    for h in negatives:
+        c = costs.get(h, "passage_id") + sep
+        if used + c > budget:
+            break
+        distractors.append(_Block(h["passage_id"], "hard_negative", h["title"], h["text"], c - sep))
+        used += c
+
+    # Filler documents in a seeded order while they fit. A document that lent a passage to
+    # the hard negatives is left out so no text appears twice.
+    negative_docs = {h["doc_id"] for h in negatives[: len(distractors)]}
+    order = [f for f in fillers if f["doc_id"] not in evidence_ids and f["doc_id"] not in negative_docs]
+    order.sort(key=lambda f: f["doc_id"])  # the seeded shuffle must not depend on input order
+    rng.shuffle(order)
+    n_taken = 0
+    for start in range(0, len(order), 64):  # count lazily: a short level needs few fillers
+        chunk = order[start : start + 64]
+        costs.ensure(chunk, "doc_id")
+        stop = False
+        for f in chunk:
+            c = costs.get(f, "doc_id") + sep
+            if used + c > budget:
+                stop = True
+                break
+            distractors.append(_Block(f["doc_id"], "filler", f["title"], f["text"], c - sep))
+            used += c
+            n_taken += 1
+        if stop:
+            break
+    remaining = order[n_taken:]
+    by_doc_id = {f["doc_id"]: f for f in order}
+
+    # Close the gap with one filler cut to size. When the gap is too small for a real cut,
+    # give back the last full filler and cut a longer document instead.
+    def plan_cut(gap: int) -> tuple[dict, int] | None:
+        for f in remaining:
+            header = counter.count(format_block(_ESTIMATE_INDEX, f["title"], ""))
+            body = gap - sep - header
+            if body >= MIN_CUT_TOKENS and costs.get(f, "doc_id") + sep > gap:
+                return f, body
+        return None
+
+    cut_plan = None
+    if budget - used > aim_slack:
+        cut_plan = plan_cut(budget - used)
+        for _ in range(3):
+            if cut_plan is not None or not distractors:
+                break
+            give_back = distractors.pop()
+            used -= give_back.cost + sep
+            if give_back.kind == "filler":
+                remaining.insert(0, by_doc_id[give_back.block_id])
+            cut_plan = plan_cut(budget - used)
+
+    cutter = None
+    cut_block = None
+    if cut_plan is not None:
+        row, body = cut_plan
+        remaining.remove(row)
+        cutter = _Cutter(row, counter)
+        text = cutter.cut(body, aim_slack)
+        cut_block = _Block(f"{row['doc_id']}:cut", "cut", row["title"], text, budget - used - sep)
+        distractors.append(cut_block)
+
+    # Order: distractors shuffled, other evidence at random places, then the first evidence
+    # document where its start offset / context tokens is closest to depth (0 = first
+    # block, 1 = last block).
+    rng.shuffle(distractors)
+    sequence = list(distractors)
+    for b in evidence[1:]:
+        sequence.insert(rng.randint(0, len(sequence)), b)
+    first = evidence[0]
+    offsets = [0]
+    for b in sequence:
+        offsets.append(offsets[-1] + b.cost + sep)
+    total = offsets[-1] + first.cost
+    desired = depth * (total - first.cost)
+    k = min(range(len(offsets)), key=lambda i: (abs(offsets[i] - desired), i))
+    sequence.insert(k, first)
+
+    def render() -> tuple[str, str]:
+        context = join_blocks(format_block(i, b.title, b.text) for i, b in enumerate(sequence, start=1))
+        return context, build_prompt(context, item["question"])
+
+    # Exact count, then resize the cut filler; keep the best attempt (at or just below the
+    # target if possible, else the closest).
+    def score(n: int) -> tuple[int, int]:
+        return (0, target - n) if n <= target else (1, n - target)
+
+    best: tuple[tuple[int, int], str, str, int] | None = None
+    for _ in range(CORRECTION_ROUNDS):
+        context, prompt = render()
+        n = counter.count(prompt)
+        if best is None or score(n) < best[0]:
+            best = (score(n), context, prompt, n)
+        delta = target - n
+        if 0 <= delta <= aim_slack or cut_block is None:
+            break
+        body = counter.count(cut_block.text) + delta
+        if body < MIN_CUT_TOKENS:
+            break
+        new_text = cutter.cut(body, aim_slack)
+        if new_text == cut_block.text:
+            break
+        cut_block.text = new_text
+    assert best is not None
+    _, context, prompt, input_tokens = best
+
+    error = abs(input_tokens - target) / target
+    if error > length_tolerance:
+        if input_tokens < target and not remaining:
+            why = "the distractor pool is exhausted (not enough hard negatives and same-domain fillers)"
+        elif input_tokens > target:
+            why = "the prompt cannot be shortened to the target"
+        else:
+            why = "no filler document could close the gap"
+        raise _fail(
+            item, target,
+            f"{why}: got {input_tokens} prompt tokens, {error:.1%} off, beyond length_tolerance {length_tolerance:.1%}",
+        )
+
+    # Measured depths: exact token offset of each evidence block's start / context tokens.
+    starts: dict[str, int] = {}
+    pos = 0
+    for i, b in enumerate(sequence, start=1):
+        if b.kind == "evidence":
+            starts[b.block_id] = pos
+        pos += len(format_block(i, b.title, b.text)) + len(BLOCK_SEPARATOR)
+    ev_ids = [d["doc_id"] for d in evidence_docs]
+    counts = counter.count_many([context] + [context[: starts[d]] for d in ev_ids])
+    context_tokens = counts[0]
+
+    return {
+        "item_id": item["item_id"],
+        "source": item["source"],
+        "task": item["task"],
+        "category": item["category"],
+        "language": item["language"],
+        "variant": variant,
+        "depth": float(depth),
+        "evidence_depths": [c / context_tokens for c in counts[1:]],
+        "question": item["question"],
+        "answers": answers,
+        "answer_keywords": list(item["answer_keywords"] or []),
+        "evidence_doc_ids": ev_ids,
+        "context_doc_ids": [b.block_id for b in sequence],
+        "n_hard_negatives": sum(b.kind == "hard_negative" for b in sequence),
+        "n_filler_documents": sum(b.kind in ("filler", "cut") for b in sequence),
+        "context": context,
+        "prompt": prompt,
+        "tokenizer": counter.name,
+        "target_tokens": target,
+        "input_tokens": input_tokens,
+        "context_tokens": context_tokens,
+        "max_new_tokens": int(max_new_tokens),
+    }
+
+
+# --------------------------------------------------------------------------- level
+
+
+def _hard_negative_rows(hard_negatives: pl.DataFrame, passages: pl.DataFrame, item_ids: list[str]) -> dict[str, list[dict]]:
+    hn = (
+        hard_negatives.filter(pl.col("item_id").is_in(item_ids))
+        .select("item_id", "rank", "passage_id", "doc_id")
+        .join(passages.select("passage_id", "title", "text"), on="passage_id", how="left")
+        .sort("item_id", "rank")
+    )
+    missing = hn.filter(pl.col("text").is_null())
+    if missing.height:
+        r = missing.row(0, named=True)
+        raise ValueError(
+            f"item {r['item_id']!r}: hard negative passage_id {r['passage_id']!r} is not in the passages table "
+            f"({missing.height} missing in all)"
+        )
+    out: dict[str, list[dict]] = defaultdict(list)
+    for r in hn.iter_rows(named=True):
+        out[r["item_id"]].append(r)
+    return out
+
+
+def build_instances(
+    items: pl.DataFrame,
+    documents: pl.DataFrame,
+    passages: pl.DataFrame,
+    hard_negatives: pl.DataFrame,
+    *,
+    level: str,
+    config: BenchmarkConfig,
+    counter: TokenCounter,
+) -> pl.DataFrame:
+    """All instances of one length level: the selected items x the configured depths."""
+    if counter.name != config.tokenizer:
+        raise ValueError(f"config tokenizer {config.tokenizer!r} but the counter is {counter.name!r}")
+    target = level_tokens(level)
+    selected = select_items(items, config.items_per_length, config.seed)
+    docs = DocumentIndex(documents)
+    negatives = _hard_negative_rows(hard_negatives, passages, selected["item_id"].to_list())
+    fingerprint = config.fingerprint(*CONSTRUCTION_FIELDS)
+    token_cache: dict[str, int] = {}
+    rows = []
+    for item in selected.iter_rows(named=True):
+        evidence = docs.evidence(item)
+        evidence_ids = {d["doc_id"] for d in evidence}
+        item_negatives = [h for h in negatives.get(item["item_id"], []) if h["doc_id"] not in evidence_ids]
+        pool = docs.filler_pool(item)
+        # Shared by all depths of (item, level): depth is then the only thing that differs.
+        seed = derive_seed(config.seed, item["item_id"], level, target)
+        for depth in config.depths:
+            row = assemble_instance(
+                item,
+                evidence,
+                item_negatives,
+                pool,
+                target_tokens=target,
+                depth=depth,
+                seed=seed,
+                counter=counter,
+                max_new_tokens=config.max_new_tokens,
+                length_tolerance=config.length_tolerance,
+                token_cache=token_cache,
+            )
+            row["instance_id"] = instance_id(item["item_id"], level, target, float(depth), row["variant"], fingerprint)
+            rows.append(row)
+    return conform(pl.DataFrame(rows, schema=INSTANCES), "instances")

@@ -1,0 +1,61 @@
+"""What each stage's output depends on, as a short hash.
+
+Every materialization records ``lcp/fingerprint``; ``lcp demo`` and ``lcp backfill`` skip a
+partition whose latest materialization carries the current fingerprint and whose file is
+on disk. A config or model-settings change therefore re-runs exactly the affected stages,
+and ids that embed the fingerprint produce new rows instead of reusing stale ones.
+Bump a stage's code version when its logic changes what it writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from lc_pipeline.config import BenchmarkConfig
+
+CODE_VERSIONS = {
+    "source_documents": "1",
+    "source_items": "1",
+    "passages": "1",
+    "passage_index": "1",
+    "hard_negatives": "1",
+    "instances": "1",
+    "generations": "1",
+    "metric_scores": "1",
+    "long_scores": "1",
+    "leaderboard": "1",
+}
+
+_SOURCES = ("sources",)
+_PASSAGES = _SOURCES + ("passage_words", "tokenizer")
+_INDEX = _PASSAGES + ("embedding_model",)
+_NEGATIVES = _INDEX + ("retrieval_top_k", "hard_negatives_per_item")
+_INSTANCES = _NEGATIVES + ("lengths", "depths", "items_per_length", "seed", "length_tolerance", "max_new_tokens")
+_LONG = _INSTANCES + ("base_lengths", "long_lengths")
+
+STAGE_FIELDS: dict[str, tuple[str, ...]] = {
+    "source_documents": _SOURCES,
+    "source_items": _SOURCES,
+    "passages": _PASSAGES,
+    "passage_index": _INDEX,
+    "hard_negatives": _NEGATIVES,
+    "instances": _INSTANCES,
+    "generations": _INSTANCES,
+    "metric_scores": _INSTANCES,
+    "long_scores": _LONG,
+    "leaderboard": _LONG,
+}
+
+MODEL_STAGES = {"generations", "metric_scores", "long_scores"}
+
+
+def stage_fingerprint(stage: str, config: BenchmarkConfig, model_fingerprint: str | None = None) -> str:
+    if stage in MODEL_STAGES and model_fingerprint is None:
+        raise ValueError(f"stage {stage!r} depends on the model: pass its settings fingerprint")
+    parts = [stage, CODE_VERSIONS[stage], config.fingerprint(*STAGE_FIELDS[stage]), model_fingerprint or ""]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def short_id(*parts: object) -> str:
+    """Stable row id from its inputs (never Python's salted hash())."""
+    return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()[:20]

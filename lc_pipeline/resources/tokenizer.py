@@ -1,0 +1,18 @@
+"""The tokenizer that measures instance lengths (tiktoken cl100k_base, loaded offline)."""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import PrivateAttr
+
+from lc_pipeline.construct.tokens import TokenCounter
+
+
+class TokenizerResource(dg.ConfigurableResource):
+    name: str = "cl100k_base"
+    _counter: TokenCounter | None = PrivateAttr(default=None)
+
+    def counter(self) -> TokenCounter:
+        if self._counter is None:
+            self._counter = TokenCounter.load(self.name)
+        return self._counter

@@ -1,0 +1,338 @@
+"""100-LongBench's LongScore, the "old metric", and the leaderboard built from them.
+
+Pure logic (no Dagster). Formulas from the 100-LongBench spec (§6, §10):
+
+* ``Base Ability B`` = mean of the task score S over the base lengths (paper: 2k/4k/6k).
+* ``LC_l = 100 * (S_l - B) / B`` at each long length l (paper: 8k ... 128k).
+* reported LongScore = mean of LC_l over the long lengths; old metric = mean of S_l over them.
+* Across tasks, the raw scores are averaged per length FIRST and LongScore is computed on that
+  averaged curve. Averaging per-task LongScores instead is wrong: a task with a tiny base
+  dominates (the spec's Llama-3.1-8B example: +7.43 instead of the paper's -17.46).
+* The reference ``longscore_table`` rounds each LC_l to 2 decimals before averaging; we do the
+  same by default (``round_each``), and keep the averages themselves unrounded (rounding them
+  is display, and the caller can round a stored number, not un-round it).
+* Ranks: descending, ties take the smallest rank (pandas ``rank(ascending=False, method='min')``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import polars as pl
+
+from lc_pipeline import schemas
+
+__all__ = [
+    "OVERALL",
+    "AVG",
+    "ZeroBaseError",
+    "LongScoreSummary",
+    "long_score",
+    "long_score_summary",
+    "long_scores_frame",
+    "rank_descending",
+    "leaderboard_frame",
+]
+
+OVERALL = "overall"  # task name of the cross-task rows
+AVG = "avg"  # length_level of the rows averaged over the long lengths
+
+
+class ZeroBaseError(ValueError):
+    """Base Ability is 0, so the relative change LongScore is undefined."""
+
+
+def long_score(base: float, score: float) -> float:
+    """LongScore at one length in percent: ``100 * (score - base) / base``.
+
+    Example: ``long_score(96.5, 95.8)`` -> -0.7253... (Table 5, Llama3.1-70B at 8k).
+    """
+    if base == 0:
+        raise ZeroBaseError(
+            "Base Ability is 0: LongScore = 100*(S_l - B)/B is undefined when the model scores 0 "
+            "at every base length (the paper requires a non-trivial base ability)"
+        )
+    return 100.0 * (score - base) / base
+
+
+@dataclass(frozen=True)
+class LongScoreSummary:
+    """LongScore of one score curve (one task, or several tasks averaged per length).
+
+    ``scores`` holds S_l for every base and long length (0-100); ``long_scores`` holds LC_l for
+    the long lengths (``None`` only when built with a zero base tolerated); ``avg_score`` is the
+    old metric; ``avg_long_score`` the reported LongScore.
+    """
+
+    tasks: tuple[str, ...]
+    base_lengths: tuple[str, ...]
+    long_lengths: tuple[str, ...]
+    base_ability: float
+    scores: dict[str, float]
+    long_scores: dict[str, float | None]
+    avg_score: float
+    avg_long_score: float | None
+
+
+def _check_lengths(
+    base_lengths: Sequence[str], long_lengths: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    for name, group in (("base_lengths", base_lengths), ("long_lengths", long_lengths)):
+        if isinstance(group, str):
+            raise TypeError(f"{name} must be a sequence of length levels, not a single str")
+        if not group:
+            raise ValueError(f"{name} is empty")
+        if len(set(group)) != len(group):
+            raise ValueError(f"{name} has duplicates: {list(group)}")
+    overlap = sorted(set(base_lengths) & set(long_lengths))
+    if overlap:
+        raise ValueError(f"lengths {overlap} are both base and long lengths")
+    return tuple(base_lengths), tuple(long_lengths)
+
+
+def _require_columns(df: pl.DataFrame, cols: Iterable[str], label: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{label} frame lacks column(s) {missing}; it has {df.columns}")
+
+
+def _task_curves(
+    scores: pl.DataFrame, needed: tuple[str, ...], label: str
+) -> dict[str, dict[str, float]]:
+    """{task: {length: score}} for the needed lengths, after checking coverage and values."""
+    _require_columns(scores, ("task", "length", "score"), label)
+    curves: dict[str, dict[str, float]] = {}
+    for task, length, score in scores.select("task", "length", "score").iter_rows():
+        if length not in needed:
+            continue  # e.g. 256k: built and scored, but outside the paper's averages
+        if score is None or (isinstance(score, float) and math.isnan(score)):
+            raise ValueError(f"{label}: task {task!r} has a null/NaN score at length {length!r}")
+        curve = curves.setdefault(task, {})
+        if length in curve:
+            raise ValueError(f"{label}: task {task!r} has more than one score at length {length!r}")
+        curve[length] = float(score)
+    if not curves:
+        raise ValueError(f"{label}: no rows at the lengths {list(needed)}")
+    for task, curve in curves.items():
+        missing = [lv for lv in needed if lv not in curve]
+        if missing:
+            raise ValueError(f"{label}: task {task!r} has no score at length(s) {missing}")
+    return curves
+
+
+def _summarize(
+    curves: dict[str, dict[str, float]],
+    base_lengths: tuple[str, ...],
+    long_lengths: tuple[str, ...],
+    round_each: bool,
+    allow_zero_base: bool,
+) -> LongScoreSummary:
+    tasks = tuple(curves)
+    # Average the raw task scores per length first (spec §6.2 / §10.5), as longscore_table does.
+    s = {lv: sum(curves[t][lv] for t in tasks) / len(tasks) for lv in (*base_lengths, *long_lengths)}
+    base = sum(s[lv] for lv in base_lengths) / len(base_lengths)
+    avg_score = sum(s[lv] for lv in long_lengths) / len(long_lengths)
+    lc: dict[str, float | None]
+    try:
+        lc = {lv: long_score(base, s[lv]) for lv in long_lengths}
+    except ZeroBaseError as exc:
+        if not allow_zero_base:
+            raise ZeroBaseError(f"tasks {list(tasks)}: {exc}") from exc
+        lc = {lv: None for lv in long_lengths}
+        avg_lc = None
+    else:
+        if round_each:
+            lc = {lv: round(v, 2) for lv, v in lc.items()}
+        avg_lc = sum(lc.values()) / len(lc)
+    return LongScoreSummary(
+        tasks=tasks,
+        base_lengths=base_lengths,
+        long_lengths=long_lengths,
+        base_ability=base,
+        scores=s,
+        long_scores=lc,
+        avg_score=avg_score,
+        avg_long_score=avg_lc,
+    )
+
+
+def long_score_summary(
+    scores: pl.DataFrame,
+    base_lengths: Sequence[str],
+    long_lengths: Sequence[str],
+    *,
+    round_each: bool = True,
+) -> LongScoreSummary:
+    """LongScore of the tasks in ``scores`` (columns ``task, length, score``; score 0-100, one
+    row per task x length). Several tasks are averaged per length before LongScore is taken.
+
+    Rows at other lengths are ignored. A task missing a base or long length raises ValueError;
+    a zero Base Ability raises :class:`ZeroBaseError` (a ValueError).
+    """
+    base_lengths, long_lengths = _check_lengths(base_lengths, long_lengths)
+    curves = _task_curves(scores, (*base_lengths, *long_lengths), "scores")
+    return _summarize(curves, base_lengths, long_lengths, round_each, allow_zero_base=False)
+
+
+def long_scores_frame(
+    per_instance: pl.DataFrame,
+    base_lengths: Sequence[str],
+    long_lengths: Sequence[str],
+    metric: str,
+    *,
+    round_each: bool = True,
+    on_zero_base: Literal["raise", "null"] = "raise",
+) -> pl.DataFrame:
+    """LONG_SCORES rows from per-instance scores (columns ``task, length, score``, score in [0, 1]).
+
+    For each task (sorted by name), then for ``"overall"`` (tasks averaged per length first):
+    one row per long length and one ``"avg"`` row. ``n_instances`` counts the instances behind
+    the row: those at that length; for ``"avg"``, those at the base and long lengths together
+    (both feed the averaged LongScore); summed over tasks for ``"overall"``.
+
+    If the frame has a ``metric`` column, only rows of ``metric`` are used. Rows at lengths that
+    are neither base nor long (e.g. 256k) are ignored. A task missing a base or long length raises
+    ValueError naming it. A zero Base Ability raises unless ``on_zero_base="null"``, which writes a
+    null ``long_score`` for that task (and keeps the raw scores).
+    """
+    if on_zero_base not in ("raise", "null"):
+        raise ValueError(f"on_zero_base must be 'raise' or 'null', not {on_zero_base!r}")
+    base_lengths, long_lengths = _check_lengths(base_lengths, long_lengths)
+    needed = (*base_lengths, *long_lengths)
+    _require_columns(per_instance, ("task", "length", "score"), "per_instance")
+    df = per_instance
+    if "metric" in df.columns:
+        df = df.filter(pl.col("metric") == metric)
+    # Float cast: 0/1 integer scores are fine, and is_nan needs a float column.
+    df = df.filter(pl.col("length").is_in(list(needed))).with_columns(pl.col("score").cast(pl.Float64))
+    if df.is_empty():
+        raise ValueError(f"per_instance: no rows for metric {metric!r} at lengths {list(needed)}")
+    score = pl.col("score")
+    bad = df.filter(score.is_null() | score.is_nan() | (score < 0) | (score > 1))
+    if not bad.is_empty():
+        row = bad.row(0, named=True)
+        raise ValueError(
+            f"per_instance: {bad.height} score(s) are null or outside [0, 1], e.g. task {row['task']!r} "
+            f"length {row['length']!r} score {row['score']!r}"
+        )
+    if OVERALL in df.get_column("task").unique().to_list():
+        raise ValueError(f"per_instance: a task may not be named {OVERALL!r} (reserved for the cross-task rows)")
+
+    per_length = (
+        df.group_by("task", "length")
+        .agg((pl.col("score").mean() * 100).alias("score"), pl.len().alias("n"))
+        .sort("task", "length")
+    )
+    curves = _task_curves(per_length, needed, "per_instance")
+    counts = {(t, lv): n for t, lv, n in per_length.select("task", "length", "n").iter_rows()}
+
+    rows: list[dict] = []
+    allow_zero = on_zero_base == "null"
+
+    def emit(name: str, summary: LongScoreSummary, task_names: Iterable[str]) -> None:
+        task_names = list(task_names)
+        n = {lv: sum(counts[(t, lv)] for t in task_names) for lv in needed}
+        common = {
+            "task": name,
+            "base_lengths": list(base_lengths),
+            "base_ability": summary.base_ability,
+            "metric": metric,
+        }
+        for lv in long_lengths:
+            rows.append(
+                common
+                | {
+                    "length_level": lv,
+                    "score": summary.scores[lv],
+                    "long_score": summary.long_scores[lv],
+                    "n_instances": n[lv],
+                }
+            )
+        rows.append(
+            common
+            | {
+                "length_level": AVG,
+                "score": summary.avg_score,
+                "long_score": summary.avg_long_score,
+                "n_instances": sum(n.values()),
+            }
+        )
+
+    for task in sorted(curves):
+        emit(task, _summarize({task: curves[task]}, base_lengths, long_lengths, round_each, allow_zero), [task])
+    emit(OVERALL, _summarize(curves, base_lengths, long_lengths, round_each, allow_zero), curves)
+    return schemas.conform(pl.DataFrame(rows, schema=schemas.LONG_SCORES), "long_scores")
+
+
+def rank_descending(values: Sequence[float | None]) -> list[int | None]:
+    """Rank with higher = better (rank 1); ties share the smallest rank; None/NaN get None.
+
+    Same as pandas ``Series.rank(ascending=False, method='min')`` (NaN kept as NaN).
+    Example: ``rank_descending([-8.6, -7.5, -15.16, -13.9])`` -> ``[2, 1, 4, 3]``.
+    """
+    present = [v for v in values if v is not None and not math.isnan(v)]
+    return [
+        None if v is None or math.isnan(v) else 1 + sum(1 for w in present if w > v)
+        for v in values
+    ]
+
+
+def _length_order(levels: list[str]) -> list[str]:
+    # Numeric order (8k < 16k < 128k); fall back to first-seen order for odd labels.
+    from lc_pipeline.config import level_tokens
+
+    try:
+        return sorted(levels, key=level_tokens)
+    except ValueError:
+        return levels
+
+
+def leaderboard_frame(long_scores_by_model: pl.DataFrame) -> pl.DataFrame:
+    """LEADERBOARD rows from LONG_SCORES rows plus a ``model`` column.
+
+    Uses the ``task == "overall"`` rows: one leaderboard row per (model, metric), with ranks
+    computed among the models of the same metric. Sorted by metric, then rank_long_score.
+    """
+    _require_columns(long_scores_by_model, ("model", *schemas.LONG_SCORES), "long_scores_by_model")
+    overall = long_scores_by_model.filter(pl.col("task") == OVERALL)
+    if overall.is_empty():
+        return schemas.empty("leaderboard")
+
+    out: list[dict] = []
+    keys = overall.select("model", "metric").unique(maintain_order=True).iter_rows()
+    for model, metric in keys:
+        grp = overall.filter((pl.col("model") == model) & (pl.col("metric") == metric))
+        avg = grp.filter(pl.col("length_level") == AVG)
+        if avg.height != 1:
+            raise ValueError(f"model {model!r} metric {metric!r}: expected one overall 'avg' row, found {avg.height}")
+        per_len = grp.filter(pl.col("length_level") != AVG)
+        levels = per_len.get_column("length_level").to_list()
+        if len(set(levels)) != len(levels):
+            raise ValueError(f"model {model!r} metric {metric!r}: duplicate overall rows for a length level")
+        by_level = dict(zip(levels, per_len.get_column("score").to_list()))
+        a = avg.row(0, named=True)
+        out.append(
+            {
+                "model": model,
+                "metric": metric,
+                "base_ability": a["base_ability"],
+                "old_metric": a["score"],
+                "long_score": a["long_score"],
+                "scores_by_length": json.dumps({lv: by_level[lv] for lv in _length_order(levels)}),
+                "n_instances": a["n_instances"],
+            }
+        )
+
+    for metric in {r["metric"] for r in out}:
+        grp = [r for r in out if r["metric"] == metric]
+        for col, rank_col in (("old_metric", "rank_old_metric"), ("long_score", "rank_long_score")):
+            for r, rank in zip(grp, rank_descending([r[col] for r in grp])):
+                r[rank_col] = rank
+
+    df = pl.DataFrame(out, schema={**schemas.LEADERBOARD})
+    df = df.sort(["metric", "rank_long_score", "model"], nulls_last=True)
+    return schemas.conform(df, "leaderboard")

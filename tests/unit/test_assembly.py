@@ -1,0 +1,397 @@
+"""Length-controlled instance assembly, on a small hand-built corpus.
+
+The corpus: fictional people and places. Single-hop items ask where a person was born
+(evidence: the person's document); multi-hop items ask which river runs through a
+person's birthplace (evidence: the person's and the place's documents).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+
+import polars as pl
+import pytest
+
+from lc_pipeline.config import BenchmarkConfig, SourceConfig
+from lc_pipeline.construct.assembly import (
+    assemble_instance,
+    build_instances,
+    derive_seed,
+    filler_pool,
+    select_items,
+)
+from lc_pipeline.construct.chunking import chunk_documents
+from lc_pipeline.construct.prompts import QA_INSTRUCTION, format_block
+from lc_pipeline.construct.tokens import TokenCounter
+from lc_pipeline.schemas import HARD_NEGATIVES, INSTANCES, SOURCE_DOCUMENTS, SOURCE_ITEMS
+from lc_pipeline.text import contains_answer
+
+SYLLABLES = ["ka", "lo", "ve", "mir", "dan", "tor", "sel", "quin", "bra", "zu", "pel", "var", "ono", "reth", "gal", "fi"]
+TRADES = ["weaver", "cartographer", "brewer", "glassblower", "archivist", "ferryman", "tanner", "astronomer"]
+THINGS = ["lanterns", "maps", "copper bells", "salt", "wool", "ledgers", "clocks", "barley"]
+PERSON_SENTENCES = [
+    "{n} worked for many years as a {trade} and was known for {thing}.",
+    "In later life {n} wrote a short treatise on {thing} that few people read.",
+    "Neighbours remembered {n} as patient, careful and fond of long walks.",
+    "{n} kept a notebook of every {trade} met on the road.",
+    "A portrait of {n} hangs in a small hall beside a shelf of {thing}.",
+    "Letters from {n} describe winters spent repairing {thing}.",
+]
+PLACE_SENTENCES = [
+    "{n} is a market town whose fairs trade mostly in {thing}.",
+    "The old quarter of {n} is built of grey stone and narrow lanes.",
+    "Every spring {n} holds a festival in honour of the first {trade}.",
+    "Travellers describe {n} as quiet, with a harbour full of {thing}.",
+    "The council of {n} meets in a hall decorated with {thing}.",
+    "Most families in {n} have at least one {trade} among them.",
+]
+
+
+def _name(rng: random.Random, used: set[str]) -> str:
+    while True:
+        n = "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize()
+        if n not in used:
+            used.add(n)
+            return n
+
+
+def make_corpus(n_people: int = 40, n_places: int = 40, seed: int = 3) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(documents, items) conforming to SOURCE_DOCUMENTS / SOURCE_ITEMS."""
+    rng = random.Random(seed)
+    used: set[str] = set()
+    places = [(_name(rng, used), _name(rng, used)) for _ in range(n_places)]  # (town, river)
+    docs, items = [], []
+
+    def body(templates: list[str], n: str, k: int) -> str:
+        return " ".join(rng.choice(templates).format(n=n, trade=rng.choice(TRADES), thing=rng.choice(THINGS)) for _ in range(k))
+
+    for i, (town, river) in enumerate(places):
+        text = f"{town} is a town on the river {river}. " + body(PLACE_SENTENCES, town, rng.randint(8, 16))
+        docs.append((f"place-{i:03d}", town, text, "places", "place"))
+    for i in range(n_people):
+        person = _name(rng, used)
+        town, river = places[i % n_places]
+        text = f"{person} was born in {town}. " + body(PERSON_SENTENCES, person, rng.randint(8, 16))
+        docs.append((f"person-{i:03d}", person, text, "people", "person"))
+        if i < 8:
+            items.append((f"single-{i}", "single_hop_qa", "single-doc QA", f"In which town was {person} born?",
+                          [town], [town], [f"person-{i:03d}"], 1))
+        elif i < 14:
+            items.append((f"multi-{i}", "multi_hop_qa", "multi-doc QA",
+                          f"Which river flows through the town where {person} was born?",
+                          [river], [river], [f"person-{i:03d}", f"place-{i % n_places:03d}"], 2))
+    documents = pl.DataFrame(
+        {
+            "doc_id": [d[0] for d in docs],
+            "source": ["handmade"] * len(docs),
+            "title": [d[1] for d in docs],
+            "text": [d[2] for d in docs],
+            "language": ["en"] * len(docs),
+            "domain": [d[3] for d in docs],
+            "entity_type": [d[4] for d in docs],
+        },
+        schema=SOURCE_DOCUMENTS,
+    )
+    item_frame = pl.DataFrame(
+        {
+            "item_id": [t[0] for t in items],
+            "source": ["handmade"] * len(items),
+            "task": [t[1] for t in items],
+            "category": [t[2] for t in items],
+            "language": ["en"] * len(items),
+            "question": [t[3] for t in items],
+            "answers": [t[4] for t in items],
+            "answer_keywords": [t[5] for t in items],
+            "evidence_doc_ids": [t[6] for t in items],
+            "hops": [t[7] for t in items],
+        },
+        schema=SOURCE_ITEMS,
+    )
+    return documents, item_frame
+
+
+def lexical_hard_negatives(items: pl.DataFrame, passages: pl.DataFrame, k: int = 30) -> pl.DataFrame:
+    """A stand-in retriever (word overlap). Like the real table it drops answer-bearing
+    passages, but it keeps the item's own evidence passages: assembly must skip those."""
+    rows = []
+    texts = passages.select("passage_id", "doc_id", "text").rows()
+    for item in items.iter_rows(named=True):
+        q = set(item["question"].lower().replace("?", "").split())
+        scored = sorted(texts, key=lambda t: (-len(q & set(t[2].lower().split())), t[0]))
+        rank = 0
+        for retrieval_rank, (pid, doc_id, text) in enumerate(scored):
+            if contains_answer(text, item["answers"]):
+                continue
+            rows.append((item["item_id"], rank, pid, doc_id, 1.0 / (1 + retrieval_rank), retrieval_rank))
+            rank += 1
+            if rank == k:
+                break
+    return pl.DataFrame(rows, schema=HARD_NEGATIVES, orient="row")
+
+
+@pytest.fixture(scope="module")
+def counter() -> TokenCounter:
+    return TokenCounter.load()
+
+
+@pytest.fixture(scope="module")
+def corpus(counter):
+    documents, items = make_corpus()
+    passages = chunk_documents(documents, 40, counter)  # short passages so several per document
+    hard_negatives = lexical_hard_negatives(items, passages)
+    return items, documents, passages, hard_negatives
+
+
+def make_config(**overrides) -> BenchmarkConfig:
+    base = BenchmarkConfig(
+        name="test",
+        sources=(SourceConfig("handmade"),),
+        lengths=("1k", "2k", "4k", "512", "64k"),
+        base_lengths=("1k",),
+        long_lengths=("2k", "4k"),
+        depths=(0.0, 0.5, 1.0),
+        items_per_length=4,
+        seed=42,
+        length_tolerance=0.05,
+        max_new_tokens=24,
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+@pytest.fixture(scope="module")
+def built(corpus, counter):
+    config = make_config()
+    return {lv: build_instances(*corpus, level=lv, config=config, counter=counter) for lv in ("1k", "2k", "4k")}
+
+
+def block_text(row: dict, documents: pl.DataFrame, passages: pl.DataFrame, block_id: str) -> str:
+    if "#" in block_id:
+        return passages.filter(pl.col("passage_id") == block_id)["text"].item()
+    return documents.filter(pl.col("doc_id") == block_id.removesuffix(":cut"))["text"].item()
+
+
+# --------------------------------------------------------------------------- select_items
+
+
+def test_select_items_is_seeded_balanced_and_order_independent(corpus):
+    items = corpus[0]
+    picked = select_items(items, 6, seed=42)
+    assert picked.schema == items.schema
+    assert picked["task"].value_counts()["count"].to_list() == [3, 3]  # round-robin over tasks
+    assert picked.equals(select_items(items, 6, seed=42))
+    assert picked.equals(select_items(items.reverse(), 6, seed=42))  # input row order does not matter
+    assert set(select_items(items, 6, seed=7)["item_id"]) != set(picked["item_id"])
+    # A smaller n is a prefix of a larger one: growing items_per_length keeps old items.
+    assert select_items(items, 4, seed=42)["item_id"].to_list() == picked["item_id"].to_list()[:4]
+
+
+def test_select_items_too_many_names_available_count(corpus):
+    with pytest.raises(ValueError, match="only 14 exist"):
+        select_items(corpus[0], 15, seed=1)
+
+
+# --------------------------------------------------------------------------- filler_pool
+
+
+def test_filler_pool_same_domain_no_evidence_no_answer(corpus):
+    items, documents = corpus[0], corpus[1]
+    item = items.filter(pl.col("item_id") == "single-0").row(0, named=True)
+    pool = filler_pool(documents, item)
+    ids = {r["doc_id"] for r in pool}
+    assert ids and all(i.startswith("person-") for i in ids)  # same domain only
+    assert "person-000" not in ids  # not the evidence
+    assert all(not contains_answer(r["text"], item["answers"]) for r in pool)
+    # Person 0 and person 40 would share a birthplace if there were 41 people; here the
+    # only other documents that mention the town are places, which are another domain.
+    multi = items.filter(pl.col("item_id") == "multi-8").row(0, named=True)
+    multi_ids = {r["doc_id"] for r in filler_pool(documents, multi)}
+    assert any(i.startswith("place-") for i in multi_ids) and any(i.startswith("person-") for i in multi_ids)
+    assert not multi_ids & set(multi["evidence_doc_ids"])
+
+
+def test_filler_pool_drops_documents_containing_an_answer(corpus):
+    items, documents = corpus[0], corpus[1]
+    item = items.filter(pl.col("item_id") == "single-0").row(0, named=True)
+    town = item["answers"][0]
+    # Punctuation and case differences still count as containing the answer (SubEM rules).
+    leaky = documents.with_columns(
+        pl.when(pl.col("doc_id") == "person-005")
+        .then(pl.col("text") + f" Later moved to {town.upper()}!")
+        .otherwise(pl.col("text"))
+        .alias("text")
+    )
+    assert "person-005" in {r["doc_id"] for r in filler_pool(documents, item)}
+    assert "person-005" not in {r["doc_id"] for r in filler_pool(leaky, item)}
+
+
+# --------------------------------------------------------------------------- build_instances
+
+
+def test_instances_conform_and_hit_their_targets(built):
+    errors = {}
+    for level, df in built.items():
+        assert df.schema == INSTANCES
+        assert df.height == 4 * 3
+        assert df["instance_id"].n_unique() == df.height
+        rel = (df["input_tokens"] - df["target_tokens"]) / df["target_tokens"]
+        errors[level] = (rel.min(), rel.max())
+        assert rel.abs().max() <= 0.01  # the aim; length_tolerance (5 %) is the hard limit
+        assert (df["input_tokens"] <= df["target_tokens"]).all()
+        assert set(df["variant"]) == {"plain"} and set(df["tokenizer"]) == {"cl100k_base"}
+        assert set(df["max_new_tokens"]) == {24}
+    print("relative length error (min, max) per level:", errors)
+
+
+def test_recorded_counts_are_exact(built, counter):
+    for df in built.values():
+        for row in df.iter_rows(named=True):
+            assert row["input_tokens"] == counter.count(row["prompt"])
+            assert row["context_tokens"] == counter.count(row["context"])
+            assert row["prompt"].startswith(QA_INSTRUCTION)
+            assert row["context"] in row["prompt"]
+            assert row["prompt"].endswith(f"Question: {row['question']}\nAnswer:")
+
+
+def test_evidence_verbatim_and_distractors_answer_free(built, corpus):
+    _, documents, passages, _ = corpus
+    for df in built.values():
+        for row in df.iter_rows(named=True):
+            ids = row["context_doc_ids"]
+            for k, doc_id in enumerate(row["evidence_doc_ids"]):
+                doc = documents.filter(pl.col("doc_id") == doc_id).row(0, named=True)
+                assert format_block(ids.index(doc_id) + 1, doc["title"], doc["text"]) in row["context"]
+            distractors = [b for b in ids if b not in row["evidence_doc_ids"]]
+            assert len(distractors) == len(set(distractors))
+            for b in distractors:
+                assert not b.split("#")[0].removesuffix(":cut") in row["evidence_doc_ids"]
+                assert not contains_answer(block_text(row, documents, passages, b), row["answers"])
+            assert row["n_hard_negatives"] == sum("#" in b for b in ids)
+            assert row["n_filler_documents"] == len(distractors) - row["n_hard_negatives"]
+            # Every block id maps to text that is in the context verbatim (cut fillers: a prefix).
+            for b in distractors:
+                text = block_text(row, documents, passages, b)
+                if b.endswith(":cut"):
+                    start = row["context"].index(f"(Title: ", row["context"].index(f"Document [{ids.index(b) + 1}]"))
+                    body = row["context"][start:].split("): ", 1)[1]
+                    assert text.startswith(body.split("\n\nDocument [")[0])
+                else:
+                    assert text in row["context"]
+
+
+def test_hard_negatives_come_first_in_rank_order(built, corpus):
+    hard_negatives = corpus[3]
+    row = built["4k"].row(0, named=True)
+    used = [b for b in row["context_doc_ids"] if "#" in b]
+    ranked = (
+        hard_negatives.filter(pl.col("item_id") == row["item_id"])
+        .filter(~pl.col("doc_id").is_in(row["evidence_doc_ids"]))
+        .sort("rank")["passage_id"]
+        .to_list()
+    )
+    assert used and set(used) == set(ranked[: len(used)])  # a rank-order prefix, then shuffled
+
+
+def test_depth_places_first_evidence(built):
+    for df in built.values():
+        for row in df.iter_rows(named=True):
+            first = row["evidence_doc_ids"][0]
+            ids = row["context_doc_ids"]
+            measured = row["evidence_depths"][0]
+            if row["depth"] == 0.0:
+                assert ids[0] == first and measured == 0.0
+            elif row["depth"] == 1.0:
+                assert ids[-1] == first and measured > 0.6
+            else:
+                assert 0.3 < measured < 0.7
+            assert all(0.0 <= d < 1.0 for d in row["evidence_depths"])
+
+
+def test_depths_share_distractors(built):
+    # Instances of one (item, level) differ only in where the evidence sits.
+    df = built["2k"]
+    for item_id in df["item_id"].unique():
+        rows = df.filter(pl.col("item_id") == item_id).sort("depth").iter_rows(named=True)
+        sets = [{b.removesuffix(":cut") for b in r["context_doc_ids"]} for r in rows]
+        assert all(s == sets[0] for s in sets)
+
+
+def test_same_items_at_every_level(built):
+    per_level = [sorted(df["item_id"].unique().to_list()) for df in built.values()]
+    assert per_level[0] == per_level[1] == per_level[2]
+    assert set(built["1k"]["task"]) == {"single_hop_qa", "multi_hop_qa"}
+
+
+def test_deterministic(corpus, counter, built):
+    items, documents, passages, hard_negatives = corpus
+    again = build_instances(
+        items.reverse(), documents.reverse(), passages.reverse(), hard_negatives.reverse(),
+        level="2k", config=make_config(), counter=counter,
+    )
+    assert again.equals(built["2k"])
+    other_seed = build_instances(*corpus, level="2k", config=make_config(seed=43), counter=counter)
+    assert not set(other_seed["instance_id"]) & set(built["2k"]["instance_id"])
+
+
+def test_levels_get_longer_contexts(built):
+    ctx = {lv: df["context_tokens"].mean() for lv, df in built.items()}
+    assert ctx["1k"] < ctx["2k"] < ctx["4k"]
+    assert built["4k"]["n_filler_documents"].max() >= 1
+
+
+def test_4k_level_is_fast(corpus, counter):
+    t0 = time.perf_counter()
+    build_instances(*corpus, level="4k", config=make_config(seed=5), counter=counter)
+    assert time.perf_counter() - t0 < 5.0
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_target_below_evidence_is_an_error(corpus, counter):
+    with pytest.raises(ValueError, match=r"item '\w+-\d+', target 512 tokens: .*evidence"):
+        build_instances(*corpus, level="512", config=make_config(), counter=counter)
+
+
+def test_exhausted_pool_is_an_error(corpus, counter):
+    with pytest.raises(ValueError, match=r"target 65536 tokens: the distractor pool is exhausted"):
+        build_instances(*corpus, level="64k", config=make_config(), counter=counter)
+
+
+def test_missing_evidence_document_is_an_error(corpus, counter):
+    items, documents, passages, hard_negatives = corpus
+    broken = items.with_columns(
+        pl.when(pl.col("item_id") == "single-0")
+        .then(pl.lit(["person-999"], dtype=pl.List(pl.String)))
+        .otherwise(pl.col("evidence_doc_ids"))
+        .alias("evidence_doc_ids")
+    )
+    with pytest.raises(ValueError, match=r"single-0.*evidence_doc_ids.*person-999"):
+        build_instances(broken, documents, passages, hard_negatives, level="1k",
+                        config=make_config(items_per_length=14), counter=counter)
+
+
+def test_assemble_instance_skips_answer_bearing_negatives(corpus, counter):
+    items, documents, passages, _ = corpus
+    item = items.filter(pl.col("item_id") == "single-1").row(0, named=True)
+    evidence = documents.filter(pl.col("doc_id") == "person-001").to_dicts()
+    leaky = {"passage_id": "x#0", "doc_id": "x", "title": "X", "text": f"Rumour says {item['answers'][0]}."}
+    evidence_passage = passages.filter(pl.col("doc_id") == "person-001").to_dicts()[0]
+    clean = passages.filter(pl.col("doc_id") == "person-020").to_dicts()
+    row = assemble_instance(
+        item, evidence, [leaky, evidence_passage, *clean], filler_pool(documents, item),
+        target_tokens=1500, depth=0.5, seed=derive_seed(1), counter=counter, max_new_tokens=16, length_tolerance=0.05,
+    )
+    assert "x#0" not in row["context_doc_ids"] and evidence_passage["passage_id"] not in row["context_doc_ids"]
+    assert {p["passage_id"] for p in clean} <= set(row["context_doc_ids"])
+    assert "person-020" not in row["context_doc_ids"]  # its passages are in: no duplicate text
+    assert abs(row["input_tokens"] - 1500) <= 15
+
+
+def test_special_token_text_is_plain_text(corpus, counter):
+    items, documents, passages, hard_negatives = corpus
+    odd = documents.with_columns(pl.col("text").str.replace(r"\.$", ". <|endoftext|>"))
+    df = build_instances(items, odd, passages, hard_negatives, level="1k", config=make_config(), counter=counter)
+    assert df["prompt"].str.contains("<|endoftext|>", literal=True).any()
+    assert ((df["input_tokens"] - 1024).abs() <= 10).all()
