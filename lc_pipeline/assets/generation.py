@@ -1,6 +1,5 @@
 """generations: model outputs per (length, model) partition, resumable after a crash."""
 
-from __future__ import annotations
 
 import json
 

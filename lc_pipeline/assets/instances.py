@@ -1,6 +1,5 @@
 """instances: the benchmark itself, one partition per length level, with its quality checks."""
 
-from __future__ import annotations
 
 import dagster as dg
 import polars as pl

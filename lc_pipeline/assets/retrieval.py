@@ -1,6 +1,5 @@
 """passages, passage_index, hard_negatives: the retrieval stage (HELMET-style hard negatives)."""
 
-from __future__ import annotations
 
 import time
 
@@ -16,7 +15,7 @@ from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, EmbedderResource, TokenizerResource, VectorIndexResource
 
-ALL_SOURCES = dg.AssetIn(metadata={"allow_missing_partitions": True})
+ALL_SOURCES = dg.AssetIn(partition_mapping=dg.AllPartitionMapping(), metadata={"allow_missing_partitions": True})
 
 
 def configured_sources(df: pl.DataFrame, config: BenchmarkConfig, table: str) -> pl.DataFrame:

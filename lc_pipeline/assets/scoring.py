@@ -1,6 +1,5 @@
 """metric_scores, long_scores, leaderboard."""
 
-from __future__ import annotations
 
 import dagster as dg
 import polars as pl
@@ -14,6 +13,11 @@ from lc_pipeline.score.longscore import leaderboard_frame, long_scores_frame
 from lc_pipeline.score.metrics import score_frame
 
 METRICS = ("subem", "em", "f1")
+
+
+def _number(v: float | None) -> dg.MetadataValue:
+    # An undefined LongScore (zero Base Ability) is shown as such, not as 0.
+    return dg.MetadataValue.text("undefined (Base Ability is 0)") if v is None else dg.MetadataValue.float(float(v))
 
 
 def build(parts: Partitions) -> list:
@@ -77,6 +81,9 @@ def build(parts: Partitions) -> list:
                 list(config.base_lengths),
                 list(config.long_lengths),
                 metric=m,
+                # A model scoring 0 at the base lengths has no defined LongScore (the paper needs a
+                # non-trivial base ability): record null rather than fail the whole model.
+                on_zero_base="null",
             )
             for m in METRICS
         ]
@@ -86,8 +93,9 @@ def build(parts: Partitions) -> list:
             out,
             metadata={
                 FINGERPRINT_KEY: stage_fingerprint("long_scores", config, models.spec(slug).fingerprint()),
-                **{f"long_score_{m}": float(v) for m, v in overall.select("metric", "long_score").iter_rows()},
-                **{f"old_metric_{m}": float(v) for m, v in overall.select("metric", "score").iter_rows()},
+                **{f"long_score_{m}": _number(v) for m, v in overall.select("metric", "long_score").iter_rows()},
+                **{f"old_metric_{m}": _number(v) for m, v in overall.select("metric", "score").iter_rows()},
+                "undefined_long_scores": int(out["long_score"].null_count()),
                 "preview": preview(out.filter(pl.col("task") == "overall"), n=20),
             },
         )

@@ -1,6 +1,5 @@
 """source_documents, source_items: one partition per configured source."""
 
-from __future__ import annotations
 
 import dagster as dg
 

@@ -17,6 +17,8 @@ never a silently short row.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import hashlib
 import json
 import random
@@ -50,6 +52,7 @@ CONSTRUCTION_FIELDS = (
 )
 
 AIM = 0.005  # aim for input_tokens in [target * (1 - AIM), target]: well inside +-1 %
+AIM_MAX_TOKENS = 32  # ... and never more than this short: about one sentence
 MIN_CUT_TOKENS = 8  # a cut filler shorter than this is a scrap, not a document
 CORRECTION_ROUNDS = 6
 _ESTIMATE_INDEX = 1  # block costs are estimated with this index; the exact count fixes the rest
@@ -178,22 +181,36 @@ class _Block:
 
 
 class _Costs:
-    """Token cost of a formatted block, counted once per block id (batched, cached)."""
+    """Tokens a block adds to the prompt, counted once per block id (batched, cached).
+
+    A block is counted together with the separator after it: cl100k merges a final "."
+    with the following "\\n\\n", and "Document"/"Question" always start a new pre-token, so
+    these per-block counts add up to the exact prompt length up to the index width.
+    """
 
     def __init__(self, counter: TokenCounter, cache: dict[str, int] | None) -> None:
         self.counter = counter
         self.cache = {} if cache is None else cache
 
+    def block(self, title: str, text: str) -> int:
+        return self.counter.count(format_block(_ESTIMATE_INDEX, title, text) + BLOCK_SEPARATOR)
+
     def ensure(self, rows: Sequence[dict], key: str) -> None:
         todo = [r for r in rows if r[key] not in self.cache]
         if todo:
-            texts = [format_block(_ESTIMATE_INDEX, r["title"], r["text"]) for r in todo]
+            texts = [format_block(_ESTIMATE_INDEX, r["title"], r["text"]) + BLOCK_SEPARATOR for r in todo]
             for r, n in zip(todo, self.counter.count_many(texts)):
                 self.cache[r[key]] = n
 
     def get(self, row: dict, key: str) -> int:
         self.ensure([row], key)
         return self.cache[row[key]]
+
+
+@functools.lru_cache(maxsize=None)
+def _index_extra(counter: TokenCounter, digits: int) -> int:
+    """Extra tokens of a block numbered with ``digits`` digits over one numbered 1."""
+    return counter.count(format_block(10 ** (digits - 1), "x", "")) - counter.count(format_block(_ESTIMATE_INDEX, "x", ""))
 
 
 class _Cutter:
@@ -212,20 +229,20 @@ class _Cutter:
         ]
 
     def cut(self, body_tokens: int, sentence_slack: int) -> str:
-        """The longest word-boundary prefix of about ``body_tokens`` tokens; a sentence end is
-        taken instead when it costs at most ``sentence_slack`` tokens."""
+        """The longest word-boundary prefix of at most about ``body_tokens`` tokens; the last
+        sentence end before it is taken instead when that costs at most ``sentence_slack``."""
         text = self.row["text"]
         body_tokens = max(1, min(body_tokens, len(self.ids)))
         # A token prefix decodes to a byte prefix of the text; dropping a split UTF-8 tail
         # leaves an exact character prefix.
         limit = len(self.counter.encoding.decode_bytes(self.ids[:body_tokens]).decode("utf-8", errors="ignore"))
-        words = [e for e in self.word_ends if e <= limit]
-        end = words[-1] if words else self.word_ends[0]
-        sentences = [e for e in self.sentence_ends if e <= end]
-        if sentences and limit > 0:
+        i = bisect.bisect_right(self.word_ends, limit)
+        end = self.word_ends[i - 1] if i else self.word_ends[0]
+        j = bisect.bisect_right(self.sentence_ends, end)
+        if j and limit > 0:
             chars_per_token = limit / body_tokens
-            if (end - sentences[-1]) / chars_per_token <= sentence_slack:
-                end = sentences[-1]
+            if (end - self.sentence_ends[j - 1]) / chars_per_token <= sentence_slack:
+                end = self.sentence_ends[j - 1]
         return text[:end]
 
 
@@ -252,29 +269,36 @@ def assemble_instance(
 
     ``evidence_docs`` / ``fillers``: document rows (doc_id, title, text); ``hard_negatives``:
     passage rows (passage_id, doc_id, title, text) in rank order. ``seed`` drives every
-    random choice except the evidence position, which only ``depth`` sets, so instances
-    that differ only in depth have the same distractors in the same order.
+    random choice; the evidence position depends on ``depth`` alone, so instances that
+    differ only in depth have the same distractors in the same order.
     ``token_cache`` (block id -> tokens) lets many instances share block counts.
     """
     target = int(target_tokens)
     answers = list(item["answers"])
     rng = random.Random(seed)
     costs = _Costs(counter, token_cache)
-    sep = counter.count(BLOCK_SEPARATOR)
-    base = counter.count(build_prompt("", item["question"]))
-    budget = target - base  # tokens available to the context
-    aim_slack = max(1, int(target * AIM))
+    placeholder = format_block(_ESTIMATE_INDEX, "x", "x.")
+    # Prompt tokens outside the context: instruction + question (see _Costs for additivity).
+    base = counter.count(build_prompt(placeholder, item["question"])) - costs.block("x", "x.")
+    budget = target - base  # tokens available to the blocks
+    aim_slack = max(1, min(int(target * AIM), AIM_MAX_TOKENS))
+    n_blocks = 0
+
+    def add_cost(cost: int) -> int:
+        # Block numbers of 4+ digits cost extra tokens; numbering follows block count.
+        nonlocal n_blocks
+        n_blocks += 1
+        return cost + _index_extra(counter, len(str(n_blocks)))
 
     evidence_ids = {d["doc_id"] for d in evidence_docs}
+    if not evidence_docs:
+        raise _fail(item, target, "no evidence documents")
     costs.ensure(evidence_docs, "doc_id")
     evidence = [_Block(d["doc_id"], "evidence", d["title"], d["text"], costs.get(d, "doc_id")) for d in evidence_docs]
-    if not evidence:
-        raise _fail(item, target, "no evidence documents")
-    used = sum(b.cost for b in evidence) + sep * (len(evidence) - 1)
+    used = sum(add_cost(b.cost) for b in evidence)
     if used > budget:
         raise _fail(
-            item, target,
-            f"the evidence documents alone need about {used + base} prompt tokens; use a longer level",
+            item, target, f"the evidence documents alone need about {used + base} prompt tokens; use a longer level"
         )
 
     # Hard negatives in rank order while they fit (the best distractors first).
@@ -284,11 +308,11 @@ def assemble_instance(
     ]
     costs.ensure(negatives, "passage_id")
     for h in negatives:
-        c = costs.get(h, "passage_id") + sep
-        if used + c > budget:
+        c = costs.get(h, "passage_id")
+        if used + c + _index_extra(counter, len(str(n_blocks + 1))) > budget:
             break
-        distractors.append(_Block(h["passage_id"], "hard_negative", h["title"], h["text"], c - sep))
-        used += c
+        distractors.append(_Block(h["passage_id"], "hard_negative", h["title"], h["text"], c))
+        used += add_cost(c)
 
     # Filler documents in a seeded order while they fit. A document that lent a passage to
     # the hard negatives is left out so no text appears twice.
@@ -302,12 +326,12 @@ def assemble_instance(
         costs.ensure(chunk, "doc_id")
         stop = False
         for f in chunk:
-            c = costs.get(f, "doc_id") + sep
-            if used + c > budget:
+            c = costs.get(f, "doc_id")
+            if used + c + _index_extra(counter, len(str(n_blocks + 1))) > budget:
                 stop = True
                 break
-            distractors.append(_Block(f["doc_id"], "filler", f["title"], f["text"], c - sep))
-            used += c
+            distractors.append(_Block(f["doc_id"], "filler", f["title"], f["text"], c))
+            used += add_cost(c)
             n_taken += 1
         if stop:
             break
@@ -315,26 +339,30 @@ def assemble_instance(
     by_doc_id = {f["doc_id"]: f for f in order}
 
     # Close the gap with one filler cut to size. When the gap is too small for a real cut,
-    # give back the last full filler and cut a longer document instead.
+    # give back the last block or two and cut a longer document instead.
     def plan_cut(gap: int) -> tuple[dict, int] | None:
+        gap -= _index_extra(counter, len(str(n_blocks + 1)))
         for f in remaining:
-            header = counter.count(format_block(_ESTIMATE_INDEX, f["title"], ""))
-            body = gap - sep - header
-            if body >= MIN_CUT_TOKENS and costs.get(f, "doc_id") + sep > gap:
+            body = gap - costs.block(f["title"], "")
+            if body >= MIN_CUT_TOKENS and costs.get(f, "doc_id") > gap:
                 return f, body
         return None
 
     cut_plan = None
-    if budget - used > aim_slack:
+    if budget - used > aim_slack and remaining:
         cut_plan = plan_cut(budget - used)
+        kept = (list(distractors), used, list(remaining), n_blocks)
         for _ in range(3):
             if cut_plan is not None or not distractors:
                 break
             give_back = distractors.pop()
-            used -= give_back.cost + sep
+            n_blocks -= 1
+            used -= give_back.cost + _index_extra(counter, len(str(n_blocks + 1)))
             if give_back.kind == "filler":
                 remaining.insert(0, by_doc_id[give_back.block_id])
             cut_plan = plan_cut(budget - used)
+        if cut_plan is None:  # giving back did not help: keep the fuller context
+            distractors[:], used, remaining[:], n_blocks = kept[0], kept[1], kept[2], kept[3]
 
     cutter = None
     cut_block = None
@@ -343,7 +371,7 @@ def assemble_instance(
         remaining.remove(row)
         cutter = _Cutter(row, counter)
         text = cutter.cut(body, aim_slack)
-        cut_block = _Block(f"{row['doc_id']}:cut", "cut", row["title"], text, budget - used - sep)
+        cut_block = _Block(f"{row['doc_id']}:cut", "cut", row["title"], text, costs.block(row["title"], text))
         distractors.append(cut_block)
 
     # Order: distractors shuffled, other evidence at random places, then the first evidence
@@ -356,9 +384,8 @@ def assemble_instance(
     first = evidence[0]
     offsets = [0]
     for b in sequence:
-        offsets.append(offsets[-1] + b.cost + sep)
-    total = offsets[-1] + first.cost
-    desired = depth * (total - first.cost)
+        offsets.append(offsets[-1] + b.cost)
+    desired = depth * offsets[-1]  # offsets[-1] = start of a last block
     k = min(range(len(offsets)), key=lambda i: (abs(offsets[i] - desired), i))
     sequence.insert(k, first)
 

