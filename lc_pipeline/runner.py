@@ -24,8 +24,17 @@ from lc_pipeline.resources.parquet_io import partition_path
 
 
 class Runner:
-    def __init__(self, pipeline: Pipeline, instance: dg.DagsterInstance, echo: Callable[[str], None] = print):
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        instance: dg.DagsterInstance,
+        echo: Callable[[str], None] = print,
+        log_level: str = "WARNING",
+    ):
         self.pipeline = pipeline
+        # Dagster's console logger prints every engine event at DEBUG; the CLI shows its own
+        # progress lines instead (the UI keeps the full event log either way).
+        self.run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
         self.config = pipeline.config
         self.instance = instance
         self.echo = echo
@@ -88,6 +97,7 @@ class Runner:
             partition_key=pk,
             resources=self.pipeline.resources,
             instance=self.instance,
+            run_config=self.run_config,
             tags={"lcp/command": "cli"},
         )
         failed = [c for c in result.get_asset_check_evaluations() if not c.passed]

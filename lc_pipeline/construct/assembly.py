@@ -155,7 +155,7 @@ class DocumentIndex:
         for domain in sorted({d["domain"] for d in evidence}):
             for i in self.by_domain[domain]:
                 row = self.rows[i]
-                if row["doc_id"] in evidence_ids:
+                if row["doc_id"] in evidence_ids or not self.stripped[i].strip():
                     continue
                 if any(k in self.stripped[i] for k in keys) and contains_answer(row["text"], answers):
                     continue
@@ -303,9 +303,12 @@ def assemble_instance(
 
     # Hard negatives in rank order while they fit (the best distractors first).
     distractors: list[_Block] = []
-    negatives = [
-        h for h in hard_negatives if h["doc_id"] not in evidence_ids and not contains_answer(h["text"], answers)
-    ]
+    negatives, seen = [], set()
+    for h in hard_negatives:  # re-checked here: a leaked answer would make the item trivial
+        if h["passage_id"] in seen or h["doc_id"] in evidence_ids or contains_answer(h["text"], answers):
+            continue
+        seen.add(h["passage_id"])
+        negatives.append(h)
     costs.ensure(negatives, "passage_id")
     for h in negatives:
         c = costs.get(h, "passage_id")
@@ -398,12 +401,21 @@ def assemble_instance(
     def score(n: int) -> tuple[int, int]:
         return (0, target - n) if n <= target else (1, n - target)
 
-    best: tuple[tuple[int, int], str, str, int] | None = None
-    for _ in range(CORRECTION_ROUNDS):
+    best: tuple[tuple[int, int], str, str, int, str] | None = None
+    tried: set[str] = set()
+
+    def measure() -> int:
+        nonlocal best
         context, prompt = render()
         n = counter.count(prompt)
         if best is None or score(n) < best[0]:
-            best = (score(n), context, prompt, n)
+            best = (score(n), context, prompt, n, cut_block.text if cut_block else "")
+        if cut_block is not None:
+            tried.add(cut_block.text)
+        return n
+
+    n = measure()
+    for _ in range(CORRECTION_ROUNDS):
         delta = target - n
         if 0 <= delta <= aim_slack or cut_block is None:
             break
@@ -411,11 +423,23 @@ def assemble_instance(
         if body < MIN_CUT_TOKENS:
             break
         new_text = cutter.cut(body, aim_slack)
-        if new_text == cut_block.text:
+        if new_text in tried:  # a sentence end keeps us short: take a word end
+            new_text = cutter.cut(body, 0)
+        if new_text in tried:
             break
         cut_block.text = new_text
+        n = measure()
     assert best is not None
-    _, context, prompt, input_tokens = best
+    if cut_block is not None and best[0][0] == 0 and best[0][1] > aim_slack:
+        # Still short (token/word granularity made the resizing oscillate): walk word by
+        # word from the best cut while the prompt stays within the target.
+        cut_block.text = best[4]
+        i = bisect.bisect_right(cutter.word_ends, len(cut_block.text))
+        for end in cutter.word_ends[i : i + 8]:
+            cut_block.text = cutter.row["text"][:end]
+            if measure() > target:
+                break
+    _, context, prompt, input_tokens, _ = best
 
     error = abs(input_tokens - target) / target
     if error > length_tolerance:

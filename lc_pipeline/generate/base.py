@@ -47,8 +47,8 @@ class Generator(Protocol):
         requests: Sequence[GenerationRequest],
         progress: Callable[[int], None] | None = None,
     ) -> list[GenerationResult]:
-        """One result per request, in request order. ``progress(n)`` gets the number of
-        requests finished so far (cumulative), after each batch."""
+        """One result per request, in request order. After each batch, ``progress(n)`` gets
+        the number of requests that batch finished (an increment: ``tqdm.update`` fits)."""
         ...
 
 

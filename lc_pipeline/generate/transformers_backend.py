@@ -256,7 +256,7 @@ class TransformersGenerator:
         requests: Sequence[GenerationRequest],
         progress: Callable[[int], None] | None = None,
     ) -> list[GenerationResult]:
-        """Greedy completions, in request order; ``progress(done_so_far)`` after each batch."""
+        """Greedy completions, in request order; ``progress(n)`` after each batch of n requests."""
         if not requests:
             return []
         self.load()
@@ -281,7 +281,6 @@ class TransformersGenerator:
         order = sorted(range(len(requests)), key=lambda i: -len(fitted[i][0]))
         results: list[GenerationResult | None] = [None] * len(requests)
         stop_ids = set(self._stop_ids)
-        done = 0
         bs = self.spec.batch_size
         for start in range(0, len(order), bs):
             batch = order[start : start + bs]
@@ -332,7 +331,6 @@ class TransformersGenerator:
                     finish_reason=finish,
                     latency_s=latency,
                 )
-            done += len(batch)
             if progress is not None:
-                progress(done)
+                progress(len(batch))  # an increment, like tqdm's update()
         return [r for r in results if r is not None]

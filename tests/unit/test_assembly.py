@@ -23,7 +23,7 @@ from lc_pipeline.construct.assembly import (
     select_items,
 )
 from lc_pipeline.construct.chunking import chunk_documents
-from lc_pipeline.construct.prompts import QA_INSTRUCTION, format_block
+from lc_pipeline.construct.prompts import QA_INSTRUCTION
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.schemas import HARD_NEGATIVES, INSTANCES, SOURCE_DOCUMENTS, SOURCE_ITEMS
 from lc_pipeline.text import contains_answer
@@ -254,30 +254,43 @@ def test_recorded_counts_are_exact(built, counter):
             assert row["prompt"].endswith(f"Question: {row['question']}\nAnswer:")
 
 
-def test_evidence_verbatim_and_distractors_answer_free(built, corpus):
+def block_bodies(row: dict) -> list[str]:
+    """The body text of each block, in context order (split on the numbered headers)."""
+    context, ids = row["context"], row["context_doc_ids"]
+    starts = []
+    pos = 0
+    for i in range(1, len(ids) + 1):
+        pos = context.index(f"Document [{i}] (Title: ", pos)
+        starts.append(pos)
+    bodies = []
+    for k, start in enumerate(starts):
+        end = starts[k + 1] - len("\n\n") if k + 1 < len(starts) else len(context)
+        bodies.append(context[start:end].split("): ", 1)[1])
+    return bodies
+
+
+def test_blocks_verbatim_and_distractors_answer_free(built, corpus):
     _, documents, passages, _ = corpus
     for df in built.values():
         for row in df.iter_rows(named=True):
             ids = row["context_doc_ids"]
-            for k, doc_id in enumerate(row["evidence_doc_ids"]):
-                doc = documents.filter(pl.col("doc_id") == doc_id).row(0, named=True)
-                assert format_block(ids.index(doc_id) + 1, doc["title"], doc["text"]) in row["context"]
-            distractors = [b for b in ids if b not in row["evidence_doc_ids"]]
-            assert len(distractors) == len(set(distractors))
-            for b in distractors:
-                assert not b.split("#")[0].removesuffix(":cut") in row["evidence_doc_ids"]
-                assert not contains_answer(block_text(row, documents, passages, b), row["answers"])
-            assert row["n_hard_negatives"] == sum("#" in b for b in ids)
-            assert row["n_filler_documents"] == len(distractors) - row["n_hard_negatives"]
-            # Every block id maps to text that is in the context verbatim (cut fillers: a prefix).
-            for b in distractors:
-                text = block_text(row, documents, passages, b)
-                if b.endswith(":cut"):
-                    start = row["context"].index(f"(Title: ", row["context"].index(f"Document [{ids.index(b) + 1}]"))
-                    body = row["context"][start:].split("): ", 1)[1]
-                    assert text.startswith(body.split("\n\nDocument [")[0])
+            assert len(ids) == len(set(ids))
+            for block_id, body in zip(ids, block_bodies(row)):
+                source_text = block_text(row, documents, passages, block_id)
+                if block_id.endswith(":cut"):
+                    # A prefix of the document, cut at a word boundary.
+                    assert source_text.startswith(body) and len(body) < len(source_text)
+                    assert source_text[len(body)].isspace()
                 else:
-                    assert text in row["context"]
+                    assert body == source_text  # evidence, hard negatives, fillers: verbatim
+                if block_id in row["evidence_doc_ids"]:
+                    continue
+                assert block_id.split("#")[0].removesuffix(":cut") not in row["evidence_doc_ids"]
+                assert not contains_answer(source_text, row["answers"])
+            assert set(row["evidence_doc_ids"]) <= set(ids)
+            assert row["n_hard_negatives"] == sum("#" in b for b in ids)
+            assert row["n_filler_documents"] == len(ids) - len(row["evidence_doc_ids"]) - row["n_hard_negatives"]
+            assert sum(b.endswith(":cut") for b in ids) <= 1
 
 
 def test_hard_negatives_come_first_in_rank_order(built, corpus):
@@ -395,3 +408,39 @@ def test_special_token_text_is_plain_text(corpus, counter):
     df = build_instances(items, odd, passages, hard_negatives, level="1k", config=make_config(), counter=counter)
     assert df["prompt"].str.contains("<|endoftext|>", literal=True).any()
     assert ((df["input_tokens"] - 1024).abs() <= 10).all()
+
+
+# --------------------------------------------------------------------------- demo corpus
+
+
+def test_demo_corpus_levels(counter):
+    demo = pytest.importorskip("lc_pipeline.sources.demo_corpus")
+    config = make_config(lengths=("1k", "2k", "4k", "128k"))
+
+    def build(n_entities: int, levels: tuple[str, ...], n_items: int) -> dict[str, pl.DataFrame]:
+        documents, items = demo.build_demo_corpus(n_entities=n_entities)
+        cfg = dataclasses.replace(config, items_per_length=n_items)
+        passages = chunk_documents(documents, cfg.passage_words, counter)
+        # The stand-in retriever only for the items the levels use (it is quadratic).
+        negatives = lexical_hard_negatives(select_items(items, n_items, cfg.seed), passages, k=50)
+        out = {}
+        for lv in levels:
+            t0 = time.perf_counter()
+            out[lv] = build_instances(items, documents, passages, negatives, level=lv, config=cfg, counter=counter)
+            print(f"demo {lv}: {out[lv].height} instances in {time.perf_counter() - t0:.2f}s")
+        return out
+
+    built = build(240, ("1k", "2k", "4k"), 4) | build(3000, ("128k",), 1)
+    for lv, df in built.items():
+        rel = (df["input_tokens"] - df["target_tokens"]) / df["target_tokens"]
+        print(f"demo {lv}: relative error {rel.min():+.3%} .. {rel.max():+.3%}")
+        assert rel.abs().max() <= 0.01
+        for row in df.iter_rows(named=True):
+            first, ids = row["evidence_doc_ids"][0], row["context_doc_ids"]
+            if row["depth"] == 0.0:
+                assert ids[0] == first
+            elif row["depth"] == 1.0:
+                assert ids[-1] == first
+            assert all(doc_id in ids for doc_id in row["evidence_doc_ids"])
+    assert built["1k"]["item_id"].to_list() == built["4k"]["item_id"].to_list()
+    assert built["128k"]["n_filler_documents"].min() > 100

@@ -1,0 +1,59 @@
+"""Shared fixtures: a tiny benchmark config and an isolated project directory for CLI runs."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Lengths a 2-core CPU handles in seconds; 2-hop evidence (~700 tokens) still fits in 1k.
+TINY_CONFIG = {
+    "name": "tiny",
+    "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 60, "seed": 3}],
+    "lengths": ["1k", "2k"],
+    "base_lengths": ["1k"],
+    "long_lengths": ["2k"],
+    "depths": [0.0, 1.0],
+    "items_per_length": 2,
+    "retrieval_top_k": 40,
+    "hard_negatives_per_item": 20,
+    "max_new_tokens": 12,
+    "models": ["smollm2-135m"],
+}
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def tiny_config_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("configs") / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY_CONFIG))
+    return path
+
+
+@pytest.fixture
+def project_env(tmp_path, tiny_config_file) -> dict[str, str]:
+    """Environment for `lcp` subprocesses confined to tmp_path (lake, registry, Dagster home)."""
+    env = dict(os.environ)
+    env.update(
+        LCP_CONFIG=str(tiny_config_file),
+        LCP_LAKE=str(tmp_path / "data_lake"),
+        LCP_MODELS=str(tmp_path / "models.yaml"),
+        DAGSTER_HOME=str(tmp_path / ".dagster"),
+        LCP_PROJECT_DIR=str(REPO),
+    )
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

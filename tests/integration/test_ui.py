@@ -1,0 +1,72 @@
+"""The Dagster definitions load, and `lcp ui` serves the whole asset graph with its lineage."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import free_port
+
+ASSETS = {"source_documents", "source_items", "passages", "passage_index", "hard_negatives", "instances",
+          "generations", "metric_scores", "long_scores", "leaderboard"}
+LINEAGE = {
+    "passages": {"source_documents"},
+    "passage_index": {"passages"},
+    "hard_negatives": {"source_items", "passages", "passage_index"},
+    "instances": {"source_items", "source_documents", "passages", "hard_negatives"},
+    "generations": {"instances"},
+    "metric_scores": {"generations", "instances"},
+    "long_scores": {"metric_scores"},
+    "leaderboard": {"long_scores"},
+}
+
+
+def test_definitions_validate(repo, project_env):
+    dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
+    proc = subprocess.run([dagster, "definitions", "validate", "-w", "workspace.yaml"], cwd=repo, env=project_env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def graphql(port: int, query: str) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def test_ui_serves_asset_graph_with_lineage(repo, project_env):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "ui", "--port", str(port)], cwd=repo,
+                            env=project_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        deadline, nodes = time.monotonic() + 240, None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                data = graphql(port, "{ assetNodes { assetKey { path } dependencyKeys { path } } }")
+                nodes = data["data"]["assetNodes"]
+                if nodes:
+                    break
+            except (OSError, KeyError, TypeError):
+                pass
+            time.sleep(2)
+        assert nodes, f"UI did not answer within the deadline (exit code {proc.poll()})"
+        graph = {n["assetKey"]["path"][-1]: {d["path"][-1] for d in n["dependencyKeys"]} for n in nodes}
+        assert set(graph) == ASSETS
+        for asset, deps in LINEAGE.items():
+            assert graph[asset] == deps, asset
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
