@@ -43,6 +43,7 @@ def tiny_config_file(tmp_path_factory) -> Path:
 def project_env(tmp_path, tiny_config_file) -> dict[str, str]:
     """Environment for `lcp` subprocesses confined to tmp_path (lake, registry, Dagster home)."""
     env = dict(os.environ)
+    (tmp_path / ".dagster").mkdir()
     env.update(
         LCP_CONFIG=str(tiny_config_file),
         LCP_LAKE=str(tmp_path / "data_lake"),
