@@ -305,8 +305,8 @@ class TransformersGenerator:
             t0 = time.perf_counter()
             with torch.inference_mode():
                 out = model.generate(
-                    input_ids=input_ids,
-                    attention_mask=attention,
+                    input_ids=input_ids.to(model.device),
+                    attention_mask=attention.to(model.device),
                     generation_config=config,
                     stopping_criteria=StoppingCriteriaList([_PerRowLimit(width, limits)]),
                 )
