@@ -62,6 +62,8 @@ def _print_table(columns: list[str], rows: list[tuple], fmt: str = "table") -> N
         return
 
     def cell(v) -> str:
+        if v is None:
+            return "n/a"
         return f"{v:.4f}" if isinstance(v, float) else str(v)
 
     cells = [[cell(v) for v in r] for r in rows]
@@ -180,7 +182,7 @@ def query(sql: str, fmt: str) -> None:
     s = Settings.from_env()
     try:
         columns, rows = run_query(s.lake_dir, sql)
-    except duckdb.Error as exc:
+    except (duckdb.Error, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
     _print_table(columns, rows, fmt)
 

@@ -52,6 +52,8 @@ def refresh_views(lake_dir: Path) -> Path:
 def query(lake_dir: Path, sql: str) -> tuple[list[str], list[tuple]]:
     """Run ``sql`` against a read-only connection; returns (column names, rows)."""
     db = refresh_views(Path(lake_dir))
+    if not table_dirs(Path(lake_dir)):
+        raise FileNotFoundError(f"the lake {lake_dir} has no tables yet: run `lcp demo` (or materialize assets) first")
     with duckdb.connect(str(db), read_only=True) as con:
         cur = con.execute(sql)
         columns = [d[0] for d in cur.description] if cur.description else []

