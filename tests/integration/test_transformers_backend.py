@@ -26,7 +26,7 @@ pytestmark = [
 # threads every op waits for the descheduled one (measured 15-21 s vs 4-5 s for 32 tokens).
 # fp32: batched and one-by-one greedy outputs are then equal token for token (in bf16 the
 # padding changes accumulation order enough to flip an occasional token).
-SPEC = dataclasses.replace(BUILTIN_MODELS["smollm2-135m"], torch_threads=1, dtype="float32")
+SPEC = dataclasses.replace(BUILTIN_MODELS["smollm2-135m"], torch_threads=1, dtype="float32", batch_size=4)
 
 QUESTION = "Question: What is the secret code word mentioned in the report?\nAnswer:"
 INSTRUCTION = "Answer the question based on the report below. Only give the answer."
