@@ -30,7 +30,9 @@ _SOURCES = ("sources",)
 _PASSAGES = _SOURCES + ("passage_words", "tokenizer")
 _INDEX = _PASSAGES + ("embedding_model",)
 _NEGATIVES = _INDEX + ("retrieval_top_k", "hard_negatives_per_item")
-_INSTANCES = _NEGATIVES + ("lengths", "depths", "items_per_length", "seed", "length_tolerance", "max_new_tokens")
+# What changes the content of one instance (its item, level and depth are hashed separately).
+INSTANCE_CONTENT_FIELDS = _NEGATIVES + ("seed", "length_tolerance", "max_new_tokens")
+_INSTANCES = INSTANCE_CONTENT_FIELDS + ("lengths", "depths", "items_per_length")
 _LONG = _INSTANCES + ("base_lengths", "long_lengths")
 
 STAGE_FIELDS: dict[str, tuple[str, ...]] = {
@@ -56,6 +58,7 @@ def stage_fingerprint(stage: str, config: BenchmarkConfig, model_fingerprint: st
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
-def short_id(*parts: object) -> str:
-    """Stable row id from its inputs (never Python's salted hash())."""
-    return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()[:20]
+def short_id(*parts: object, length: int = 20) -> str:
+    """Stable row id from its inputs (never Python's salted hash()); the unit separator keeps
+    ("ab", "c") and ("a", "bc") apart."""
+    return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()[:length]

@@ -34,22 +34,10 @@ from lc_pipeline.config import BenchmarkConfig, level_tokens
 from lc_pipeline.construct.chunking import word_spans
 from lc_pipeline.construct.prompts import BLOCK_SEPARATOR, PROMPT_VERSION, build_prompt, format_block, join_blocks
 from lc_pipeline.construct.tokens import TokenCounter
+from lc_pipeline.fingerprints import INSTANCE_CONTENT_FIELDS, short_id
 from lc_pipeline.schemas import INSTANCES, conform
 from lc_pipeline.text import contains_answer, normalize_answer
 
-# Config fields that change what an instance contains (level, depth and item are hashed
-# separately); they go into instance ids so a changed config never reuses old rows.
-CONSTRUCTION_FIELDS = (
-    "sources",
-    "seed",
-    "tokenizer",
-    "length_tolerance",
-    "passage_words",
-    "retrieval_top_k",
-    "hard_negatives_per_item",
-    "embedding_model",
-    "max_new_tokens",
-)
 
 AIM = 0.005  # aim for input_tokens in [target * (1 - AIM), target]: well inside +-1 %
 AIM_MAX_TOKENS = 32  # ... and never more than this short: about one sentence
@@ -68,8 +56,8 @@ def derive_seed(*parts: Any) -> int:
 
 
 def instance_id(item_id: str, level: str, target: int, depth: float, variant: str, fingerprint: str) -> str:
-    blob = json.dumps([item_id, level, target, depth, variant, fingerprint, PROMPT_VERSION]).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    # The prompt wording is part of an instance: rewording yields new ids, not reused rows.
+    return short_id(item_id, level, target, depth, variant, fingerprint, PROMPT_VERSION, length=16)
 
 
 # --------------------------------------------------------------------------- items
@@ -531,7 +519,7 @@ def build_instances(
     selected = select_items(items, config.items_per_length, config.seed)
     docs = DocumentIndex(documents)
     negatives = _hard_negative_rows(hard_negatives, passages, selected["item_id"].to_list())
-    fingerprint = config.fingerprint(*CONSTRUCTION_FIELDS)
+    fingerprint = config.fingerprint(*INSTANCE_CONTENT_FIELDS)
     token_cache: dict[str, int] = {}
     rows = []
     for item in selected.iter_rows(named=True):

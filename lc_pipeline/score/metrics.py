@@ -13,7 +13,6 @@ construction uses to decide that a distractor "contains no gold answer".
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -21,6 +20,7 @@ from collections.abc import Callable, Sequence
 import polars as pl
 
 from lc_pipeline import schemas
+from lc_pipeline.fingerprints import short_id
 from lc_pipeline.text import normalize_answer
 
 __all__ = [
@@ -143,8 +143,7 @@ def score_qa(
 
 def score_id(generation_id: str, metric: str) -> str:
     """Stable short id of one (generation, metric) score row."""
-    # The unit separator keeps ("ab", "c") and ("a", "bc") apart.
-    return hashlib.sha256(f"{generation_id}\x1f{metric}".encode()).hexdigest()[:16]
+    return short_id(generation_id, metric, length=16)
 
 
 _INSTANCE_FIELDS = ("instance_id", "item_id", "task", "category", "depth", "answers")

@@ -10,7 +10,6 @@ import sys
 import time
 import urllib.request
 
-import pytest
 
 from conftest import free_port
 

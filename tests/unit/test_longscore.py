@@ -10,7 +10,6 @@ import pytest
 
 from lc_pipeline import schemas
 from lc_pipeline.score.longscore import (
-    ZeroBaseError,
     leaderboard_frame,
     long_score,
     long_score_summary,
