@@ -105,6 +105,8 @@ class TransformersGenerator:
             tok = AutoTokenizer.from_pretrained(path, local_files_only=local)
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=local)
             self.load_source = "pretrained"
+        # One GPU when there is one (vLLM is the multi-GPU path); the CPU otherwise.
+        model = model.to("cuda" if torch.cuda.is_available() else "cpu")
         model.eval()
 
         if spec.chat_template and not tok.chat_template:
