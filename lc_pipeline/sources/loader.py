@@ -15,8 +15,15 @@ def _demo_corpus(source: SourceConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
     return build_demo_corpus(source=source.name, **source.options)
 
 
+def _longbench(source: SourceConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+    from lc_pipeline.sources.longbench import longbench_source
+
+    return longbench_source(source)
+
+
 SOURCE_KINDS: dict[str, Callable[[SourceConfig], tuple[pl.DataFrame, pl.DataFrame]]] = {
     "demo_corpus": _demo_corpus,
+    "longbench": _longbench,
 }
 
 

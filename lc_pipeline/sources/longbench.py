@@ -1,0 +1,251 @@
+"""LongBench v1 and LongBench-E adapter: records -> (source documents, source items).
+
+A LongBench record is ``dataset, _id, language, context, input, answers, all_classes``
+(LongBench-E adds ``length``; our shared samples add ``reference_prediction``). Contexts
+built from several documents are split back into those documents, so the assembler can
+rebuild a context of any length around the evidence:
+
+* hotpotqa / 2wikimqa / musique / multi_news: ``Passage N:\\n`` blocks (QA passages start
+  with a title line);
+* dureader: ``文章N`` blocks whose first line is ``标题：…``;
+* passage_count / passage_retrieval_en: ``Paragraph N: …``; passage_retrieval_zh: ``段落N：…``.
+
+Every other task (single-doc QA, single-doc summaries, few-shot, code) keeps its context
+as one document: few-shot examples and code files are not separable passages.
+
+Headers are only taken in sequence (1, 2, 3, …) at the start of a line, so a passage that
+quotes "Passage 7:" mid-document does not cut itself in two.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from lc_pipeline import schemas
+from lc_pipeline.sources.validation import (
+    OnError,
+    Record,
+    RecordError,
+    ValidationReport,
+    validate_file,
+)
+
+__all__ = ["CATEGORIES", "LONGBENCH_E_TASKS", "MULTI_HOP", "TASKS", "load_longbench", "longbench_source", "split_numbered"]
+
+# LongBench's own grouping (paper Table 1), named as our items' ``category``.
+CATEGORIES: dict[str, str] = {
+    **dict.fromkeys(["narrativeqa", "qasper", "multifieldqa_en", "multifieldqa_zh"], "single-doc QA"),
+    **dict.fromkeys(["hotpotqa", "2wikimqa", "musique", "dureader"], "multi-doc QA"),
+    **dict.fromkeys(["gov_report", "qmsum", "multi_news", "vcsum"], "summarization"),
+    **dict.fromkeys(["trec", "triviaqa", "samsum", "lsht"], "few-shot"),
+    **dict.fromkeys(["passage_count", "passage_retrieval_en", "passage_retrieval_zh"], "synthetic"),
+    **dict.fromkeys(["lcc", "repobench-p"], "code"),
+}
+TASKS = tuple(CATEGORIES)
+LONGBENCH_E_TASKS = (
+    "qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "gov_report", "multi_news",
+    "trec", "triviaqa", "samsum", "passage_count", "passage_retrieval_en", "lcc", "repobench-p",
+)
+MULTI_HOP = frozenset({"hotpotqa", "2wikimqa", "musique"})
+CODE = frozenset({"lcc", "repobench-p"})
+
+_PASSAGE = re.compile(r"^Passage (?P<n>\d+):[ \t]*\n?", re.MULTILINE)
+_DUREADER = re.compile(r"^文章(?P<n>\d+)[ \t]*\n?", re.MULTILINE)
+_PARAGRAPH_EN = re.compile(r"^Paragraph (?P<n>\d+):[ \t]*", re.MULTILINE)
+_PARAGRAPH_ZH = re.compile(r"^段落(?P<n>\d+)[:：][ \t]*", re.MULTILINE)
+_GOLD_EN = re.compile(r"^\s*Paragraph (\d+)\s*$")
+_GOLD_ZH = re.compile(r"^\s*段落(\d+)\s*$")
+
+# task -> (header pattern, layout name for messages, whether a missing layout is an error)
+_SPLITS: dict[str, tuple[re.Pattern[str], str, bool]] = {
+    **dict.fromkeys(["hotpotqa", "2wikimqa", "musique"], (_PASSAGE, "Passage N:", True)),
+    # multi_news has no gold mapping to protect: an unsplit context is still a valid summary source.
+    "multi_news": (_PASSAGE, "Passage N:", False),
+    "dureader": (_DUREADER, "文章N", True),
+    "passage_count": (_PARAGRAPH_EN, "Paragraph N:", True),
+    "passage_retrieval_en": (_PARAGRAPH_EN, "Paragraph N:", True),
+    "passage_retrieval_zh": (_PARAGRAPH_ZH, "段落N：", True),
+}
+
+_SUPPORTED = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")
+
+
+@dataclass(frozen=True)
+class _Doc:
+    n: int  # passage number in the record (0 = text before the first header)
+    title: str
+    text: str
+
+
+def split_numbered(context: str, header: re.Pattern[str]) -> list[tuple[int, str]] | None:
+    """(number, body) per header found in sequence; None when there is no header 1."""
+    starts: list[re.Match[str]] = []
+    for m in header.finditer(context):
+        if int(m.group("n")) == len(starts) + 1:
+            starts.append(m)
+    if not starts:
+        return None
+    blocks = []
+    preamble = context[: starts[0].start()].strip()
+    if preamble:  # not seen in LongBench; kept (as passage 0) rather than dropped
+        blocks.append((0, preamble))
+    for i, m in enumerate(starts):
+        end = starts[i + 1].start() if i + 1 < len(starts) else len(context)
+        blocks.append((i + 1, context[m.end() : end].strip()))
+    return blocks
+
+
+def _title_and_text(task: str, body: str) -> tuple[str, str]:
+    if task in MULTI_HOP:  # "Passage 3:\nTitle\ntext": the assembler prints titles itself
+        title, _, text = body.partition("\n")
+        return (title.strip(), text.strip()) if text.strip() else ("", body)
+    if task == "dureader":
+        first, _, text = body.partition("\n")
+        if first.startswith(("标题：", "标题:")) and text.strip():
+            return first[3:].strip(), text.strip()
+    return "", body
+
+
+def _documents(rec: Record, task: str, context: str, notes: set[str]) -> list[_Doc]:
+    if task not in _SPLITS:
+        return [_Doc(1, "", context)]
+    header, layout, required = _SPLITS[task]
+    blocks = split_numbered(context, header)
+    if blocks is None:
+        if required:
+            raise rec.error("context", f"no {layout!r} header: expected LongBench's multi-document layout for {task}")
+        notes.add(f"{task}: a context without {layout!r} headers was kept as one document")
+        return [_Doc(1, "", context)]
+    docs = []
+    for n, body in blocks:
+        if not body:
+            raise rec.error("context", f"{layout.replace('N', str(n))} is empty")
+        title, text = _title_and_text(task, body)
+        docs.append(_Doc(n, title, text))
+    return docs
+
+
+def _parse(rec: Record, *, source: str, file_variant: str, seen_items: dict[str, str], notes: set[str]):
+    dataset = rec.required_str("dataset")
+    is_e = dataset.endswith("_e") or file_variant == "_e"
+    task = dataset.removesuffix("_e")
+    if task not in CATEGORIES:
+        raise rec.error("dataset", f"unknown LongBench task {dataset!r}; known: {', '.join(TASKS)}")
+    # LongBench-E files may name the plain task; the label keeps their ids apart from v1's.
+    label = task + "_e" if is_e else task
+    rid = rec.required_str("_id")
+    language = rec.required_str("language")
+    if task not in CODE and language not in ("en", "zh"):
+        raise rec.error("language", f"expected 'en' or 'zh', got {language!r}")
+    context = rec.required_str("context")
+    question = rec.required_str("input", non_empty=False)  # summaries and code completion have no question
+    answers = rec.str_list("answers")
+    all_classes = rec.optional_str_list("all_classes")
+    length = rec.optional("length", int)
+    if length is not None and length < 0:
+        raise rec.error("length", f"expected a non-negative int, got {length}")
+    rec.optional("reference_prediction", str)
+
+    docs = _documents(rec, task, context, notes)
+    doc_ids = [f"{source}-{label}-{rid}-p{d.n}" for d in docs]
+    if task.startswith("passage_retrieval"):
+        gold = (_GOLD_ZH if task.endswith("_zh") else _GOLD_EN).match(answers[0])
+        by_n = {d.n: i for i, d in enumerate(docs)}
+        if gold is None or int(gold.group(1)) not in by_n:
+            raise rec.error("answers", f"gold {answers[0]!r} names no paragraph of the context (1..{len(docs)})")
+        evidence = [doc_ids[by_n[int(gold.group(1))]]]
+    else:
+        # Multi-doc QA: LongBench has no gold-passage labels, so every passage of the record
+        # is evidence (and none of them can be drawn as a distractor for it).
+        evidence = doc_ids
+    item_id = f"{source}-{label}-{rid}"
+    if item_id in seen_items:
+        raise rec.error("_id", f"item {item_id!r} already loaded from {seen_items[item_id]}")
+    seen_items[item_id] = rec.file  # only after every check: a rejected record claims no id
+
+    if all_classes is not None:
+        notes.add(f"{task}: all_classes present (label set for classification); not stored in the schema yet")
+    if length is not None:
+        notes.add(f"{label}: LongBench-E 'length' present; not stored (our assembler measures lengths itself)")
+    extra = sorted(set(rec.data) - {"dataset", "_id", "language", "context", "input", "answers", "all_classes",
+                                     "length", "reference_prediction"})
+    if extra:
+        notes.add(f"{task}: fields ignored: {', '.join(extra)}")
+
+    lang = language if language in ("en", "zh") else "en"  # code records: natural language of the prompt
+    doc_rows = [
+        (doc_id, source, d.title, d.text, lang, f"longbench/{task}", "") for doc_id, d in zip(doc_ids, docs, strict=True)
+    ]
+    item_row = (item_id, source, task, CATEGORIES[task], lang, question, answers, [], evidence,
+                2 if task in MULTI_HOP else 1)
+    return doc_rows, item_row
+
+
+def _files(paths_or_dir: str | Path | Iterable[str | Path]) -> list[Path]:
+    items = [paths_or_dir] if isinstance(paths_or_dir, str | Path) else list(paths_or_dir)
+    files: list[Path] = []
+    for p in map(Path, items):
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.suffix.lower() in _SUPPORTED)
+            if not found:
+                raise ValueError(f"{p}: no LongBench files ({', '.join(_SUPPORTED)})")
+            files.extend(found)
+        else:
+            files.append(p)  # a missing or odd file is reported by the reader, with its name
+    if not files:
+        raise ValueError("load_longbench: no paths given")
+    return files
+
+
+def load_longbench(
+    paths_or_dir: str | Path | Iterable[str | Path],
+    *,
+    source: str,
+    on_error: OnError = "fail",
+) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
+    """Load LongBench v1 / LongBench-E files (or every supported file of a directory).
+
+    Returns (documents, items, one report per file), the frames conforming to
+    ``schemas.SOURCE_DOCUMENTS`` / ``SOURCE_ITEMS``. Doc ids are
+    ``{source}-{dataset}-{_id}-p{N}``, item ids ``{source}-{dataset}-{_id}`` (dataset
+    suffixed ``_e`` for LongBench-E). ``all_classes`` and ``length`` are validated and
+    mentioned in the report notes, not stored.
+    """
+    doc_rows: list[tuple] = []
+    item_rows: list[tuple] = []
+    reports: list[ValidationReport] = []
+    seen_items: dict[str, str] = {}
+    for path in _files(paths_or_dir):
+        notes: set[str] = set()
+        variant = "_e" if path.stem.endswith("_e") else ""
+        parsed, report = validate_file(
+            path,
+            lambda r: _parse(r, source=source, file_variant=variant, seen_items=seen_items, notes=notes),  # noqa: B023
+            id_field="_id",
+            on_error=on_error,
+        )
+        report.notes.extend(sorted(notes))
+        reports.append(report)
+        for docs, item in parsed:
+            doc_rows.extend(docs)
+            item_rows.append(item)
+    docs_df = pl.DataFrame(doc_rows, schema=list(schemas.SOURCE_DOCUMENTS), orient="row")
+    items_df = pl.DataFrame(item_rows, schema=schemas.SOURCE_ITEMS, orient="row")
+    return schemas.conform(docs_df, "source_documents"), schemas.conform(items_df, "source_items"), reports
+
+
+def longbench_source(config) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``SOURCE_KINDS["longbench"]`` entry: options ``paths`` (file, directory or list) and
+    ``on_error``. Rejected records are listed in the raised error / kept in the reports."""
+    options = dict(config.options)
+    paths = options.pop("paths")
+    documents, items, reports = load_longbench(paths, source=config.name, **options)
+    if not len(items):
+        raise RecordError(", ".join(r.file for r in reports), None, None, "<file>", "no accepted records")
+    return documents, items
+
