@@ -16,6 +16,7 @@ from lc_pipeline.config import BenchmarkConfig
 CODE_VERSIONS = {
     "source_documents": "1",
     "source_items": "1",
+    "rejected_records": "1",
     "passages": "1",
     "passage_index": "1",
     "hard_negatives": "1",
@@ -38,6 +39,7 @@ _LONG = _INSTANCES + ("base_lengths", "long_lengths")
 STAGE_FIELDS: dict[str, tuple[str, ...]] = {
     "source_documents": _SOURCES,
     "source_items": _SOURCES,
+    "rejected_records": _SOURCES,
     "passages": _PASSAGES,
     "passage_index": _INDEX,
     "hard_negatives": _NEGATIVES,

@@ -113,7 +113,7 @@ class Runner:
         cfg = self.config
         self.echo(f"benchmark {cfg.name!r}: lengths {list(cfg.lengths)}, lake {self.lake}")
         for name in self.register_sources():
-            fps = {a: stage_fingerprint(a, cfg) for a in ("source_documents", "source_items")}
+            fps = {a: stage_fingerprint(a, cfg) for a in ("source_documents", "source_items", "rejected_records")}
             self.step(f"sources [{name}]", list(fps), fps, name, {SOURCE_DIM: name})
         for asset in ("passages", "passage_index", "hard_negatives"):
             self.step(asset, [asset], {asset: stage_fingerprint(asset, cfg)})

@@ -39,6 +39,18 @@ SOURCE_ITEMS = pl.Schema(
     }
 )
 
+# Records an adapter refused (config `on_error: reject`), each with the reason: never a silent skip.
+REJECTED_RECORDS = pl.Schema(
+    {
+        "source": Str,
+        "file": Str,
+        "record_index": pl.Int64,  # null when the problem concerns the whole file
+        "record_id": Str,
+        "field": Str,
+        "reason": Str,
+    }
+)
+
 PASSAGES = pl.Schema(
     {
         "passage_id": Str,  # f"{doc_id}#{position}"
@@ -163,6 +175,7 @@ LEADERBOARD = pl.Schema(
 TABLES: dict[str, pl.Schema] = {
     "source_documents": SOURCE_DOCUMENTS,
     "source_items": SOURCE_ITEMS,
+    "rejected_records": REJECTED_RECORDS,
     "passages": PASSAGES,
     "passage_index": PASSAGE_INDEX,
     "hard_negatives": HARD_NEGATIVES,

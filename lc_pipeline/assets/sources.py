@@ -19,6 +19,10 @@ def build(parts: Partitions) -> list:
                 description="Questions with gold answers, answer keywords and evidence document ids",
                 kinds={"parquet"},
             ),
+            "rejected_records": dg.AssetOut(
+                description="Records the adapter refused (on_error: reject), with file, record, field and reason",
+                kinds={"parquet"},
+            ),
         },
         partitions_def=parts.source,
         group_name="sources",
@@ -32,9 +36,18 @@ def build(parts: Partitions) -> list:
                 f"source partition {name!r} is not in config {config.name!r} (sources: {sorted(by_name)})",
                 allow_retries=False,
             )
-        documents, items = load_source(by_name[name])
-        documents = schemas.conform(documents, "source_documents")
-        items = schemas.conform(items, "source_items")
+        loaded = load_source(by_name[name])
+        documents = schemas.conform(loaded.documents, "source_documents")
+        items = schemas.conform(loaded.items, "source_items")
+        rejected = loaded.rejected(name)
+        counts = {
+            "records_read": sum(r.records for r in loaded.reports) if loaded.reports else items.height,
+            "records_accepted": sum(r.accepted for r in loaded.reports) if loaded.reports else items.height,
+            "records_rejected": rejected.height,
+        }
+        for report in loaded.reports:
+            for note in report.notes:
+                context.log.info(f"{report.file}: {note}")
         yield dg.Output(
             documents,
             "source_documents",
@@ -50,10 +63,23 @@ def build(parts: Partitions) -> list:
             metadata={
                 FINGERPRINT_KEY: stage_fingerprint("source_items", config),
                 "items": items.height,
+                **counts,
                 "items_by_task": dg.MetadataValue.json(
                     dict(items.group_by("task").len().sort("task").iter_rows())
                 ),
                 "preview": preview(items.select("item_id", "task", "question", "answers")),
+            },
+        )
+        yield dg.Output(
+            rejected,
+            "rejected_records",
+            metadata={
+                FINGERPRINT_KEY: stage_fingerprint("source_items", config),
+                **counts,
+                "first_reasons": dg.MetadataValue.json(
+                    [f"{r['file']} record {r['record_index']} (id {r['record_id']!r}): field {r['field']!r}: {r['reason']}"
+                     for r in rejected.head(10).iter_rows(named=True)]
+                ),
             },
         )
 

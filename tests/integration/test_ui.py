@@ -13,7 +13,7 @@ import urllib.request
 
 from conftest import free_port
 
-ASSETS = {"source_documents", "source_items", "passages", "passage_index", "hard_negatives", "instances",
+ASSETS = {"source_documents", "source_items", "rejected_records", "passages", "passage_index", "hard_negatives", "instances",
           "generations", "metric_scores", "long_scores", "leaderboard"}
 LINEAGE = {
     "passages": {"source_documents"},

@@ -242,5 +242,5 @@ def test_split_numbered_only_follows_the_sequence():
 
 def test_source_kind_entry_point(tmp_path):
     path = write(tmp_path, "qasper.jsonl", [rec("qasper", "a", "ctx", ["y"])])
-    documents, items = longbench_source(SourceConfig(name="longbench", kind="longbench", options={"paths": str(path)}))
+    documents, items, reports = longbench_source(SourceConfig(name="longbench", kind="longbench", options={"paths": str(path)}))
     assert items["source"].to_list() == ["longbench"] and documents["doc_id"].to_list() == ["longbench-qasper-a-p1"]
