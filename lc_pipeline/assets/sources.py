@@ -74,7 +74,7 @@ def build(parts: Partitions) -> list:
             rejected,
             "rejected_records",
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("source_items", config),
+                FINGERPRINT_KEY: stage_fingerprint("rejected_records", config),
                 **counts,
                 "first_reasons": dg.MetadataValue.json(
                     [f"{r['file']} record {r['record_index']} (id {r['record_id']!r}): field {r['field']!r}: {r['reason']}"
