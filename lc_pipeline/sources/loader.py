@@ -43,15 +43,23 @@ def _demo_corpus(source: SourceConfig):
     return documents, items, []
 
 
-def _longbench(source: SourceConfig):
-    from lc_pipeline.sources.longbench import longbench_source
+def _lazy(module: str, function: str) -> Adapter:
+    """Import an adapter on first use: `lcp` and the definitions load without every parser."""
 
-    return longbench_source(source)
+    def adapter(source: SourceConfig):
+        import importlib
+
+        return getattr(importlib.import_module(f"lc_pipeline.sources.{module}"), function)(source)
+
+    return adapter
 
 
 SOURCE_KINDS: dict[str, Adapter] = {
     "demo_corpus": _demo_corpus,
-    "longbench": _longbench,
+    "longbench": _lazy("longbench", "longbench_source"),
+    "lveval": _lazy("lveval", "lveval_source"),
+    "loong": _lazy("loong", "loong_source"),
+    "generic": _lazy("generic", "generic_source"),
 }
 
 
@@ -74,9 +82,25 @@ def _validate_longbench(path: Path) -> list[ValidationReport]:
     return load_longbench(path, source="validate", on_error="reject")[2]
 
 
+def _validate_lveval(path: Path) -> list[ValidationReport]:
+    from lc_pipeline.sources.lveval import load_lveval
+
+    return load_lveval(path, source="validate", on_error="reject")[2]
+
+
+def _validate_loong(path: Path) -> list[ValidationReport]:
+    from lc_pipeline.sources.loong import load_loong
+
+    # Items only: a documents folder is a property of a benchmark config, not of the file.
+    return load_loong(path, source="validate", on_error="reject")[2]
+
+
 # Kind -> (fields whose presence identifies the format, validator of one file in reject mode).
+# When several match, the kind with the most identifying fields wins.
 FILE_KINDS: dict[str, tuple[frozenset[str], Callable[[Path], list[ValidationReport]]]] = {
-    "longbench": (frozenset({"_id", "context", "input", "answers"}), _validate_longbench),
+    "longbench": (frozenset({"_id", "dataset", "context", "input", "answers"}), _validate_longbench),
+    "lveval": (frozenset({"input", "context", "answers", "answer_keywords"}), _validate_lveval),
+    "loong": (frozenset({"id", "doc", "question", "instruction", "answer", "level", "type"}), _validate_loong),
 }
 
 
@@ -87,7 +111,7 @@ def detect_kind(path: Path) -> str | None:
         if isinstance(rec, dict):
             keys = set(rec)
             matches = [k for k, (fields, _) in FILE_KINDS.items() if fields <= keys]
-            return matches[0] if matches else None
+            return max(matches, key=lambda k: len(FILE_KINDS[k][0])) if matches else None
     return None
 
 

@@ -1,0 +1,108 @@
+"""Records from the Hugging Face Hub (``datasets.load_dataset``), for the source adapters.
+
+:func:`hub_records` yields ``(index, dict)`` like :func:`validation.read_records`.
+:func:`hub_to_file` writes those records to a local JSONL file named after the dataset
+(or ``file_stem``), so an adapter validates Hub data with the same
+:func:`validation.validate_file` path, messages and reports as a local file.
+
+Errors are :class:`HubError` with a message saying what to do: ``datasets`` not installed,
+the Hub switched off (``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``), or the download failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["HubError", "hub_records", "hub_to_file"]
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class HubError(RuntimeError):
+    """A Hugging Face dataset could not be loaded."""
+
+
+def _offline_var() -> str | None:
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in _TRUE:
+            return var
+    return None
+
+
+def _label(dataset: str, name: str | None, split: str, revision: str | None) -> str:
+    s = dataset + (f" (config {name!r})" if name else "") + f" split {split!r}"
+    return s + (f" at revision {revision!r}" if revision else "")
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "tolist") and not isinstance(value, str):  # numpy arrays
+        value = value.tolist()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def hub_records(
+    dataset: str, *, name: str | None = None, split: str = "test", revision: str | None = None
+) -> Iterator[tuple[int, dict]]:
+    """Yield ``(index, record)`` for every row of a Hub dataset split (downloads it: online).
+
+    Raises :class:`HubError` before anything is yielded when ``datasets`` is missing, the Hub
+    is switched off by ``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE``, or the load fails.
+    """
+    label = _label(dataset, name, split, revision)
+    var = _offline_var()
+    if var is not None:
+        raise HubError(
+            f"cannot load Hugging Face dataset {label}: the Hub is offline ({var}={os.environ[var]!r}); "
+            f"unset {var} and make sure huggingface.co is reachable, or download the files and use 'paths'"
+        )
+    try:
+        import datasets  # type: ignore[import-not-found]
+    except ImportError:
+        raise HubError(
+            f"cannot load Hugging Face dataset {label}: the 'datasets' package is not installed "
+            "(pip install datasets), or download the files and use 'paths'"
+        ) from None
+    try:
+        ds = datasets.load_dataset(dataset, name, split=split, revision=revision)
+    except Exception as exc:  # network, auth, unknown config/split: all reach the user the same way
+        raise HubError(f"cannot load Hugging Face dataset {label}: {type(exc).__name__}: {exc}") from exc
+
+    def rows() -> Iterator[tuple[int, dict]]:
+        for index, row in enumerate(ds):
+            yield index, _plain(dict(row))
+
+    return rows()
+
+
+def hub_to_file(
+    dataset: str,
+    *,
+    name: str | None = None,
+    split: str = "test",
+    revision: str | None = None,
+    file_stem: str | None = None,
+    directory: str | Path | None = None,
+) -> Path:
+    """Write a Hub split to ``{directory}/{file_stem}.jsonl`` and return the path.
+
+    ``file_stem`` defaults to the config name or the dataset's last path part: adapters that
+    read meaning from file names (LV-Eval's ``hotpotwikiqa_mixup_16k``) keep working.
+    """
+    records = hub_records(dataset, name=name, split=split, revision=revision)
+    stem = file_stem or name or dataset.rsplit("/", 1)[-1]
+    out_dir = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="lcp-hub-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{stem}.jsonl"
+    with path.open("w", encoding="utf-8") as fh:
+        for _, row in records:
+            fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+    return path

@@ -1,0 +1,293 @@
+"""Loong adapter (Wang et al. 2024, "Leave No Document Behind"): items -> (documents, items).
+
+A Loong item (``loong.jsonl``, 1,600 lines) is ``id, type, level, set, length, language,
+question, instruction, prompt_template, doc, answer, shuffle_doc`` (spec ``loong.md`` §12).
+``doc`` lists the *names* of the documents the item is asked over; every one of them holds
+evidence ("leave no document behind"), so all of them become ``evidence_doc_ids``.
+
+The documents are not part of ``loong.jsonl``. With ``documents_dir`` they are read from the
+release layout (``data/doc`` in the Loong repository):
+
+* ``financial/*.txt`` (searched recursively): file stems look like ``2024-<Company>-j`` or
+  ``<Company>-<report>``; a ``doc`` name matches the whole stem, the stem without its
+  ``<year>-`` prefix and one-letter ``-x`` tag, or the stem's tail after a ``-``;
+* ``paper/<name>`` (``name`` is e.g. ``2402.01739.md``; the first line is ``# <Title>``);
+* ``legal/legal.json`` (or ``legal.json`` at the top): ``{name: {"content": facts, "result": verdict}}``.
+
+Without ``documents_dir`` every item still loads (documents frame empty) and the report says
+how many documents are referenced and not loaded. With ``documents_dir``, an item whose
+documents are not all there is an error naming the item and the missing document: raised
+with ``on_error="fail"``, listed as rejected with ``"reject"``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from lc_pipeline import schemas
+from lc_pipeline.sources.validation import (
+    FILE,
+    OnError,
+    Record,
+    RecordError,
+    ValidationReport,
+    display_name,
+    validate_file,
+)
+
+__all__ = ["LEVEL_TASKS", "LoongDocuments", "answer_strings", "load_loong", "loong_source"]
+
+# Loong's ``level`` field is its task (spec §4, §12).
+LEVEL_TASKS: dict[int, str] = {1: "spotlight_locating", 2: "comparison", 3: "clustering", 4: "chain_of_reasoning"}
+TYPES = ("financial", "legal", "paper")
+CATEGORY = "multi-doc QA"
+_LINK_THE_LINKS = "判决结果"  # legal level-4 questions listing verdicts: documents must withhold theirs (spec §10.6)
+
+
+def answer_strings(rec: Record, name: str = "answer") -> list[str]:
+    """Loong gold answers as a one-element list of strings.
+
+    Strings are kept as they are. Lists and dicts (ordered title lists, ``{group: [...]}``,
+    ``{"Reference": [...], "Citation": [...]}``) are *one* structured answer, not several
+    alternatives, so they are serialized deterministically as a single JSON string:
+    ``json.dumps(value, ensure_ascii=False, sort_keys=True)``. Sorting the keys makes the
+    string independent of the file's key order; list order (which is meaningful, e.g.
+    Citation Chain) is kept. Numbers are written as JSON numbers.
+    """
+    if name not in rec.data:
+        raise rec.error(name, "missing")
+    value = rec.data[name]
+    if isinstance(value, str):
+        if not value.strip():
+            raise rec.error(name, "empty (blank) string")
+        return [value]
+    if isinstance(value, bool) or value is None:
+        raise rec.error(name, f"expected a string, list or dict, got {'null' if value is None else 'bool'}")
+    if isinstance(value, int | float):
+        return [json.dumps(value)]
+    if isinstance(value, list | dict):
+        if not value:
+            raise rec.error(name, f"empty {type(value).__name__}")
+        try:
+            return [json.dumps(value, ensure_ascii=False, sort_keys=True)]
+        except (TypeError, ValueError) as exc:
+            raise rec.error(name, f"cannot serialize answer as JSON: {exc}") from None
+    raise rec.error(name, f"expected a string, list or dict, got {type(value).__name__}")
+
+
+class LoongDocuments:
+    """Index of a Loong ``documents_dir``; ``text(type, name)`` gives (title, text) or None."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise RecordError(str(root), None, None, FILE, "documents_dir is not a directory")
+        self._financial: dict[str, Path] = {}
+        fin = self.root / "financial"
+        for p in sorted(fin.rglob("*.txt")) if fin.is_dir() else []:
+            for key in self._financial_keys(p.stem):
+                self._financial.setdefault(key, p)
+        self._legal: dict[str, Any] | None = None
+
+    @staticmethod
+    def _financial_keys(stem: str) -> list[str]:
+        keys = [stem]
+        core = re.sub(r"^\d{4}-", "", stem)
+        keys.append(core)
+        keys.append(re.sub(r"-[A-Za-z]$", "", core))
+        parts = stem.split("-")
+        keys.extend("-".join(parts[i:]) for i in range(1, len(parts)))  # tails after a "-"
+        return keys
+
+    def _legal_map(self) -> dict[str, Any]:
+        if self._legal is None:
+            for p in (self.root / "legal" / "legal.json", self.root / "legal.json"):
+                if p.is_file():
+                    try:
+                        data = json.loads(p.read_text(encoding="utf-8"))
+                    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                        raise RecordError(display_name(p), None, None, FILE, f"unreadable legal.json: {exc}") from None
+                    if not isinstance(data, dict):
+                        raise RecordError(display_name(p), None, None, FILE, "expected a JSON object {name: {content, result}}")
+                    self._legal = data
+                    break
+            else:
+                self._legal = {}
+        return self._legal
+
+    def where(self, type_: str) -> str:
+        return {"financial": f"{self.root}/financial/*.txt", "paper": f"{self.root}/paper/",
+                "legal": f"{self.root}/legal/legal.json"}[type_]
+
+    def get(self, type_: str, name: str) -> tuple[str, str, str] | None:
+        """(title, text with verdict, facts only) or None when the document is not there."""
+        if type_ == "financial":
+            p = self._financial.get(name)
+            if p is None:
+                return None
+            text = p.read_text(encoding="utf-8", errors="replace").strip()
+            return name, text, text
+        if type_ == "paper":
+            for p in (self.root / "paper" / name, self.root / name):
+                if p.is_file():
+                    text = p.read_text(encoding="utf-8", errors="replace").strip()
+                    first = text.partition("\n")[0]
+                    title = first.lstrip("#").strip() if first.startswith("#") else name
+                    return title, text, text
+            return None
+        entry = self._legal_map().get(name)
+        if entry is None:
+            return None
+        if isinstance(entry, str):
+            return name, entry.strip(), entry.strip()
+        if not isinstance(entry, dict):
+            return None
+        content = str(entry.get("content") or "").strip()
+        result = str(entry.get("result") or "").strip()
+        return name, "\n\n".join(x for x in (content, result) if x), content
+
+
+def _doc_key(source: str, type_: str, name: str) -> str:
+    return f"{source}-{type_}-{name}"
+
+
+def _parse(rec: Record, *, source: str, docs: LoongDocuments | None, doc_rows: dict[str, tuple],
+           stats: dict[str, Counter], notes: set[str]):
+    rid = rec.required_str("id")
+    type_ = rec.required_str("type")
+    if type_ not in TYPES:
+        raise rec.error("type", f"expected one of {list(TYPES)}, got {type_!r}")
+    level = rec.optional("level", int)
+    if level is None:
+        raise rec.error("level", "missing")
+    if level not in LEVEL_TASKS:
+        raise rec.error("level", f"expected 1..4 (Loong's four tasks), got {level}")
+    set_ = rec.optional("set", int)
+    if set_ is not None and set_ not in (1, 2, 3, 4):
+        raise rec.error("set", f"expected 1..4, got {set_}")
+    length = rec.optional("length", int)
+    if length is not None and length < 0:
+        raise rec.error("length", f"expected a non-negative int, got {length}")
+    language = rec.required_str("language")
+    if language not in ("en", "zh"):
+        raise rec.error("language", f"expected 'en' or 'zh', got {language!r}")
+    question = rec.required_str("question", non_empty=False)
+    instruction = rec.optional("instruction", str, "")
+    rec.optional("prompt_template", str)
+    rec.optional("shuffle_doc", bool)
+    names = rec.str_list("doc")
+    if any(not n.strip() for n in names):
+        raise rec.error("doc", "a document name is blank")
+    answers = answer_strings(rec)
+
+    if not question.strip():
+        # Citation Chain has no question: the instruction is the whole task (spec §4.1).
+        if not instruction.strip():
+            raise rec.error("question", "empty, and no instruction to stand in for it")
+        question = instruction
+        notes.add("items with an empty question (Citation Chain) use their instruction as the question")
+    unique = list(dict.fromkeys(names))
+    if len(unique) != len(names):
+        notes.add("some items list a document twice; evidence_doc_ids keeps one of each")
+    facts_only = type_ == "legal" and level == 4 and _LINK_THE_LINKS in question
+
+    new_docs: dict[str, tuple] = {}
+    if docs is not None:
+        for name in unique:
+            found = docs.get(type_, name)
+            if found is None:
+                raise rec.error("doc", f"document {name!r} ({type_}) not found under {docs.where(type_)}")
+            title, text, facts = found
+            if facts_only:
+                text = facts
+            if not text.strip():
+                raise rec.error("doc", f"document {name!r} ({type_}) is empty")
+            key = _doc_key(source, type_, name) + ("#facts" if facts_only else "")
+            new_docs[key] = (key, source, title, text, language, f"loong/{type_}", "")
+    evidence = [_doc_key(source, type_, n) + ("#facts" if facts_only else "") for n in unique]
+
+    doc_rows.update(new_docs)  # only after every check: a rejected item adds no documents
+    task = LEVEL_TASKS[level]
+    stats["task"][task] += 1
+    stats["type"][type_] += 1
+    stats["set"][f"set{set_}" if set_ is not None else "set?"] += 1
+    extra = sorted(set(rec.data) - {"id", "type", "level", "set", "length", "language", "question", "instruction",
+                                     "prompt_template", "doc", "answer", "shuffle_doc"})
+    if extra:
+        notes.add(f"fields ignored: {', '.join(extra)}")
+    hops = 1 if level == 1 else len(unique)
+    return (f"{source}-{rid}", source, task, CATEGORY, language, question, answers, [], evidence, hops)
+
+
+def load_loong(
+    path: str | Path,
+    documents_dir: str | Path | None = None,
+    *,
+    source: str,
+    on_error: OnError = "fail",
+) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
+    """Load ``loong.jsonl`` (any format :func:`validate_file` reads) and, optionally, its documents.
+
+    Item ids are ``{source}-{id}``; doc ids ``{source}-{type}-{doc name}`` (documents are
+    shared between items and loaded once). Legal Link-the-Links items (level 4, verdicts
+    listed in the question) point at ``…#facts`` documents that withhold the verdict.
+    Not stored in the schema, noted in the report: ``set``, ``length``, ``instruction``,
+    ``prompt_template``, ``shuffle_doc`` and the positional legal titles (《判决文书i》,
+    i = position in ``doc``) that gold answers cite: the assembler must render those.
+    """
+    docs = LoongDocuments(documents_dir) if documents_dir is not None else None
+    doc_rows: dict[str, tuple] = {}
+    stats: dict[str, Counter] = {"task": Counter(), "type": Counter(), "set": Counter()}
+    notes: set[str] = set()
+    parsed, report = validate_file(
+        path,
+        lambda r: _parse(r, source=source, docs=docs, doc_rows=doc_rows, stats=stats, notes=notes),
+        id_field="id",
+        on_error=on_error,
+    )
+    items_df = pl.DataFrame(parsed, schema=schemas.SOURCE_ITEMS, orient="row")
+    if docs is None:
+        referenced = {e for ev in items_df.get_column("evidence_doc_ids").to_list() for e in ev}
+        report.notes.append(
+            f"documents_dir not given: {len(referenced)} documents referenced by {len(parsed)} items, none loaded "
+            "(items carry evidence_doc_ids only)"
+        )
+    else:
+        report.notes.append(f"documents loaded from {docs.root}: {len(doc_rows)}")
+    for key in ("task", "type", "set"):
+        report.notes.append(f"by {key}: " + ", ".join(f"{k} {v}" for k, v in sorted(stats[key].items())))
+    report.notes.extend(sorted(notes))
+    report.notes.append("not stored: set, length, instruction, prompt_template, shuffle_doc; legal documents are "
+                        "cited by position (《判决文书i》) in gold answers, titles hold the case name")
+    docs_df = pl.DataFrame(list(doc_rows.values()), schema=list(schemas.SOURCE_DOCUMENTS), orient="row")
+    return schemas.conform(docs_df, "source_documents"), schemas.conform(items_df, "source_items"), [report]
+
+
+def loong_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
+    """``kind: loong``: options ``path`` (``loong.jsonl``; ``paths`` accepted too),
+    ``documents_dir`` (optional) and ``on_error``; or ``hf_dataset`` (+ ``hf_name``,
+    ``hf_split``, ``hf_revision``) in place of ``path``."""
+    options = dict(config.options)
+    path = options.pop("path", None) or options.pop("paths", None)
+    hf = {k: options.pop(k) for k in ("hf_dataset", "hf_name", "hf_split", "hf_revision") if k in options}
+    if path is None and "hf_dataset" in hf:
+        from lc_pipeline.sources.hub import hub_to_file
+
+        path = hub_to_file(hf["hf_dataset"], name=hf.get("hf_name"), split=hf.get("hf_split", "test"),
+                           revision=hf.get("hf_revision"), file_stem="loong")
+    if path is None:
+        raise ValueError(f"source {config.name!r} (loong): option 'path' (loong.jsonl) or 'hf_dataset' is required")
+    if isinstance(path, list | tuple):
+        if len(path) != 1:
+            raise ValueError(f"source {config.name!r} (loong): expected one items file, got {len(path)}")
+        path = path[0]
+    documents, items, reports = load_loong(path, options.pop("documents_dir", None), source=config.name, **options)
+    if not len(items):
+        raise RecordError(", ".join(r.file for r in reports), None, None, FILE, "no accepted records")
+    return documents, items, reports
