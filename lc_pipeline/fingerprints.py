@@ -20,7 +20,7 @@ CODE_VERSIONS = {
     "passages": "1",
     "passage_index": "1",
     "hard_negatives": "1",
-    "instances": "1",
+    "instances": "2",
     "generations": "1",
     "metric_scores": "1",
     "long_scores": "1",

@@ -7,7 +7,8 @@ import polars as pl
 from lc_pipeline import schemas
 from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
 from lc_pipeline.assets.retrieval import ALL_SOURCES, configured_sources
-from lc_pipeline.construct.assembly import build_instances
+from lc_pipeline.config import level_tokens
+from lc_pipeline.construct.assembly import build_instances, fitting_items
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, TokenizerResource
@@ -77,15 +78,26 @@ def build(parts: Partitions) -> list:
         documents = configured_sources(source_documents, config, "source_documents").select(
             schemas.SOURCE_DOCUMENTS.names()
         )
-        out = build_instances(
-            items, documents, passages, hard_negatives, level=level, config=config, counter=tokenizer.counter()
-        )
+        counter = tokenizer.counter()
+        # Items whose evidence alone overflows the smallest level are left out at every level
+        # (levels share their items), and counted in the metadata.
+        smallest = min(level_tokens(lv) for lv in config.lengths)
+        eligible, too_long = fitting_items(items, documents, counter, smallest)
+        if eligible.height < config.items_per_length:
+            raise dg.Failure(
+                f"only {eligible.height} of {items.height} items fit the smallest level ({smallest} tokens) with their "
+                f"evidence; items_per_length is {config.items_per_length}: lower it or raise the smallest level",
+                allow_retries=False,
+            )
+        out = build_instances(eligible, documents, passages, hard_negatives, level=level, config=config, counter=counter)
         rel = ((out["input_tokens"] - out["target_tokens"]).abs() / out["target_tokens"]).max()
         yield dg.Output(
             out,
             metadata={
                 FINGERPRINT_KEY: stage_fingerprint("instances", config),
                 "instances": out.height,
+                "items_eligible": eligible.height,
+                "items_too_long_for_smallest_level": too_long.height,
                 "target_tokens": config.target_tokens(level),
                 "tokenizer": config.tokenizer,
                 "input_tokens_min": int(out["input_tokens"].min()),

@@ -32,7 +32,14 @@ import polars as pl
 
 from lc_pipeline.config import BenchmarkConfig, level_tokens
 from lc_pipeline.construct.chunking import word_spans
-from lc_pipeline.construct.prompts import BLOCK_SEPARATOR, PROMPT_VERSION, build_prompt, format_block, join_blocks
+from lc_pipeline.construct.prompts import (
+    BLOCK_SEPARATOR,
+    PROMPT_VERSION,
+    build_prompt,
+    format_block,
+    format_context,
+    join_blocks,
+)
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.fingerprints import INSTANCE_CONTENT_FIELDS, short_id
 from lc_pipeline.schemas import INSTANCES, conform
@@ -500,6 +507,32 @@ def _hard_negative_rows(hard_negatives: pl.DataFrame, passages: pl.DataFrame, it
     for r in hn.iter_rows(named=True):
         out[r["item_id"]].append(r)
     return out
+
+
+def fitting_items(
+    items: pl.DataFrame, documents: pl.DataFrame, counter: TokenCounter, target_tokens: int
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Split items into those whose prompt with only their evidence fits ``target_tokens``, and the rest.
+
+    Real corpora have long evidence (a LongBench hotpotqa record's passages are ~10k tokens):
+    such an item cannot be an instance at a short level. Callers choose items that fit the
+    SMALLEST level so every level shares them, and report the rest (``item_id``,
+    ``evidence_tokens``) instead of dropping them silently.
+    """
+    docs = DocumentIndex(documents)
+    rows = list(items.iter_rows(named=True))
+    prompts = [
+        build_prompt(format_context((d["title"], d["text"]) for d in docs.evidence(item)), item["question"])
+        for item in rows
+    ]
+    tokens = counter.count_many(prompts)
+    fits = [t <= target_tokens for t in tokens]
+    too_long = pl.DataFrame(
+        {"item_id": [r["item_id"] for r, f in zip(rows, fits) if not f],
+         "evidence_tokens": [t for t, f in zip(tokens, fits) if not f]},
+        schema={"item_id": pl.String, "evidence_tokens": pl.Int64},
+    )
+    return items.filter(pl.Series(fits, dtype=pl.Boolean)), too_long
 
 
 def build_instances(
