@@ -32,13 +32,14 @@ from typing import Any
 
 import polars as pl
 
-from lc_pipeline import schemas
 from lc_pipeline.sources.validation import (
     FILE,
     OnError,
     Record,
     RecordError,
     ValidationReport,
+    input_files,
+    source_frames,
     validate_file,
 )
 
@@ -47,7 +48,6 @@ __all__ = ["ANSWERS_FORMATS", "REQUIRED_FIELDS", "generic_source", "load_generic
 REQUIRED_FIELDS = ("question", "answers", "context")
 OPTIONAL_FIELDS = ("id", "language", "title", "answer_keywords")
 ANSWERS_FORMATS = ("list", "string", "json")
-_SUPPORTED = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")
 
 
 def _check_fields(fields: Mapping[str, Any]) -> dict[str, str]:
@@ -123,22 +123,6 @@ def _parse(rec: Record, *, source: str, fields: dict[str, str], fmt: str, separa
     return docs, item
 
 
-def _files(paths_or_dir: str | Path | Iterable[str | Path]) -> list[Path]:
-    items = [paths_or_dir] if isinstance(paths_or_dir, str | Path) else list(paths_or_dir)
-    files: list[Path] = []
-    for p in map(Path, items):
-        if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.suffix.lower() in _SUPPORTED)
-            if not found:
-                raise ValueError(f"{p}: no supported files ({', '.join(_SUPPORTED)})")
-            files.extend(found)
-        else:
-            files.append(p)
-    if not files:
-        raise ValueError("load_generic: no paths given")
-    return files
-
-
 def load_generic(
     paths_or_dir: str | Path | Iterable[str | Path],
     *,
@@ -168,7 +152,7 @@ def load_generic(
     item_rows: list[tuple] = []
     reports: list[ValidationReport] = []
     seen: dict[str, str] = {}
-    for path in _files(paths_or_dir):
+    for path in input_files(paths_or_dir, label="supported", caller="load_generic"):
         notes: set[str] = set()
         parsed, report = validate_file(
             path,
@@ -184,9 +168,7 @@ def load_generic(
         for docs, item in parsed:
             doc_rows.extend(docs)
             item_rows.append(item)
-    docs_df = pl.DataFrame(doc_rows, schema=list(schemas.SOURCE_DOCUMENTS), orient="row")
-    items_df = pl.DataFrame(item_rows, schema=schemas.SOURCE_ITEMS, orient="row")
-    return schemas.conform(docs_df, "source_documents"), schemas.conform(items_df, "source_items"), reports
+    return (*source_frames(doc_rows, item_rows), reports)
 
 
 def generic_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:

@@ -26,12 +26,13 @@ from pathlib import Path
 
 import polars as pl
 
-from lc_pipeline import schemas
 from lc_pipeline.sources.validation import (
     OnError,
     Record,
     RecordError,
     ValidationReport,
+    input_files,
+    source_frames,
     validate_file,
 )
 
@@ -72,7 +73,6 @@ _SPLITS: dict[str, tuple[re.Pattern[str], str, bool]] = {
     "passage_retrieval_zh": (_PARAGRAPH_ZH, "段落N：", True),
 }
 
-_SUPPORTED = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")
 
 
 @dataclass(frozen=True)
@@ -186,22 +186,6 @@ def _parse(rec: Record, *, source: str, file_variant: str, seen_items: dict[str,
     return doc_rows, item_row
 
 
-def _files(paths_or_dir: str | Path | Iterable[str | Path]) -> list[Path]:
-    items = [paths_or_dir] if isinstance(paths_or_dir, str | Path) else list(paths_or_dir)
-    files: list[Path] = []
-    for p in map(Path, items):
-        if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.suffix.lower() in _SUPPORTED)
-            if not found:
-                raise ValueError(f"{p}: no LongBench files ({', '.join(_SUPPORTED)})")
-            files.extend(found)
-        else:
-            files.append(p)  # a missing or odd file is reported by the reader, with its name
-    if not files:
-        raise ValueError("load_longbench: no paths given")
-    return files
-
-
 def load_longbench(
     paths_or_dir: str | Path | Iterable[str | Path],
     *,
@@ -220,7 +204,7 @@ def load_longbench(
     item_rows: list[tuple] = []
     reports: list[ValidationReport] = []
     seen_items: dict[str, str] = {}
-    for path in _files(paths_or_dir):
+    for path in input_files(paths_or_dir, label="LongBench", caller="load_longbench"):
         notes: set[str] = set()
         variant = "_e" if path.stem.endswith("_e") else ""
         parsed, report = validate_file(
@@ -234,9 +218,7 @@ def load_longbench(
         for docs, item in parsed:
             doc_rows.extend(docs)
             item_rows.append(item)
-    docs_df = pl.DataFrame(doc_rows, schema=list(schemas.SOURCE_DOCUMENTS), orient="row")
-    items_df = pl.DataFrame(item_rows, schema=schemas.SOURCE_ITEMS, orient="row")
-    return schemas.conform(docs_df, "source_documents"), schemas.conform(items_df, "source_items"), reports
+    return (*source_frames(doc_rows, item_rows), reports)
 
 
 def longbench_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:

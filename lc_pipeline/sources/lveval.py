@@ -28,7 +28,6 @@ from pathlib import Path
 
 import polars as pl
 
-from lc_pipeline import schemas
 from lc_pipeline.sources.longbench import split_numbered
 from lc_pipeline.sources.validation import (
     FILE,
@@ -36,6 +35,8 @@ from lc_pipeline.sources.validation import (
     Record,
     RecordError,
     ValidationReport,
+    input_files,
+    source_frames,
     validate_file,
 )
 
@@ -57,7 +58,6 @@ _LANG = {"lic_mixup": "zh", "dureader_mixup": "zh", "cmrc_mixup": "zh", "multifi
          "factrecall_zh": "zh"}
 PASSAGE_HEADER = re.compile(r"^(?:#+[ \t]*)?Passage (?P<n>\d+)[ \t]*:?[ \t]*\n", re.MULTILINE)
 _NAME = re.compile(r"^(?P<task>.+?)_(?P<level>\d+k)$")
-_SUPPORTED = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")
 _KNOWN = {"input", "context", "answers", "length", "dataset", "language", "answer_keywords", "confusing_facts",
           "all_classes", "_id"}
 
@@ -161,22 +161,6 @@ def _parse(rec: Record, *, source: str, file_task: str | None, file_level: str |
     return docs, item
 
 
-def _files(paths_or_dir: str | Path | Iterable[str | Path]) -> list[Path]:
-    items = [paths_or_dir] if isinstance(paths_or_dir, str | Path) else list(paths_or_dir)
-    files: list[Path] = []
-    for p in map(Path, items):
-        if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.suffix.lower() in _SUPPORTED)
-            if not found:
-                raise ValueError(f"{p}: no LV-Eval files ({', '.join(_SUPPORTED)})")
-            files.extend(found)
-        else:
-            files.append(p)
-    if not files:
-        raise ValueError("load_lveval: no paths given")
-    return files
-
-
 def load_lveval(
     paths_or_dir: str | Path | Iterable[str | Path],
     *,
@@ -193,7 +177,7 @@ def load_lveval(
     item_rows: list[tuple] = []
     reports: list[ValidationReport] = []
     seen: dict[str, str] = {}
-    for path in _files(paths_or_dir):
+    for path in input_files(paths_or_dir, label="LV-Eval", caller="load_lveval"):
         task, level = split_name(path.stem)
         file_task = task if level is not None else None
         stats: dict[str, Counter] = {"level": Counter(), "passages": Counter(), "confusing_facts": Counter(),
@@ -223,9 +207,7 @@ def load_lveval(
         for docs, item in parsed:
             doc_rows.extend(docs)
             item_rows.append(item)
-    docs_df = pl.DataFrame(doc_rows, schema=list(schemas.SOURCE_DOCUMENTS), orient="row")
-    items_df = pl.DataFrame(item_rows, schema=schemas.SOURCE_ITEMS, orient="row")
-    return schemas.conform(docs_df, "source_documents"), schemas.conform(items_df, "source_items"), reports
+    return (*source_frames(doc_rows, item_rows), reports)
 
 
 def lveval_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:

@@ -34,7 +34,9 @@ __all__ = [
     "Rejected",
     "ValidationReport",
     "display_name",
+    "input_files",
     "read_records",
+    "source_frames",
     "validate_file",
 ]
 
@@ -312,3 +314,39 @@ def validate_file(
 def check_all(reports: Iterable[ValidationReport]) -> list[Rejected]:
     """All rejected records of several reports, in order."""
     return [r for rep in reports for r in rep.rejected]
+
+
+# Extensions a directory is scanned for (read_records also accepts ".pq" when named directly).
+SUPPORTED_EXTENSIONS = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")
+
+
+def input_files(paths_or_dir: str | Path | Iterable[str | Path], *, label: str, caller: str) -> list[Path]:
+    """Files to read: each path as given, each directory's supported files in name order.
+
+    A missing or odd file is kept: the reader reports it with its name. ``label`` names the
+    format in the error for an empty directory (e.g. "LongBench").
+    """
+    given = [paths_or_dir] if isinstance(paths_or_dir, str | Path) else list(paths_or_dir)
+    files: list[Path] = []
+    for p in map(Path, given):
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.suffix.lower() in SUPPORTED_EXTENSIONS)
+            if not found:
+                raise ValueError(f"{p}: no {label} files ({', '.join(SUPPORTED_EXTENSIONS)})")
+            files.extend(found)
+        else:
+            files.append(p)
+    if not files:
+        raise ValueError(f"{caller}: no paths given")
+    return files
+
+
+def source_frames(doc_rows: list[tuple], item_rows: list[tuple]):
+    """Adapter row tuples -> (documents, items) conforming to the source table schemas."""
+    import polars as pl
+
+    from lc_pipeline import schemas
+
+    docs = pl.DataFrame(doc_rows, schema=list(schemas.SOURCE_DOCUMENTS), orient="row")
+    items = pl.DataFrame(item_rows, schema=schemas.SOURCE_ITEMS, orient="row")
+    return schemas.conform(docs, "source_documents"), schemas.conform(items, "source_items")
