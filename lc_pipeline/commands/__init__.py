@@ -1,0 +1,1 @@
+"""`lcp` sub-commands that live outside cli.py (one module per command family); cli.py registers them."""
