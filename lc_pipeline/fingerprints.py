@@ -20,7 +20,8 @@ CODE_VERSIONS = {
     "passages": "1",
     "passage_index": "1",
     "hard_negatives": "1",
-    "instances": "2",
+    "instances": "3",
+    "prior_knowledge": "1",
     "generations": "1",
     "metric_scores": "1",
     "long_scores": "1",
@@ -32,9 +33,10 @@ _PASSAGES = _SOURCES + ("passage_words", "tokenizer")
 _INDEX = _PASSAGES + ("embedding_model",)
 _NEGATIVES = _INDEX + ("retrieval_top_k", "hard_negatives_per_item")
 # What changes the content of one instance (its item, level and depth are hashed separately).
-INSTANCE_CONTENT_FIELDS = _NEGATIVES + ("seed", "length_tolerance", "max_new_tokens")
-_INSTANCES = INSTANCE_CONTENT_FIELDS + ("lengths", "depths", "items_per_length")
-_LONG = _INSTANCES + ("base_lengths", "long_lengths")
+INSTANCE_CONTENT_FIELDS = _NEGATIVES + ("seed", "length_tolerance", "max_new_tokens", "cross_domain_fill")
+_INSTANCES = INSTANCE_CONTENT_FIELDS + ("lengths", "depths", "items_per_length", "longbench100")
+_PRIOR = _INSTANCES + ("prior_knowledge",)
+_LONG = _PRIOR + ("base_lengths", "long_lengths")
 
 STAGE_FIELDS: dict[str, tuple[str, ...]] = {
     "source_documents": _SOURCES,
@@ -46,11 +48,12 @@ STAGE_FIELDS: dict[str, tuple[str, ...]] = {
     "instances": _INSTANCES,
     "generations": _INSTANCES,
     "metric_scores": _INSTANCES,
+    "prior_knowledge": _PRIOR,
     "long_scores": _LONG,
     "leaderboard": _LONG,
 }
 
-MODEL_STAGES = {"generations", "metric_scores", "long_scores"}
+MODEL_STAGES = {"generations", "metric_scores", "prior_knowledge", "long_scores"}
 
 
 def stage_fingerprint(stage: str, config: BenchmarkConfig, model_fingerprint: str | None = None) -> str:

@@ -91,6 +91,7 @@ INSTANCES = pl.Schema(
         "instance_id": Str,  # hash of (item, length, depth, variant, seed, construction config)
         "item_id": Str,
         "source": Str,
+        "suite": Str,  # how it was built: "qa" (evidence + hard negatives + fillers) | "longbench100"
         "task": Str,
         "category": Str,
         "language": Str,

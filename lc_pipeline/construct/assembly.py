@@ -46,6 +46,7 @@ from lc_pipeline.schemas import INSTANCES, conform
 from lc_pipeline.text import contains_answer, normalize_answer
 
 
+SUITE = "qa"  # INSTANCES.suite of rows built here
 AIM = 0.005  # aim for input_tokens in [target * (1 - AIM), target]: well inside +-1 %
 AIM_MAX_TOKENS = 32  # ... and never more than this short: about one sentence
 MIN_CUT_TOKENS = 8  # a cut filler shorter than this is a scrap, not a document
@@ -122,7 +123,7 @@ class DocumentIndex:
     """Documents by id and by domain, with answer pre-screening reused across items."""
 
     def __init__(self, documents: pl.DataFrame) -> None:
-        self.rows = documents.select("doc_id", "title", "text", "domain").sort("doc_id").to_dicts()
+        self.rows = documents.select("doc_id", "title", "text", "domain", "language").sort("doc_id").to_dicts()
         self.by_id = {r["doc_id"]: r for r in self.rows}
         if len(self.by_id) != len(self.rows):
             raise ValueError("documents: field 'doc_id' has duplicates")
@@ -141,26 +142,42 @@ class DocumentIndex:
             )
         return [self.by_id[d] for d in item["evidence_doc_ids"]]
 
-    def filler_pool(self, item: dict) -> list[dict]:
+    def filler_pool(self, item: dict, cross_domain: bool = True) -> list[dict]:
+        """Documents that may fill the item's context: not evidence, not blank, no gold answer.
+
+        Same-domain documents come first (``tier`` 0). With ``cross_domain``, documents of the
+        other domains in the evidence's language follow (``tier`` 1): a real corpus sample can
+        hold too little same-domain text for long levels, and 100-LongBench fills from a
+        broad multi-domain noise pool anyway. The assembler uses tier 1 only when tier 0 runs out.
+        """
         evidence = self.evidence(item)
         evidence_ids = {d["doc_id"] for d in evidence}
+        domains = {d["domain"] for d in evidence}
+        languages = {d["language"] for d in evidence}
         answers = list(item["answers"])
         keys = _answer_keys(answers)
+        candidates = [(0, i) for domain in sorted(domains) for i in self.by_domain[domain]]
+        if cross_domain:
+            candidates += [
+                (1, i)
+                for domain in sorted(set(self.by_domain) - domains)
+                for i in self.by_domain[domain]
+                if self.rows[i]["language"] in languages
+            ]
         pool = []
-        for domain in sorted({d["domain"] for d in evidence}):
-            for i in self.by_domain[domain]:
-                row = self.rows[i]
-                if row["doc_id"] in evidence_ids or not self.stripped[i].strip():
-                    continue
-                if any(k in self.stripped[i] for k in keys) and contains_answer(row["text"], answers):
-                    continue
-                pool.append(row)
+        for tier, i in candidates:
+            row = self.rows[i]
+            if row["doc_id"] in evidence_ids or not self.stripped[i].strip():
+                continue
+            if any(k in self.stripped[i] for k in keys) and contains_answer(row["text"], answers):
+                continue
+            pool.append({**row, "tier": tier})
         return pool
 
 
-def filler_pool(documents: pl.DataFrame, item: dict) -> list[dict]:
-    """Same-domain documents that are not evidence and contain no gold answer (doc_id order)."""
-    return DocumentIndex(documents).filler_pool(item)
+def filler_pool(documents: pl.DataFrame, item: dict, cross_domain: bool = True) -> list[dict]:
+    """Documents that may fill ``item``'s context (see :meth:`DocumentIndex.filler_pool`), doc_id order per tier."""
+    return DocumentIndex(documents).filler_pool(item, cross_domain)
 
 
 # --------------------------------------------------------------------------- assembly
@@ -315,9 +332,13 @@ def assemble_instance(
     # Filler documents in a seeded order while they fit. A document that lent a passage to
     # the hard negatives is left out so no text appears twice.
     negative_docs = {h["doc_id"] for h in negatives[: len(distractors)]}
-    order = [f for f in fillers if f["doc_id"] not in evidence_ids and f["doc_id"] not in negative_docs]
-    order.sort(key=lambda f: f["doc_id"])  # the seeded shuffle must not depend on input order
-    rng.shuffle(order)
+    order = []
+    for tier in sorted({f.get("tier", 0) for f in fillers}):  # same-domain first, then the fallback tier
+        part = [f for f in fillers if f.get("tier", 0) == tier and f["doc_id"] not in evidence_ids
+                and f["doc_id"] not in negative_docs]
+        part.sort(key=lambda f: f["doc_id"])  # the seeded shuffle must not depend on input order
+        rng.shuffle(part)
+        order += part
     n_taken = 0
     for start in range(0, len(order), 64):  # count lazily: a short level needs few fillers
         chunk = order[start : start + 64]
@@ -463,6 +484,7 @@ def assemble_instance(
     return {
         "item_id": item["item_id"],
         "source": item["source"],
+        "suite": SUITE,
         "task": item["task"],
         "category": item["category"],
         "language": item["language"],
@@ -559,7 +581,7 @@ def build_instances(
         evidence = docs.evidence(item)
         evidence_ids = {d["doc_id"] for d in evidence}
         item_negatives = [h for h in negatives.get(item["item_id"], []) if h["doc_id"] not in evidence_ids]
-        pool = docs.filler_pool(item)
+        pool = docs.filler_pool(item, config.cross_domain_fill)
         # Shared by all depths of (item, level): depth is then the only thing that differs.
         seed = derive_seed(config.seed, item["item_id"], level, target)
         for depth in config.depths:

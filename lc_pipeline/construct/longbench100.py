@@ -65,6 +65,7 @@ from lc_pipeline.fingerprints import short_id
 from lc_pipeline.schemas import INSTANCES, conform
 
 CONSTRUCTION_VERSION = "lb100-1"
+SUITE = "longbench100"  # INSTANCES.suite of rows built here
 LABEL_TOKENS = 10  # allowance per block for "Passage i:\n" + separators (spec §11 "~10 label tokens")
 MAX_FILL_ATTEMPTS = 50  # KV / counting stars: re-run greedy_fill until it yields >= 4 documents
 MIN_SYNTHETIC_DOCS = 4
@@ -379,6 +380,7 @@ def _finish(
         "instance_id": instance_id(b.item_id, level, target, round(depth, 6), "plain", fingerprint),
         "item_id": b.item_id,
         "source": b.source,
+        "suite": SUITE,
         "task": task,
         "category": CATEGORY[task],
         "language": b.language,

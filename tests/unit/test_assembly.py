@@ -198,15 +198,22 @@ def test_select_items_too_many_names_available_count(corpus):
 def test_filler_pool_same_domain_no_evidence_no_answer(corpus):
     items, documents = corpus[0], corpus[1]
     item = items.filter(pl.col("item_id") == "single-0").row(0, named=True)
-    pool = filler_pool(documents, item)
+    pool = filler_pool(documents, item, cross_domain=False)
     ids = {r["doc_id"] for r in pool}
     assert ids and all(i.startswith("person-") for i in ids)  # same domain only
     assert "person-000" not in ids  # not the evidence
     assert all(not contains_answer(r["text"], item["answers"]) for r in pool)
+    # With the cross-domain fallback, other domains follow the same-domain documents, under the same rules.
+    wide = filler_pool(documents, item)
+    assert [r["doc_id"] for r in wide if r["tier"] == 0] == [r["doc_id"] for r in pool]
+    fallback = [r for r in wide if r["tier"] == 1]
+    assert fallback and not any(r["doc_id"].startswith("person-") for r in fallback)
+    assert wide.index(fallback[0]) == len(pool)  # the fallback comes after every same-domain document
+    assert all(not contains_answer(r["text"], item["answers"]) for r in fallback)
     # Person 0 and person 40 would share a birthplace if there were 41 people; here the
     # only other documents that mention the town are places, which are another domain.
     multi = items.filter(pl.col("item_id") == "multi-8").row(0, named=True)
-    multi_ids = {r["doc_id"] for r in filler_pool(documents, multi)}
+    multi_ids = {r["doc_id"] for r in filler_pool(documents, multi, cross_domain=False)}
     assert any(i.startswith("place-") for i in multi_ids) and any(i.startswith("person-") for i in multi_ids)
     assert not multi_ids & set(multi["evidence_doc_ids"])
 
