@@ -115,20 +115,24 @@ INSTANCES = pl.Schema(
     }
 )
 
+# Same row from every backend (transformers, llamacpp, openai, vllm).
 GENERATIONS = pl.Schema(
     {
-        "generation_id": Str,  # hash of (instance_id, model settings, sampling params)
+        "generation_id": Str,  # hash of (instance_id, model slug + settings, sampling params)
         "instance_id": Str,
         "output": Str,
         "prompt_tokens": pl.Int64,  # model tokens actually fed (after truncation, chat template included)
         "original_prompt_tokens": pl.Int64,  # model tokens before truncation
-        "truncated": pl.Boolean,
+        "truncated": pl.Boolean,  # whether truncation_policy cut anything
+        "truncation_policy": Str,  # "middle" | "end_of_context" | "drop_documents", chosen per task
         "completion_tokens": pl.Int64,
         "finish_reason": Str,  # "stop" | "length"
-        "latency_s": pl.Float64,  # wall time of the batch the row was in, divided by its size
+        "latency_s": pl.Float64,  # the request's wall time (batching backends: batch time / batch size)
         "backend": Str,
         "model_id": Str,
         "sampling_params": Str,  # JSON
+        "sampling_params_hash": Str,
+        "cache_key": Str,  # hash of (prompt, max_new_tokens, policy, model settings, sampling params)
     }
 )
 
