@@ -1,14 +1,84 @@
-"""Middle truncation, as LongBench and LV-Eval do it.
+"""Fitting a prompt into a model's window: three truncation policies, chosen per task.
 
-A benchmark prompt is instruction + context + question. When it does not fit a model's
-window, the *middle* (context) is cut: keeping the head and the tail keeps the
-instructions and the question, so the model can still answer, only with less context
-(spec: lveval.md §8.3, helmet.md §5.2).
+A benchmark prompt is instruction + context + question. When the rendered prompt (chat
+template included) plus the tokens to generate does not fit the model's window, one of:
+
+- ``middle`` (LongBench, LV-Eval; lveval.md §8.3): keep the first and last halves of the
+  whole user prompt's tokens, so the leading instruction and the trailing question survive.
+- ``end_of_context`` (HELMET; helmet.md §5.2): cut the *context* from its end, never the
+  instruction, demos or question.
+- ``drop_documents`` (Loong; loong.md §6.3): walk the documents in order and keep each one
+  that still fits, skipping (not cutting) the rest; a later, shorter document may still fit.
+
+Token counts are the evaluated model's own (``encode``/``render`` come from the backend).
+Nothing here imports a model library.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+MIDDLE = "middle"
+END_OF_CONTEXT = "end_of_context"
+DROP_DOCUMENTS = "drop_documents"
+POLICIES = (MIDDLE, END_OF_CONTEXT, DROP_DOCUMENTS)
+
+# Task -> policy. Task names are those the source adapters write into ``instances.task``.
+_LONGBENCH_TASKS = (
+    "narrativeqa", "qasper", "multifieldqa_en", "multifieldqa_zh", "hotpotqa", "2wikimqa", "musique", "dureader",
+    "gov_report", "qmsum", "multi_news", "vcsum", "trec", "triviaqa", "samsum", "lsht", "passage_count",
+    "passage_retrieval_en", "passage_retrieval_zh", "lcc", "repobench-p",
+)
+_LVEVAL_TASKS = (
+    "lic_mixup", "hotpotwikiqa_mixup", "loogle_MR_mixup", "loogle_MIR_mixup", "loogle_CR_mixup", "dureader_mixup",
+    "loogle_SD_mixup", "cmrc_mixup", "multifieldqa_en_mixup", "multifieldqa_zh_mixup", "factrecall_en",
+    "factrecall_zh",
+)
+_HELMET_TASKS = ("narrativeqa_helmet", "infbench_qa", "infbench_choice", "infbench_sum", "multi_lexsum")
+_LOONG_TASKS = ("spotlight_locating", "comparison", "clustering", "chain_of_reasoning")
+
+DEFAULT_TASK_POLICIES: dict[str, str] = {
+    **dict.fromkeys(_LONGBENCH_TASKS, MIDDLE),
+    **{t + "_e": MIDDLE for t in _LONGBENCH_TASKS},  # LongBench-E labels
+    **dict.fromkeys(_LVEVAL_TASKS, MIDDLE),
+    **dict.fromkeys(_HELMET_TASKS, END_OF_CONTEXT),
+    **dict.fromkeys(_LOONG_TASKS, DROP_DOCUMENTS),
+}
+# Tasks nobody mapped (the demo corpus, generic files): LongBench's convention, which keeps
+# the instruction and the question like the others.
+FALLBACK_POLICY = MIDDLE
+
+# Our documents are "Document [i] (Title: ...): text" blocks joined by a blank line
+# (construct/prompts.py); a block may itself contain blank lines, so split on the header.
+_DOCUMENT_START = re.compile(r"\n\n(?=Document \[\d+\] \(Title: )")
+DOCUMENT_SEPARATOR = "\n\n"
+
+
+def validate_policy(policy: str, where: str = "truncation policy") -> str:
+    if policy not in POLICIES:
+        raise ValueError(f"{where}: unknown truncation policy {policy!r}; expected one of {list(POLICIES)}")
+    return policy
+
+
+def policy_for_task(task: str, overrides: Mapping[str, str] | None = None) -> str:
+    """The policy for ``task``: an override (key = task, or ``"*"`` for every task) wins
+    over the built-in mapping, which falls back to ``middle``."""
+    overrides = overrides or {}
+    for key, value in overrides.items():
+        validate_policy(value, f"truncation override for task {key!r}")
+    if task in overrides:
+        return overrides[task]
+    if "*" in overrides:
+        return overrides["*"]
+    return DEFAULT_TASK_POLICIES.get(task, FALLBACK_POLICY)
+
+
+def split_documents(context: str) -> list[str]:
+    """The context's document blocks, in order; joined with :data:`DOCUMENT_SEPARATOR` they
+    give the context back."""
+    return _DOCUMENT_START.split(context) if context else []
 
 
 def middle_truncate(ids: Sequence[int], budget: int) -> tuple[list[int], bool]:
@@ -33,3 +103,120 @@ def middle_truncate(ids: Sequence[int], budget: int) -> tuple[list[int], bool]:
     head = budget // 2
     tail = budget - head
     return ids[:head] + ids[len(ids) - tail :], True
+
+
+def drop_documents(doc_tokens: Sequence[int], fixed_tokens: int, budget: int) -> list[int]:
+    """Indices of the documents Loong keeps: in order, each one that still fits.
+
+    >>> drop_documents([5, 9, 3, 2], fixed_tokens=4, budget=15)
+    [0, 2, 3]
+    """
+    kept, used = [], fixed_tokens
+    for i, n in enumerate(doc_tokens):
+        if used + n > budget:
+            continue  # skip it, keep scanning: a later, shorter document may still fit
+        kept.append(i)
+        used += n
+    return kept
+
+
+@dataclass(frozen=True)
+class FittedPrompt:
+    ids: list[int]  # the full model input (chat template included), within the budget
+    text: str  # the user prompt actually used (after truncation, before the template)
+    original_tokens: int  # len of the full model input before truncation
+    truncated: bool
+    policy: str
+    dropped_documents: int = 0
+
+
+class PromptDoesNotFitError(ValueError):
+    """Even the parts a policy never cuts (instruction, question, template) exceed the budget."""
+
+
+_MAX_ROUNDS = 12
+
+
+def fit_prompt(
+    prompt: str,
+    budget: int,
+    *,
+    render: Callable[[str], list[int]],
+    encode: Callable[[str], list[int]],
+    decode: Callable[[Sequence[int]], str],
+    policy: str = MIDDLE,
+    context: str | None = None,
+    key: str = "?",
+) -> FittedPrompt:
+    """Truncate ``prompt`` with ``policy`` until ``render(user_text)`` has at most ``budget`` ids.
+
+    ``render`` maps a user prompt to the full model input (chat template, special tokens);
+    ``encode``/``decode`` are the model's tokenizer on plain text. ``context`` is the part of
+    ``prompt`` that ``end_of_context`` and ``drop_documents`` may cut; it must occur in it.
+    Decoding and re-encoding can merge tokens differently at a cut, so the result is
+    re-rendered and cut further until it fits.
+    """
+    validate_policy(policy, f"request {key!r}")
+    if budget < 2:
+        raise PromptDoesNotFitError(f"request {key!r}: a budget of {budget} tokens leaves no room for a prompt")
+    ids = render(prompt)
+    original = len(ids)
+    if original <= budget:
+        return FittedPrompt(ids, prompt, original, False, policy)
+
+    if policy == MIDDLE:
+        user_ids = encode(prompt)
+        overhead = original - len(user_ids)  # template and special tokens around the user text
+        target = budget - overhead
+        for _ in range(_MAX_ROUNDS):
+            if target < 2:
+                raise PromptDoesNotFitError(
+                    f"request {key!r}: the chat template alone needs {overhead} tokens of the {budget} available"
+                )
+            kept, _ = middle_truncate(user_ids, target)
+            text = decode(kept)
+            ids = render(text)
+            if len(ids) <= budget:
+                return FittedPrompt(ids, text, original, True, policy)
+            target -= len(ids) - budget
+        raise PromptDoesNotFitError(f"request {key!r}: middle truncation did not converge to {budget} tokens")
+
+    if not context:
+        raise ValueError(f"request {key!r}: truncation policy {policy!r} needs the instance's context; it is empty")
+    at = prompt.find(context)
+    if at < 0:
+        raise ValueError(f"request {key!r}: the instance's context does not occur in its prompt ({policy!r} cuts it)")
+    prefix, suffix = prompt[:at], prompt[at + len(context) :]
+    fixed = original - len(encode(context))  # everything the policy keeps whole
+    if fixed > budget:
+        raise PromptDoesNotFitError(
+            f"request {key!r}: instruction, question and template need {fixed} tokens, more than the budget {budget}"
+        )
+
+    if policy == END_OF_CONTEXT:
+        ctx_ids = encode(context)
+        keep = budget - fixed
+        for _ in range(_MAX_ROUNDS):
+            text = prefix + decode(ctx_ids[: max(keep, 0)]) + suffix
+            ids = render(text)
+            if len(ids) <= budget:
+                return FittedPrompt(ids, text, original, True, policy)
+            if keep <= 0:
+                break
+            keep -= len(ids) - budget
+        raise PromptDoesNotFitError(f"request {key!r}: end-of-context truncation did not converge to {budget} tokens")
+
+    # DROP_DOCUMENTS: each document costs its tokens plus a separator.
+    docs = split_documents(context)
+    costs = [len(encode(d + DOCUMENT_SEPARATOR)) for d in docs]
+    target = budget
+    for _ in range(_MAX_ROUNDS):
+        kept = drop_documents(costs, fixed, target)
+        text = prefix + DOCUMENT_SEPARATOR.join(docs[i] for i in kept) + suffix
+        ids = render(text)
+        if len(ids) <= budget:
+            return FittedPrompt(ids, text, original, True, policy, dropped_documents=len(docs) - len(kept))
+        if not kept:
+            break
+        target -= len(ids) - budget
+    raise PromptDoesNotFitError(f"request {key!r}: dropping documents did not bring the prompt to {budget} tokens")

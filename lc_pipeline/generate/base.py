@@ -1,24 +1,39 @@
 """The generation interface every backend implements.
 
-A backend takes user prompts (the ``prompt`` column of the instances table), fits them to
-the model's window, decodes greedily and reports what it actually fed the model, so the
-generations table can record truncation honestly.
+A backend takes user prompts (the ``prompt`` column of the instances table), renders them
+the way the model expects (its own chat template, or the plain prompt for base models),
+fits them to the model's window with the request's truncation policy, decodes greedily and
+reports what it actually fed the model, so every backend fills the same generations row.
+
+Backends: ``transformers`` (CPU or one GPU, left-padded batches), ``llamacpp``
+(in-process llama-cpp-python), ``openai`` (any OpenAI-compatible server, concurrent async
+requests), ``vllm`` (offline engine, a whole partition submitted at once).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from lc_pipeline.construct.truncation import MIDDLE, validate_policy
 from lc_pipeline.generate.registry import ModelSpec
 
 
 @dataclass
 class GenerationRequest:
-    key: str  # e.g. the instance_id; echoed back in the result
+    key: str  # e.g. the cache key or instance_id; echoed back in the result
     prompt: str  # the user message, before any chat template
     max_new_tokens: int
+    truncation: str = MIDDLE  # the task's truncation policy (construct/truncation.py)
+    context: str | None = None  # the part of ``prompt`` that end_of_context / drop_documents may cut
+
+    def __post_init__(self) -> None:
+        validate_policy(self.truncation, f"request {self.key!r}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"request {self.key!r}: max_new_tokens must be >= 1, got {self.max_new_tokens}")
 
 
 @dataclass
@@ -29,8 +44,12 @@ class GenerationResult:
     original_prompt_tokens: int  # the same count before truncation
     truncated: bool
     completion_tokens: int  # generated tokens, without padding and the stop token
-    finish_reason: str  # "stop" (a stop token was produced) | "length" (max_new_tokens reached)
-    latency_s: float  # wall time of the request's batch divided by the batch size
+    finish_reason: str  # "stop" (a stop token or sequence ended it) | "length" (max_new_tokens reached)
+    latency_s: float  # the request's own wall time, or its batch's divided by the batch size
+    truncation_policy: str = MIDDLE  # the policy in force for the request (applied iff ``truncated``)
+
+
+FINISH_REASONS = ("stop", "length")
 
 
 @runtime_checkable
@@ -47,28 +66,49 @@ class Generator(Protocol):
         requests: Sequence[GenerationRequest],
         progress: Callable[[int], None] | None = None,
     ) -> list[GenerationResult]:
-        """One result per request, in request order. After each batch, ``progress(n)`` gets
-        the number of requests that batch finished (an increment: ``tqdm.update`` fits)."""
+        """One result per request, in request order. As requests finish, ``progress(n)`` gets
+        the number just finished (an increment: ``tqdm.update`` fits)."""
         ...
 
 
-_RESERVED = {
-    "vllm": "the vLLM backend is not implemented yet (planned for GPU runs)",
-    "openai": "the OpenAI-compatible API backend is not implemented yet",
-    "llama_cpp": "the llama.cpp backend is not implemented yet (llama_cpp is not installed)",
-}
+def sampling_params_json(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def sampling_params_hash(params: dict) -> str:
+    return hashlib.sha256(sampling_params_json(params).encode()).hexdigest()[:16]
+
+
+def cache_key(prompt: str, max_new_tokens: int, truncation: str, model_fingerprint: str, sampling_hash: str) -> str:
+    """What a generation depends on: the prompt, the model's settings and the decoding.
+
+    An unchanged rerun finds every key in the generation store and costs nothing; a change
+    to any of these produces new keys, never a stale reuse.
+    """
+    payload = json.dumps(
+        [hashlib.sha256(prompt.encode()).hexdigest(), max_new_tokens, truncation, model_fingerprint, sampling_hash]
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
 
 def make_generator(spec: ModelSpec) -> Generator:
     """The generator for ``spec``. Cheap: no model is loaded until the first ``generate``."""
+    # Backends are imported here so that building configs and schemas never imports torch,
+    # llama_cpp, openai or vllm.
     if spec.backend == "transformers":
-        # Imported here so that building configs and schemas never imports torch.
         from lc_pipeline.generate.transformers_backend import TransformersGenerator
 
         return TransformersGenerator(spec)
-    if spec.backend in _RESERVED:
-        raise NotImplementedError(
-            f"model {spec.slug!r}: backend {spec.backend!r} is reserved: {_RESERVED[spec.backend]}; "
-            "use backend 'transformers'"
-        )
+    if spec.backend == "llamacpp":
+        from lc_pipeline.generate.llamacpp_backend import LlamaCppGenerator
+
+        return LlamaCppGenerator(spec)
+    if spec.backend == "openai":
+        from lc_pipeline.generate.openai_backend import OpenAIGenerator
+
+        return OpenAIGenerator(spec)
+    if spec.backend == "vllm":
+        from lc_pipeline.generate.vllm_backend import VLLMGenerator
+
+        return VLLMGenerator(spec)
     raise ValueError(f"model {spec.slug!r}: unknown backend {spec.backend!r}")

@@ -11,6 +11,19 @@ in a YAML file mapping slug -> settings::
       max_model_len: 131072
       dtype: bfloat16
 
+An OpenAI-compatible server (``vllm serve``, llama.cpp's server, OpenAI itself)::
+
+    qwen-7b-served:
+      backend: openai
+      model_id: Qwen/Qwen2.5-7B-Instruct    # a local tokenizer for counting and truncation
+      api_model: qwen                       # the name the server knows the model by
+      base_url: http://127.0.0.1:8000/v1    # else $OPENAI_BASE_URL
+      api: chat                             # or "completions" (we render the template)
+      max_model_len: 32768
+
+The API key is never stored here: it is read from the environment variable named by
+``api_key_env`` (default ``OPENAI_API_KEY``).
+
 Importing this module is cheap: it never imports torch, transformers or a model package.
 """
 
@@ -31,7 +44,8 @@ import yaml
 
 MODEL_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
-BACKENDS = ("transformers", "vllm", "openai", "llama_cpp")  # only "transformers" is implemented
+BACKENDS = ("transformers", "vllm", "openai", "llamacpp")
+APIS = ("chat", "completions")
 DTYPES = ("float32", "bfloat16", "float16")
 PACKAGE_PREFIX = "package:"
 
@@ -79,7 +93,20 @@ class ModelSpec:
     dtype: str = "float32"
     chat_template: bool = True
     system_prompt: str | None = None
-    torch_threads: int | None = None  # None: leave torch's default (all cores)
+    torch_threads: int | None = None  # CPU threads of in-process backends; None: the library's default
+    # openai backend
+    api: str = "chat"  # "chat": the server applies the template; "completions": we send token ids
+    api_model: str | None = None  # the served model's name; None: model_id
+    base_url: str | None = None  # None: $OPENAI_BASE_URL
+    api_key_env: str = "OPENAI_API_KEY"  # the variable holding the key (never the key itself)
+    max_concurrency: int = 8  # requests in flight at once
+    request_timeout_s: float = 600.0
+    max_retries: int = 4  # the openai client's retries, with exponential backoff and jitter
+    tokenizer: str | None = None  # where to count tokens; None: model_id (+ gguf_file); "tiktoken:<encoding>"
+    # vllm backend
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    enable_prefix_caching: bool = True
 
     def __post_init__(self) -> None:
         try:
@@ -107,6 +134,21 @@ class ModelSpec:
             self._fail("dtype", f"unknown dtype {self.dtype!r}; expected one of {list(DTYPES)}")
         if self.torch_threads is not None and self.torch_threads < 1:
             self._fail("torch_threads", f"must be >= 1 or null, got {self.torch_threads}")
+        if self.api not in APIS:
+            self._fail("api", f"unknown api {self.api!r}; expected one of {list(APIS)}")
+        if self.max_concurrency < 1:
+            self._fail("max_concurrency", f"must be >= 1, got {self.max_concurrency}")
+        if self.request_timeout_s <= 0:
+            self._fail("request_timeout_s", f"must be > 0, got {self.request_timeout_s}")
+        if self.max_retries < 0:
+            self._fail("max_retries", f"must be >= 0, got {self.max_retries}")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
+            # A key pasted here by mistake must not end up in models.yaml or an error message.
+            self._fail("api_key_env", "must be the *name* of an environment variable, e.g. OPENAI_API_KEY")
+        if self.tensor_parallel_size < 1:
+            self._fail("tensor_parallel_size", f"must be >= 1, got {self.tensor_parallel_size}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            self._fail("gpu_memory_utilization", f"must be in (0, 1], got {self.gpu_memory_utilization}")
 
     def _fail(self, field: str, msg: str) -> None:
         raise ModelSpecError(f"model {self.slug!r}, field {field!r}: {msg}")
@@ -114,15 +156,33 @@ class ModelSpec:
     def fingerprint(self) -> str:
         """Short hash of the settings that can change outputs.
 
-        Excluded: the slug (a name), batch_size (batched greedy decoding equals sequential)
-        and torch_threads (speed only).
+        Excluded: the slug (a name), batch_size (batched greedy decoding equals sequential),
+        threads, concurrency, timeouts, retries, the server's address and the GPU layout
+        (speed and placement only). Settings added later enter the hash only when they differ
+        from their default, so existing models keep their fingerprint (and their cached rows).
         """
         keys = ("backend", "model_id", "gguf_file", "max_model_len", "dtype", "chat_template", "system_prompt")
-        payload = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True)
+        payload_dict = {k: getattr(self, k) for k in keys}
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for k in ("api", "api_model", "tokenizer"):
+            if getattr(self, k) != defaults[k]:
+                payload_dict[k] = getattr(self, k)
+        payload = json.dumps(payload_dict, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def settings(self) -> dict[str, Any]:
+        """The registry-file entry: required fields plus those that differ from their default."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "slug":
+                continue
+            if f.default is dataclasses.MISSING or value != f.default:
+                out[f.name] = value
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], slug: str | None = None) -> ModelSpec:
@@ -158,6 +218,17 @@ _FIELD_TYPES: dict[str, tuple[type, bool]] = {  # name -> (type, None allowed)
     "chat_template": (bool, False),
     "system_prompt": (str, True),
     "torch_threads": (int, True),
+    "api": (str, False),
+    "api_model": (str, True),
+    "base_url": (str, True),
+    "api_key_env": (str, False),
+    "max_concurrency": (int, False),
+    "request_timeout_s": (float, False),
+    "max_retries": (int, False),
+    "tokenizer": (str, True),
+    "tensor_parallel_size": (int, False),
+    "gpu_memory_utilization": (float, False),
+    "enable_prefix_caching": (bool, False),
 }
 
 
@@ -167,6 +238,8 @@ def _check_type(slug: str, name: str, value: object) -> None:
         return
     # bool is a subclass of int: `batch_size: true` in YAML is a mistake, not 1.
     ok = isinstance(value, typ) and (typ is bool or not isinstance(value, bool))
+    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True  # `request_timeout_s: 60` in YAML
     if not ok:
         want = typ.__name__ + (" or null" if nullable else "")
         raise ModelSpecError(f"model {slug!r}, field {name!r}: expected {want}, got {value!r}")
@@ -277,10 +350,8 @@ class ModelRegistry:
                 f"model {spec.slug!r} is already defined with different settings {diff} (old, new); "
                 "pass overwrite=True to replace it"
             )
-        entries = {s: m.to_dict() for s, m in self._load_file().items()}
-        entries[spec.slug] = spec.to_dict()
-        for settings in entries.values():
-            settings.pop("slug")  # the key is the slug
+        entries = {s: m.settings() for s, m in self._load_file().items()}  # keyed by slug
+        entries[spec.slug] = spec.settings()
         self._write(dict(sorted(entries.items())))
 
     def _write(self, entries: dict[str, dict[str, Any]]) -> None:

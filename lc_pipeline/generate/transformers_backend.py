@@ -1,17 +1,19 @@
 """Greedy generation with Hugging Face transformers (CPU or a single GPU).
 
-What the backend does to a prompt, in order:
+What the backend does to a prompt, in order (shared with the other backends, see
+:mod:`lc_pipeline.generate.prompting`):
 1. wraps the user prompt in the model's chat template (unless ``spec.chat_template`` is
    False), with a system message only if ``spec.system_prompt`` is set;
-2. if the templated prompt plus ``max_new_tokens`` exceeds ``spec.max_model_len``, cuts the
-   middle of the *user prompt* in the model's own tokens (LongBench / LV-Eval style), so the
-   instruction at the start and the question at the end survive, and re-applies the template;
-3. decodes greedily in batches of similar length, left-padded.
+2. if the templated prompt plus ``max_new_tokens`` exceeds ``spec.max_model_len``, applies
+   the request's truncation policy (middle / end_of_context / drop_documents) in the model's
+   own tokens and re-applies the template;
+3. decodes greedily in left-padded batches of similar length, stopping on the EOS ids.
 
-GGUF checkpoints are slow to load through transformers (~31 s for SmolLM2-135M, nearly all
-of it spent parsing GGUF metadata, not de-quantizing), so the converted tokenizer and fp32
-weights are cached with ``save_pretrained`` under ``$LCP_CACHE_DIR`` (default
-``~/.cache/lc_pipeline``); later loads take well under a second.
+GGUF or safetensors checkpoints: a directory / Hub id loads with ``from_pretrained``; a GGUF
+is slow to load through transformers (~31 s for SmolLM2-135M, nearly all of it spent
+parsing GGUF metadata, not de-quantizing), so the converted tokenizer and fp32 weights are
+cached with ``save_pretrained`` under ``$LCP_CACHE_DIR`` (default ``~/.cache/lc_pipeline``);
+later loads take well under a second.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ from transformers import (
     StoppingCriteriaList,
 )
 
-from lc_pipeline.construct.truncation import middle_truncate
+from lc_pipeline.construct.truncation import FittedPrompt
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult
+from lc_pipeline.generate.prompting import HFTokenizer, fit_request, render_ids
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
 
 log = logging.getLogger(__name__)
@@ -78,6 +81,7 @@ class TransformersGenerator:
         self.model_id = f"{spec.model_id}/{spec.gguf_file}" if spec.gguf_file else spec.model_id
         self._model: Any = None
         self._tokenizer: Any = None
+        self._prompt_tok: HFTokenizer | None = None
         self._stop_ids: list[int] = []
         self.load_seconds: float | None = None
         self.load_source: str | None = None  # "cache" | "gguf" | "pretrained"
@@ -139,6 +143,7 @@ class TransformersGenerator:
                 spec.slug, spec.max_model_len, max_pos,
             )
         self._tokenizer, self._model, self._stop_ids = tok, model, sorted(stop)
+        self._prompt_tok = HFTokenizer(tok, self.model_id)
         self.load_seconds = time.perf_counter() - t0
         log.info("model %r loaded from %s in %.1f s", spec.slug, self.load_source, self.load_seconds)
 
@@ -194,50 +199,24 @@ class TransformersGenerator:
 
     # ------------------------------------------------------------------ prompts
 
-    def _render(self, user_text: str) -> list[int]:
-        """Token ids of the full model input for one user prompt."""
-        tok = self._tokenizer
-        if not self.spec.chat_template:
-            return tok(user_text).input_ids  # special tokens (e.g. BOS) as the model expects
-        messages = []
-        if self.spec.system_prompt is not None:
-            messages.append({"role": "system", "content": self.spec.system_prompt})
-        messages.append({"role": "user", "content": user_text})
-        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        # The template already contains the special tokens; don't add a second BOS.
-        return tok(text, add_special_tokens=False).input_ids
+    @property
+    def prompt_tokenizer(self) -> HFTokenizer:
+        self.load()
+        assert self._prompt_tok is not None
+        return self._prompt_tok
+
+    def render(self, user_text: str) -> list[int]:
+        """Token ids of the full model input for one user prompt (no truncation)."""
+        return render_ids(self.spec, self.prompt_tokenizer, user_text)
+
+    def fit(self, request: GenerationRequest) -> FittedPrompt:
+        """The exact ids this backend feeds the model for ``request``."""
+        return fit_request(self.spec, self.prompt_tokenizer, request)
 
     def fit_prompt(self, prompt: str, max_new_tokens: int) -> tuple[list[int], int, bool]:
-        """``(input_ids, original_prompt_tokens, truncated)`` with
-        ``len(input_ids) <= max_model_len - max_new_tokens``."""
-        self.load()
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        budget = self.spec.max_model_len - max_new_tokens
-        if budget < 2:
-            raise ValueError(
-                f"model {self.spec.slug!r}: max_new_tokens {max_new_tokens} leaves no room for a prompt "
-                f"in max_model_len {self.spec.max_model_len}"
-            )
-        ids = self._render(prompt)
-        original = len(ids)
-        if original <= budget:
-            return ids, original, False
-        tok = self._tokenizer
-        user_ids = tok(prompt, add_special_tokens=False).input_ids
-        target = len(user_ids)
-        # Cut the excess from the user prompt's middle and re-template. Decoding and
-        # re-encoding can merge tokens differently at the cut, so check and repeat.
-        while len(ids) > budget:
-            target -= len(ids) - budget
-            if target < 2:
-                raise ValueError(
-                    f"model {self.spec.slug!r}: the chat template alone needs {len(ids) - len(user_ids)} "
-                    f"tokens, more than the {budget} left for the prompt"
-                )
-            kept, _ = middle_truncate(user_ids, target)
-            ids = self._render(tok.decode(kept, skip_special_tokens=False, clean_up_tokenization_spaces=False))
-        return ids, original, True
+        """``(input_ids, original_prompt_tokens, truncated)`` under middle truncation."""
+        fitted = self.fit(GenerationRequest("prompt", prompt, max_new_tokens))
+        return fitted.ids, fitted.original_tokens, fitted.truncated
 
     # ------------------------------------------------------------------ generation
 
@@ -246,7 +225,6 @@ class TransformersGenerator:
             "decoding": "greedy",
             "do_sample": False,
             "num_beams": 1,
-            "truncation": "middle",
             "max_model_len": self.spec.max_model_len,
             "chat_template": self.spec.chat_template,
             "system_prompt": self.spec.system_prompt,
@@ -276,21 +254,21 @@ class TransformersGenerator:
         progress: Callable[[int], None] | None,
     ) -> list[GenerationResult]:
         tok, model = self._tokenizer, self._model
-        fitted = [self.fit_prompt(r.prompt, r.max_new_tokens) for r in requests]
+        fitted = [self.fit(r) for r in requests]
 
         # Longest first: similar lengths share a batch (little padding), and a batch that
         # does not fit in memory fails at the start rather than at the end.
-        order = sorted(range(len(requests)), key=lambda i: -len(fitted[i][0]))
+        order = sorted(range(len(requests)), key=lambda i: -len(fitted[i].ids))
         results: list[GenerationResult | None] = [None] * len(requests)
         stop_ids = set(self._stop_ids)
         bs = self.spec.batch_size
         for start in range(0, len(order), bs):
             batch = order[start : start + bs]
-            width = max(len(fitted[i][0]) for i in batch)
+            width = max(len(fitted[i].ids) for i in batch)
             input_ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
             attention = torch.zeros((len(batch), width), dtype=torch.long)
             for row, i in enumerate(batch):
-                ids = fitted[i][0]
+                ids = fitted[i].ids
                 input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
                 attention[row, width - len(ids) :] = 1
             # Requests in a batch may want different lengths: the batch runs to the largest, and
@@ -316,7 +294,7 @@ class TransformersGenerator:
 
             for row, i in enumerate(batch):
                 req = requests[i]
-                ids, original, truncated = fitted[i]
+                fit = fitted[i]
                 new = out[row, width:].tolist()[: req.max_new_tokens]
                 stop_at = next((k for k, t in enumerate(new) if t in stop_ids), None)
                 if stop_at is not None:
@@ -326,12 +304,13 @@ class TransformersGenerator:
                 results[i] = GenerationResult(
                     key=req.key,
                     output=tok.decode(new, skip_special_tokens=True).strip(),
-                    prompt_tokens=len(ids),
-                    original_prompt_tokens=original,
-                    truncated=truncated,
+                    prompt_tokens=len(fit.ids),
+                    original_prompt_tokens=fit.original_tokens,
+                    truncated=fit.truncated,
                     completion_tokens=len(new),
                     finish_reason=finish,
                     latency_s=latency,
+                    truncation_policy=fit.policy,
                 )
             if progress is not None:
                 progress(len(batch))  # an increment, like tqdm's update()

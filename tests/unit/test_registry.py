@@ -157,7 +157,45 @@ def test_missing_gguf_file_is_reported(tmp_path):
         resolve_model_path(spec)
 
 
-@pytest.mark.parametrize("backend", ["vllm", "openai", "llama_cpp"])
-def test_reserved_backends_are_not_implemented(backend):
-    with pytest.raises(NotImplementedError, match=f"backend {backend!r} is reserved"):
-        make_generator(dataclasses.replace(LLAMA, backend=backend))
+@pytest.mark.parametrize(
+    ("backend", "cls"),
+    [("transformers", "TransformersGenerator"), ("llamacpp", "LlamaCppGenerator"), ("openai", "OpenAIGenerator"),
+     ("vllm", "VLLMGenerator")],
+)
+def test_every_backend_has_a_generator_that_loads_nothing_yet(backend, cls):
+    gen = make_generator(dataclasses.replace(LLAMA, backend=backend))
+    assert type(gen).__name__ == cls and gen.backend == backend
+    assert gen.sampling_params()["decoding"] == "greedy"
+    assert "vllm" not in sys.modules  # building a generator imports no engine
+
+
+def test_api_settings_are_validated():
+    served = dataclasses.replace(LLAMA, backend="openai", api="completions", api_model="llama", max_concurrency=4)
+    assert ModelSpec.from_dict(served.to_dict()) == served
+    with pytest.raises(ModelSpecError, match="field 'api'"):
+        dataclasses.replace(served, api="responses")
+    with pytest.raises(ModelSpecError, match="field 'max_concurrency'"):
+        dataclasses.replace(served, max_concurrency=0)
+    # A key pasted where the variable's name belongs is refused, and not echoed back.
+    with pytest.raises(ModelSpecError, match="field 'api_key_env'") as err:
+        dataclasses.replace(served, api_key_env="sk-proj-abc123-secret")
+    assert "sk-proj" not in str(err.value)
+    with pytest.raises(ModelSpecError, match="field 'gpu_memory_utilization'"):
+        dataclasses.replace(LLAMA, backend="vllm", gpu_memory_utilization=1.5)
+
+
+def test_new_settings_keep_old_fingerprints_until_used():
+    # Settings added for the API backends enter the hash only when set, so existing models
+    # keep their fingerprint (and their stored generations).
+    assert dataclasses.replace(LLAMA, max_retries=9, request_timeout_s=5, base_url="http://x").fingerprint() == (
+        LLAMA.fingerprint())
+    assert dataclasses.replace(LLAMA, api="completions").fingerprint() != LLAMA.fingerprint()
+    assert dataclasses.replace(LLAMA, api_model="other").fingerprint() != LLAMA.fingerprint()
+
+
+def test_registry_file_holds_only_non_default_settings(tmp_path):
+    reg = ModelRegistry(tmp_path / "models.yaml")
+    reg.add(dataclasses.replace(LLAMA, backend="openai", api_model="llama"))
+    entry = yaml.safe_load((tmp_path / "models.yaml").read_text())["llama-3.1-8b"]
+    assert entry == {"backend": "openai", "model_id": "meta-llama/Llama-3.1-8B-Instruct", "gguf_file": None,
+                     "max_model_len": 131072, "dtype": "bfloat16", "api_model": "llama"}

@@ -1,0 +1,177 @@
+"""Generation through any OpenAI-compatible server: ``vllm serve``, llama.cpp's server, OpenAI.
+
+Requests go out concurrently (asyncio, at most ``spec.max_concurrency`` in flight), each with
+a timeout; failed calls (connection errors, 408/409/429/5xx) are retried by the openai
+client's own machinery with exponential backoff and jitter, ``spec.max_retries`` times.
+Token usage comes from the server's ``usage`` field.
+
+Two modes (``spec.api``):
+- ``chat``: the user prompt goes out as a chat message and the *server* applies the model's
+  template; we render it locally with the same template only to count and truncate.
+- ``completions``: we render the template ourselves (or the plain prompt for base models)
+  and send the token ids, so the server sees exactly the ids we counted.
+
+Where the server is: ``spec.base_url``, else ``$OPENAI_BASE_URL``. The key: the variable
+named by ``spec.api_key_env`` (default ``OPENAI_API_KEY``); it is never logged or recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lc_pipeline.construct.truncation import FittedPrompt
+from lc_pipeline.generate.base import GenerationRequest, GenerationResult
+from lc_pipeline.generate.prompting import PromptTokenizer, fit_request, load_tokenizer, messages_for, render_ids
+from lc_pipeline.generate.registry import ModelSpec
+
+# A self-hosted server without authentication still needs some key in the client.
+_NO_KEY = "no-key-needed"
+
+
+class OpenAIGenerator:
+    backend = "openai"
+
+    def __init__(self, spec: ModelSpec) -> None:
+        if spec.backend != "openai":
+            raise ValueError(f"model {spec.slug!r}: OpenAIGenerator cannot run backend {spec.backend!r}")
+        self.spec = spec
+        self.api_model = spec.api_model or spec.model_id
+        self.model_id = self.api_model
+        self._tok: PromptTokenizer | None = None
+
+    # ------------------------------------------------------------------ setup
+
+    def base_url(self) -> str | None:
+        return self.spec.base_url or os.environ.get("OPENAI_BASE_URL") or None
+
+    def _api_key(self) -> str:
+        key = os.environ.get(self.spec.api_key_env)
+        if key:
+            return key
+        if self.base_url() is None:
+            raise ValueError(
+                f"model {self.spec.slug!r}: no API key: set the environment variable {self.spec.api_key_env} "
+                "(or base_url / OPENAI_BASE_URL for a self-hosted server without authentication)"
+            )
+        return _NO_KEY
+
+    def client(self) -> Any:
+        try:
+            from openai import AsyncOpenAI
+        except ImportError as exc:  # a core dependency; only a broken environment lacks it
+            raise ImportError("the openai package is missing: pip install openai") from exc
+        return AsyncOpenAI(
+            base_url=self.base_url(),
+            api_key=self._api_key(),
+            timeout=self.spec.request_timeout_s,
+            max_retries=self.spec.max_retries,
+        )
+
+    @property
+    def prompt_tokenizer(self) -> PromptTokenizer:
+        if self._tok is None:
+            self._tok = load_tokenizer(self.spec)
+        return self._tok
+
+    def load(self) -> None:
+        self.prompt_tokenizer  # noqa: B018  (the only local state: the tokenizer)
+
+    # ------------------------------------------------------------------ prompts
+
+    def render(self, user_text: str) -> list[int]:
+        tok = self.prompt_tokenizer
+        if self.spec.api == "chat" and self.spec.chat_template and tok.chat_text(messages_for(self.spec, user_text)) is None:
+            # No local template (e.g. tiktoken for an API model): the user text plus a margin.
+            return tok.encode(user_text) + [0] * getattr(tok, "CHAT_OVERHEAD", 16)
+        return render_ids(self.spec, tok, user_text)
+
+    def fit(self, request: GenerationRequest) -> FittedPrompt:
+        """In completions mode: the exact ids sent. In chat mode: the ids the server's template
+        should produce (the server reports its own count as ``usage.prompt_tokens``)."""
+        from lc_pipeline.construct.truncation import fit_prompt
+
+        if self.spec.api == "completions":
+            return fit_request(self.spec, self.prompt_tokenizer, request)
+        budget = self.spec.max_model_len - request.max_new_tokens
+        tok = self.prompt_tokenizer
+        return fit_prompt(request.prompt, budget, render=self.render, encode=tok.encode, decode=tok.decode,
+                          policy=request.truncation, context=request.context, key=request.key)
+
+    def sampling_params(self) -> dict:
+        return {
+            "decoding": "greedy",
+            "temperature": 0.0,
+            "api": self.spec.api,
+            "max_model_len": self.spec.max_model_len,
+            "chat_template": self.spec.chat_template,
+            "system_prompt": self.spec.system_prompt,
+        }
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(
+        self,
+        requests: Sequence[GenerationRequest],
+        progress: Callable[[int], None] | None = None,
+    ) -> list[GenerationResult]:
+        if not requests:
+            return []
+        fitted = [self.fit(r) for r in requests]  # tokenizer work, before any request goes out
+        return asyncio.run(self._generate_all(requests, fitted, progress))
+
+    async def _generate_all(
+        self,
+        requests: Sequence[GenerationRequest],
+        fitted: list[FittedPrompt],
+        progress: Callable[[int], None] | None,
+    ) -> list[GenerationResult]:
+        client = self.client()
+        limit = asyncio.Semaphore(self.spec.max_concurrency)
+
+        async def one(req: GenerationRequest, fit: FittedPrompt) -> GenerationResult:
+            async with limit:
+                t0 = time.perf_counter()
+                try:
+                    text, finish, usage = await self._call(client, req, fit)
+                except Exception as exc:
+                    raise RuntimeError(
+                        f"model {self.spec.slug!r}, request {req.key!r}: the server call failed after "
+                        f"{self.spec.max_retries} retries: {type(exc).__name__}: {exc}"
+                    ) from exc
+                latency = time.perf_counter() - t0
+            if progress is not None:
+                progress(1)
+            prompt_tokens = usage.prompt_tokens if usage is not None else len(fit.ids)
+            completion_tokens = (
+                usage.completion_tokens if usage is not None else len(self.prompt_tokenizer.encode(text))
+            )
+            return GenerationResult(
+                key=req.key,
+                output=text.strip(),
+                prompt_tokens=prompt_tokens,
+                original_prompt_tokens=fit.original_tokens,
+                truncated=fit.truncated,
+                completion_tokens=completion_tokens,
+                finish_reason=finish or "stop",
+                latency_s=latency,
+                truncation_policy=fit.policy,
+            )
+
+        try:
+            return list(await asyncio.gather(*(one(r, f) for r, f in zip(requests, fitted, strict=True))))
+        finally:
+            await client.close()
+
+    async def _call(self, client: Any, req: GenerationRequest, fit: FittedPrompt) -> tuple[str, str | None, Any]:
+        common = {"model": self.api_model, "max_tokens": req.max_new_tokens, "temperature": 0.0, "seed": 0}
+        if self.spec.api == "chat":
+            resp = await client.chat.completions.create(messages=messages_for(self.spec, fit.text), **common)
+            choice = resp.choices[0]
+            return choice.message.content or "", choice.finish_reason, resp.usage
+        resp = await client.completions.create(prompt=fit.ids, **common)
+        choice = resp.choices[0]
+        return choice.text or "", choice.finish_reason, resp.usage

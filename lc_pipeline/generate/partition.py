@@ -1,0 +1,178 @@
+"""One (length, model) partition of generations: plan, reuse what is stored, generate the rest.
+
+``plan_partition`` turns instances into requests with their ids, cache keys and truncation
+policies; ``generate_partition`` skips every request whose cache key is already in the
+store, generates the others in chunks and appends each chunk to the store atomically as
+soon as it is done. A run killed mid-partition (even with ``kill -9``) therefore resumes
+with only the missing requests, and an unchanged rerun generates nothing.
+Pure logic: the Dagster asset is a thin wrapper around these two functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from lc_pipeline import schemas
+from lc_pipeline.construct.truncation import policy_for_task
+from lc_pipeline.generate.base import (
+    GenerationRequest,
+    GenerationResult,
+    Generator,
+    cache_key,
+    sampling_params_hash,
+    sampling_params_json,
+)
+from lc_pipeline.generate.checkpoint import GenerationCheckpoint
+from lc_pipeline.generate.registry import ModelSpec
+
+# Batches per flushed chunk for batching backends; requests per chunk otherwise.
+FLUSH_EVERY_BATCHES = 2
+
+
+@dataclass
+class PlannedGeneration:
+    generation_id: str
+    instance_id: str
+    request: GenerationRequest  # request.key is the cache key
+
+
+@dataclass
+class PartitionPlan:
+    backend: str
+    model_id: str
+    sampling_params: str  # JSON
+    sampling_params_hash: str
+    items: list[PlannedGeneration] = field(default_factory=list)
+
+
+def generation_id(instance_id: str, slug: str, model_fingerprint: str, sampling_hash: str) -> str:
+    payload = json.dumps([instance_id, slug, model_fingerprint, sampling_hash])
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def plan_partition(
+    instances: pl.DataFrame,
+    spec: ModelSpec,
+    generator: Generator,
+    truncation_overrides: Mapping[str, str] | None = None,
+) -> PartitionPlan:
+    """Requests for every instance, in instance_id order.
+
+    Uses the instances columns ``instance_id``, ``task`` (-> truncation policy), ``prompt``,
+    ``context`` and ``max_new_tokens``; a missing column or null value is an error naming it.
+    """
+    needed = ("instance_id", "task", "prompt", "context", "max_new_tokens")
+    missing = [c for c in needed if c not in instances.columns]
+    if missing:
+        raise ValueError(f"instances: missing columns {missing} needed for generation")
+    params = generator.sampling_params()
+    sp_json, sp_hash = sampling_params_json(params), sampling_params_hash(params)
+    fp = spec.fingerprint()
+    plan = PartitionPlan(generator.backend, generator.model_id, sp_json, sp_hash)
+    for row in instances.sort("instance_id").select(needed).iter_rows(named=True):
+        for col in needed:
+            if row[col] is None:
+                raise ValueError(f"instance {row['instance_id']!r}: field {col!r} is null")
+        policy = policy_for_task(row["task"], truncation_overrides)
+        key = cache_key(row["prompt"], int(row["max_new_tokens"]), policy, fp, sp_hash)
+        plan.items.append(
+            PlannedGeneration(
+                generation_id=generation_id(row["instance_id"], spec.slug, fp, sp_hash),
+                instance_id=row["instance_id"],
+                request=GenerationRequest(key, row["prompt"], int(row["max_new_tokens"]), policy, row["context"]),
+            )
+        )
+    return plan
+
+
+def chunk_size(spec: ModelSpec) -> int:
+    """How many requests go to the backend between two flushes (0: all at once)."""
+    if spec.backend == "vllm":
+        return 0  # the engine batches a whole partition continuously; that is its point
+    if spec.backend == "openai":
+        return spec.max_concurrency * FLUSH_EVERY_BATCHES
+    if spec.backend == "transformers":
+        return spec.batch_size * FLUSH_EVERY_BATCHES
+    return FLUSH_EVERY_BATCHES  # llamacpp: one request at a time
+
+
+def result_rows(plan: PartitionPlan, results: list[GenerationResult], by_key: dict[str, PlannedGeneration]) -> pl.DataFrame:
+    rows = pl.DataFrame(
+        {
+            "generation_id": [by_key[r.key].generation_id for r in results],
+            "instance_id": [by_key[r.key].instance_id for r in results],
+            "output": [r.output for r in results],
+            "prompt_tokens": [r.prompt_tokens for r in results],
+            "original_prompt_tokens": [r.original_prompt_tokens for r in results],
+            "truncated": [r.truncated for r in results],
+            "truncation_policy": [r.truncation_policy for r in results],
+            "completion_tokens": [r.completion_tokens for r in results],
+            "finish_reason": [r.finish_reason for r in results],
+            "latency_s": [r.latency_s for r in results],
+            "backend": [plan.backend] * len(results),
+            "model_id": [plan.model_id] * len(results),
+            "sampling_params": [plan.sampling_params] * len(results),
+            "sampling_params_hash": [plan.sampling_params_hash] * len(results),
+            "cache_key": [r.key for r in results],
+        },
+        schema_overrides={"output": pl.String, "truncation_policy": pl.String, "finish_reason": pl.String},
+    )
+    return schemas.conform(rows, "generations")
+
+
+@dataclass
+class PartitionOutcome:
+    rows: pl.DataFrame  # one row per planned generation, in instance_id order
+    reused: int  # rows found in the store
+    generated: int  # rows generated by this call
+
+
+def generate_partition(
+    plan: PartitionPlan,
+    generator: Generator,
+    store: GenerationCheckpoint,
+    chunk: int,
+    progress: Callable[[int], None] | None = None,
+    on_chunk: Callable[[int, int], None] | None = None,
+) -> PartitionOutcome:
+    """Reuse stored rows, generate the missing ones chunk by chunk, return the whole partition."""
+    by_key = {p.request.key: p for p in plan.items}
+    stored = store.load()
+    stored_keys = set(stored["cache_key"]) if stored is not None and "cache_key" in stored.columns else set()
+    todo = [p for p in plan.items if p.request.key not in stored_keys]
+    # Identical prompts (same key) are generated once.
+    unique_todo = list({p.request.key: p for p in todo}.values())
+    reused = len(plan.items) - len(todo)
+    if progress is not None and reused:
+        progress(reused)
+    step = chunk if chunk > 0 else max(1, len(unique_todo))
+    for start in range(0, len(unique_todo), step):
+        part = unique_todo[start : start + step]
+        results = generator.generate([p.request for p in part], progress=progress)
+        store.append(result_rows(plan, results, by_key))
+        if on_chunk is not None:
+            on_chunk(min(start + step, len(unique_todo)), len(unique_todo))
+
+    everything = store.load()
+    if everything is None:
+        everything = schemas.empty("generations")
+    # Stored rows may come from another instance with the same prompt, or an older plan:
+    # ids come from this plan, outputs from the store.
+    outputs = everything.filter(pl.col("cache_key").is_in(list(by_key))).drop("generation_id", "instance_id")
+    ids = pl.DataFrame(
+        {
+            "generation_id": [p.generation_id for p in plan.items],
+            "instance_id": [p.instance_id for p in plan.items],
+            "cache_key": [p.request.key for p in plan.items],
+        }
+    )
+    rows = ids.join(outputs, on="cache_key", how="left", maintain_order="left")
+    missing = rows.filter(pl.col("output").is_null())["instance_id"].to_list()
+    if missing:
+        raise RuntimeError(f"generations: no stored row for instances {missing[:5]} (of {len(missing)}) after generating")
+    return PartitionOutcome(schemas.conform(rows.sort("instance_id"), "generations"), reused, len(unique_todo))

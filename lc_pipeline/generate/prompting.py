@@ -1,0 +1,207 @@
+"""Rendering and fitting prompts the same way for every backend.
+
+Chat models get their *own* chat template (from the tokenizer or the GGUF metadata). The
+template writes every special token itself (``<|im_start|>``, a BOS where the model wants
+one), so the rendered text is tokenized *without* adding special tokens: no double BOS.
+Base models (``chat_template: false``) get the plain prompt, tokenized with the special
+tokens the vocabulary asks for (typically a BOS). Generation stops on the model's EOS ids.
+
+Tokenizer adapters wrap Hugging Face tokenizers, llama.cpp vocabularies and tiktoken behind
+one small interface; model libraries are imported only when an adapter is built.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from lc_pipeline.construct.truncation import FittedPrompt, fit_prompt
+from lc_pipeline.generate.base import GenerationRequest
+from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
+
+
+class PromptTokenizer(Protocol):
+    name: str
+    eos_ids: list[int]
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text`` with special-token strings parsed but none added."""
+        ...
+
+    def encode_plain_prompt(self, text: str) -> list[int]:
+        """Ids of a raw (base-model) prompt, with the special tokens the vocabulary adds (BOS)."""
+        ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def chat_text(self, messages: list[dict[str, str]]) -> str | None:
+        """The model's chat template applied (with the assistant turn opened); None if it has none."""
+        ...
+
+
+class HFTokenizer:
+    """A Hugging Face tokenizer (also what transformers builds from a GGUF)."""
+
+    def __init__(self, tok: Any, name: str) -> None:
+        self.tok, self.name = tok, name
+        eos = tok.eos_token_id
+        self.eos_ids = [eos] if eos is not None else []
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok(text, add_special_tokens=False).input_ids
+
+    def encode_plain_prompt(self, text: str) -> list[int]:
+        return self.tok(text).input_ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tok.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def chat_text(self, messages: list[dict[str, str]]) -> str | None:
+        if not self.tok.chat_template:
+            return None
+        return self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+class LlamaCppTokenizer:
+    """The vocabulary and chat template of a GGUF, through llama-cpp-python."""
+
+    def __init__(self, llm: Any, name: str) -> None:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self.llm, self.name = llm, name
+        self.eos_ids = sorted({llm.token_eos()} | self._eog_ids())
+        template = llm.metadata.get("tokenizer.chat_template")
+        self._formatter = None
+        if template:
+            bos = llm.detokenize([llm.token_bos()], special=True).decode() if llm.token_bos() >= 0 else ""
+            eos = llm.detokenize([llm.token_eos()], special=True).decode() if llm.token_eos() >= 0 else ""
+            self._formatter = Jinja2ChatFormatter(template=template, bos_token=bos, eos_token=eos)
+
+    def _eog_ids(self) -> set[int]:
+        # End-of-generation ids besides EOS (e.g. <|eot_id|>): llama.cpp stops on all of them.
+        import llama_cpp
+
+        vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
+        return {t for t in range(self.llm.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, t)}
+
+    def encode(self, text: str) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+
+    def encode_plain_prompt(self, text: str) -> list[int]:
+        # add_bos=True adds a BOS only where the vocabulary says the model wants one.
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        # A middle cut can split a multi-byte character; drop the fragment rather than fail.
+        return self.llm.detokenize(list(ids), special=True).decode("utf-8", errors="ignore")
+
+    def chat_text(self, messages: list[dict[str, str]]) -> str | None:
+        if self._formatter is None:
+            return None
+        return self._formatter(messages=messages).prompt
+
+
+class TiktokenTokenizer:
+    """OpenAI's encodings, for API models whose tokenizer is not published as a file."""
+
+    # The chat wrapping of one user message costs a few tokens; HELMET reserves a buffer for APIs.
+    CHAT_OVERHEAD = 16
+
+    def __init__(self, encoding: str) -> None:
+        from lc_pipeline.construct.tokens import TokenCounter
+
+        # The offline copy of the ranks (the pipeline never downloads BPE files).
+        self.enc, self.name, self.eos_ids = TokenCounter.load(encoding).encoding, f"tiktoken:{encoding}", []
+
+    def encode(self, text: str) -> list[int]:
+        return self.enc.encode(text, disallowed_special=())
+
+    encode_plain_prompt = encode
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.enc.decode(list(ids))
+
+    def chat_text(self, messages: list[dict[str, str]]) -> str | None:
+        return None
+
+
+def load_llamacpp_vocab(gguf_path: str, **kwargs: Any) -> Any:
+    """A llama.cpp model handle; ``vocab_only=True`` reads the vocabulary in well under a second."""
+    try:
+        from llama_cpp import Llama
+    except ImportError as exc:
+        raise ImportError(
+            "llama-cpp-python is not installed; install the extra: pip install 'lc_pipeline[llamacpp]'"
+        ) from exc
+    return Llama(model_path=gguf_path, verbose=False, **kwargs)
+
+
+def load_tokenizer(spec: ModelSpec) -> PromptTokenizer:
+    """A tokenizer for ``spec`` without loading weights: ``spec.tokenizer`` if set, else the model's own.
+
+    ``tiktoken:<encoding>`` -> tiktoken; a GGUF -> llama.cpp's vocabulary when llama-cpp-python
+    is installed (fast), else transformers' GGUF conversion; otherwise a Hugging Face tokenizer
+    from the directory or id.
+    """
+    source = spec.tokenizer
+    if source is not None and source.startswith("tiktoken:"):
+        return TiktokenTokenizer(source.removeprefix("tiktoken:"))
+    if source is None:
+        path = resolve_model_path(spec)
+        if spec.gguf_file is not None and os.path.isdir(path):
+            gguf = os.path.join(path, spec.gguf_file)
+            try:
+                return LlamaCppTokenizer(load_llamacpp_vocab(gguf, vocab_only=True), f"gguf:{spec.gguf_file}")
+            except ImportError:
+                from transformers import AutoTokenizer
+
+                tok = AutoTokenizer.from_pretrained(path, gguf_file=spec.gguf_file, local_files_only=True)
+                return HFTokenizer(tok, f"gguf:{spec.gguf_file}")
+    else:
+        path = os.path.expanduser(source)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=os.path.isdir(path))
+    return HFTokenizer(tok, path)
+
+
+def messages_for(spec: ModelSpec, user_text: str) -> list[dict[str, str]]:
+    messages = []
+    if spec.system_prompt is not None:
+        messages.append({"role": "system", "content": spec.system_prompt})
+    messages.append({"role": "user", "content": user_text})
+    return messages
+
+
+def render_ids(spec: ModelSpec, tok: PromptTokenizer, user_text: str) -> list[int]:
+    """Token ids of the full model input for one user prompt."""
+    if not spec.chat_template:
+        return tok.encode_plain_prompt(user_text)
+    text = tok.chat_text(messages_for(spec, user_text))
+    if text is None:
+        raise ValueError(
+            f"model {spec.slug!r}: the tokenizer {tok.name!r} has no chat template; set chat_template: false "
+            "to feed raw prompts (base models)"
+        )
+    return tok.encode(text)  # the template wrote the special tokens: add none
+
+
+def fit_request(spec: ModelSpec, tok: PromptTokenizer, request: GenerationRequest) -> FittedPrompt:
+    """``request``'s prompt rendered and truncated so that prompt + max_new_tokens fit the window."""
+    budget = spec.max_model_len - request.max_new_tokens
+    if budget < 2:
+        raise ValueError(
+            f"model {spec.slug!r}, request {request.key!r}: max_new_tokens {request.max_new_tokens} leaves no room "
+            f"for a prompt in max_model_len {spec.max_model_len}"
+        )
+    return fit_prompt(
+        request.prompt,
+        budget,
+        render=lambda text: render_ids(spec, tok, text),
+        encode=tok.encode,
+        decode=tok.decode,
+        policy=request.truncation,
+        context=request.context,
+        key=request.key,
+    )
