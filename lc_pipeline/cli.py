@@ -244,5 +244,10 @@ def ui(port: int, host: str, config: str | None) -> None:
     os.execvp(exe, args)
 
 
+from lc_pipeline.commands.score import score  # noqa: E402  (registered here, before the __main__ guard)
+
+main.add_command(score)
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,125 @@
+"""`lcp score FILE.jsonl --metric NAME [--variant code|paper]`: score an external predictions file.
+
+Each input line is a JSON record with ``_id``, ``prediction`` (or the field named by
+``--prediction-field``), ``answers`` (a list of gold strings) and, where the metric needs them,
+``answer_keywords`` (LV-Eval: a string, a list of strings or null) and ``all_classes``
+(LongBench trec/lsht). Output: one JSON line per record, ``{"_id": ..., "score": ...}`` with the
+score in [0, 1], in input order; the mean x 100 goes to stderr.
+
+Metric names:
+
+* ``longbench:<task>`` for LongBench's 21 tasks (official normalization, first-line rule for
+  trec/triviaqa/samsum/lsht, max over gold answers);
+* ``lveval:<dataset>`` for LV-Eval's 11 datasets (``hotpotwikiqa_mixup``, ``factrecall_en`` ...;
+  a level suffix such as ``_16k`` is ignored), plus ``lveval:keyword_recall_en`` /
+  ``lveval:keyword_recall_zh`` for the keyword-recall F1 on other corpora. ``--variant``
+  chooses the released code's metric (default, comparable with published numbers) or the paper's.
+
+Every record is checked before any is scored: a bad record stops the command with its line,
+its ``_id`` and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+__all__ = ["score", "resolve_metric", "read_records"]
+
+
+class RecordProblem(ValueError):
+    """A predictions record that cannot be scored; the message names the line, the id and the field."""
+
+
+def resolve_metric(name: str, variant: str | None) -> Callable[[dict, str], float]:
+    """``(record, prediction) -> score`` for a metric name; ``ValueError`` for unknown names."""
+    family, _, target = name.partition(":")
+    if family == "longbench":
+        from lc_pipeline.score.longbench import TASKS, score_record
+
+        if target not in TASKS:
+            raise ValueError(f"unknown LongBench task {target!r}; use longbench:<task> with one of: {', '.join(TASKS)}")
+        if variant is not None:
+            raise ValueError("--variant applies to lveval:<dataset> metrics only (LongBench has one definition)")
+        return lambda rec, pred: score_record(target, pred, rec["answers"], rec.get("all_classes"))
+    if family == "lveval":
+        from lc_pipeline.score.keyword_recall import DEFAULT_VARIANT, dataset_rule, lveval_score
+
+        rule = dataset_rule(target)  # ValueError lists the known datasets
+        chosen = variant or DEFAULT_VARIANT
+        return lambda rec, pred: lveval_score(rule.name, pred, rec["answers"], rec.get("answer_keywords"), chosen)
+    raise ValueError(f"unknown metric {name!r}: expected longbench:<task> or lveval:<dataset>")
+
+
+def _where(line_no: int, rec: dict | None) -> str:
+    rid = rec.get("_id") if isinstance(rec, dict) else None
+    return f"line {line_no}" + (f" (_id {rid!r})" if rid is not None else "")
+
+
+def read_records(path: Path, prediction_field: str) -> list[tuple[int, dict]]:
+    """Parse and check every record; (line number, record) in file order, blank lines skipped."""
+    records: list[tuple[int, dict]] = []
+    seen: dict[str, int] = {}
+    with path.open(encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RecordProblem(f"{path}: line {line_no}: not valid JSON ({exc.msg})") from None
+            if not isinstance(rec, dict):
+                raise RecordProblem(f"{path}: line {line_no}: expected a JSON object, got {type(rec).__name__}")
+            where = f"{path}: {_where(line_no, rec)}"
+            rid = rec.get("_id")
+            if not isinstance(rid, (str, int)) or isinstance(rid, bool) or rid == "":
+                raise RecordProblem(f"{where}: field '_id': missing or not a string/integer")
+            if str(rid) in seen:
+                raise RecordProblem(f"{where}: field '_id': duplicate of line {seen[str(rid)]}")
+            seen[str(rid)] = line_no
+            if not isinstance(rec.get(prediction_field), str):
+                raise RecordProblem(f"{where}: field {prediction_field!r}: missing or not a string")
+            answers = rec.get("answers")
+            if not isinstance(answers, list) or not answers or not all(isinstance(a, str) for a in answers):
+                raise RecordProblem(f"{where}: field 'answers': expected a non-empty list of strings, got {answers!r}")
+            kw = rec.get("answer_keywords")
+            if kw is not None and not isinstance(kw, str) and not (
+                isinstance(kw, list) and all(isinstance(k, str) for k in kw)
+            ):
+                raise RecordProblem(f"{where}: field 'answer_keywords': expected a string, a list of strings or null")
+            classes = rec.get("all_classes")
+            if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
+                raise RecordProblem(f"{where}: field 'all_classes': expected a list of strings or null")
+            records.append((line_no, rec))
+    if not records:
+        raise RecordProblem(f"{path}: no records")
+    return records
+
+
+@click.command("score")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--metric", required=True, help="longbench:<task> (21 tasks) or lveval:<dataset> (11 datasets).")
+@click.option("--variant", type=click.Choice(["code", "paper"]), default=None,
+              help="LV-Eval metric variant: the released code's (default; matches published numbers) or the paper's.")
+@click.option("--prediction-field", default="prediction", show_default=True,
+              help="Field holding the model output (e.g. 'pred' for LongBench's own files).")
+def score(file: Path, metric: str, variant: str | None, prediction_field: str) -> None:
+    """Score an external predictions FILE (JSONL): one {"_id", "score"} line per record on stdout."""
+    try:
+        scorer = resolve_metric(metric, variant)
+        records = read_records(file, prediction_field)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    total = 0.0
+    for line_no, rec in records:
+        try:
+            value = float(scorer(rec, rec[prediction_field]))
+        except ValueError as exc:
+            raise click.ClickException(f"{file}: {_where(line_no, rec)}: {exc}") from exc
+        total += value
+        click.echo(json.dumps({"_id": rec["_id"], "score": value}, ensure_ascii=False))
+    shown = f"{metric}" + (f" ({variant or 'code'} variant)" if metric.startswith("lveval:") else "")
+    click.echo(f"{len(records)} records, {shown}: mean x 100 = {100 * total / len(records):.2f}", err=True)
