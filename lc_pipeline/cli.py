@@ -104,16 +104,27 @@ def demo(config: str | None, models: tuple[str, ...]) -> None:
 @main.command("add-model")
 @click.argument("name")
 @click.option("--like", default="smollm2-135m", show_default=True, help="Start from this model's settings.")
-@click.option("--backend", default=None, help="transformers (vllm, openai, llama_cpp: see their issues).")
+@click.option("--backend", default=None, type=click.Choice(["transformers", "llamacpp", "openai", "vllm"]),
+              help="transformers (CPU/GPU), llamacpp (in-process GGUF), openai (any OpenAI-compatible server), "
+                   "vllm (GPUs).")
 @click.option("--model-id", default=None, help="HF id, local path, or package:<pip package>.")
 @click.option("--gguf-file", default=None, help="GGUF file inside model-id (transformers loads it).")
 @click.option("--max-model-len", type=int, default=None, help="Context window in model tokens.")
 @click.option("--batch-size", type=int, default=None)
 @click.option("--system-prompt", default=None)
 @click.option("--no-chat-template", is_flag=True, help="Feed the raw prompt (base models).")
+@click.option("--api", type=click.Choice(["chat", "completions"]), default=None,
+              help="openai: chat (the server applies the template) or completions (we send token ids).")
+@click.option("--api-model", default=None, help="openai: the model name the server knows.")
+@click.option("--base-url", default=None, help="openai: the server (default: $OPENAI_BASE_URL).")
+@click.option("--api-key-env", default=None, help="openai: the environment variable holding the key.")
+@click.option("--max-concurrency", type=int, default=None, help="openai: requests in flight at once.")
+@click.option("--tokenizer", default=None, help="Tokenizer to count with: a path / HF id, or tiktoken:<encoding>.")
+@click.option("--tensor-parallel-size", type=int, default=None, help="vllm: GPUs per model.")
 @click.option("--config", default=None)
 @click.option("--overwrite", is_flag=True, help="Replace an existing registration with different settings.")
 def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_size, system_prompt, no_chat_template,
+              api, api_model, base_url, api_key_env, max_concurrency, tokenizer, tensor_parallel_size,
               config, overwrite) -> None:
     """Register model NAME (a slug: [a-z0-9._-]) and add its dynamic partition."""
     import dagster as dg
@@ -129,6 +140,8 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
         changes = {k: v for k, v in {
             "slug": name, "backend": backend, "model_id": model_id, "gguf_file": gguf_file,
             "max_model_len": max_model_len, "batch_size": batch_size, "system_prompt": system_prompt,
+            "api": api, "api_model": api_model, "base_url": base_url, "api_key_env": api_key_env,
+            "max_concurrency": max_concurrency, "tokenizer": tokenizer, "tensor_parallel_size": tensor_parallel_size,
         }.items() if v is not None}
         if no_chat_template:
             changes["chat_template"] = False
@@ -146,16 +159,53 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
 @main.command()
 @click.option("--model", "model", required=True, help="The model whose partitions to materialize.")
 @click.option("--length", "lengths", multiple=True, help="Only these length levels (default: all).")
+@click.option("--url", default=lambda: os.environ.get("LCP_DAGSTER_URL"),
+              help="A running `lcp ui` (e.g. http://127.0.0.1:3000, or $LCP_DAGSTER_URL): launch a Dagster asset "
+                   "backfill there (shown in the UI, executed by its daemon) instead of running in this process.")
+@click.option("--wait/--no-wait", default=True, show_default=True, help="With --url: wait for the backfill to end.")
 @click.option("--config", default=None)
-def backfill(model: str, lengths: tuple[str, ...], config: str | None) -> None:
+def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, config: str | None) -> None:
     """Generate and score only MODEL's partitions (nothing upstream re-runs), then refresh the leaderboard."""
     s = _settings(config)
+    if url:
+        _backfill_via_graphql(s, model, list(lengths), url, wait)
+        return
     runner = _runner(s)
+    runner.tags = {"lcp/backfill": model}
     try:
         runner.evaluate_model(model, list(lengths) or None)
     except (KeyError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
     _print_leaderboard(runner.leaderboard())
+
+
+def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str, wait: bool) -> None:
+    import dagster as dg
+
+    from lc_pipeline.config import load_config
+    from lc_pipeline.generate.registry import ModelRegistry, validate_model_slug
+    from lc_pipeline.partitions import MODEL_DIM
+    from lc_pipeline.runner import BackfillError, launch_backfill, launch_model_backfill, wait_for_backfill
+
+    try:
+        validate_model_slug(model)
+        ModelRegistry(s.models_file).get(model)
+        levels = lengths or list(load_config(s.config).lengths)
+        instance = dg.DagsterInstance.get()
+        if not instance.has_dynamic_partition(MODEL_DIM, model):
+            instance.add_dynamic_partitions(MODEL_DIM, [model])
+        backfill_id = launch_model_backfill(url, model, levels)
+        click.echo(f"backfill {backfill_id} launched: {len(levels)} partitions of {model}; "
+                   f"{url.rstrip('/')}/runs/b/{backfill_id}", err=True)
+        if wait:
+            done = wait_for_backfill(url, backfill_id, echo=lambda m: click.echo(m, err=True))
+            if done["status"] not in ("COMPLETED", "COMPLETED_SUCCESS"):
+                raise click.ClickException(f"backfill {backfill_id} ended {done['status']}")
+            per_model = launch_backfill(url, ("long_scores",), [model], f"long_scores {model}",
+                                        {"lcp/backfill": model})
+            wait_for_backfill(url, per_model, echo=lambda m: click.echo(m, err=True))
+    except (KeyError, ValueError, BackfillError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @main.command()
@@ -166,8 +216,9 @@ def models(config: str | None) -> None:
 
     s = _settings(config)
     reg = ModelRegistry(s.models_file)
-    rows = [(n, reg.get(n).backend, reg.get(n).model_id, reg.get(n).max_model_len) for n in reg.names()]
-    _print_table(["model", "backend", "model_id", "max_model_len"], rows)
+    specs = [reg.get(n) for n in reg.names()]
+    rows = [(m.slug, m.backend, m.model_id, m.max_model_len, m.base_url or "", m.fingerprint()) for m in specs]
+    _print_table(["model", "backend", "model_id", "max_model_len", "base_url", "fingerprint"], rows)
 
 
 @main.group()

@@ -8,7 +8,11 @@ reused, not re-run, when its latest materialization carries the current stage fi
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,6 +45,11 @@ class Runner:
         self.lake = pipeline.settings.lake_dir
         self.ran: list[str] = []
         self.reused: list[str] = []
+        self.tags: dict[str, str] = {}  # added to every run this runner launches
+        recovered = recover_dead_cli_runs(instance)
+        if recovered:
+            echo(f"  ! marked {len(recovered)} run(s) of killed lcp processes as failed and freed their slots")
+        configure_gpu_pool(instance)
 
     # -- partitions -------------------------------------------------------------------
     def register_sources(self) -> list[str]:
@@ -98,7 +107,9 @@ class Runner:
             resources=self.pipeline.resources,
             instance=self.instance,
             run_config=self.run_config,
-            tags={"lcp/command": "cli"},
+            # pid + host: a later `lcp` can tell this run died with its process (see recover_dead_cli_runs).
+            tags={"lcp/command": "cli", "lcp/pid": str(os.getpid()), "lcp/host": socket.gethostname(),
+                  **self.tags},
         )
         failed = [c for c in result.get_asset_check_evaluations() if not c.passed]
         if failed:
@@ -150,3 +161,164 @@ class Runner:
         for slug in models or list(self.config.models):
             self.evaluate_model(slug)
         return self.leaderboard()
+
+
+# ------------------------------------------------------------------------------ GPU pool
+
+GPU_POOL = "gpu"  # the pool of the generations asset (assets/generation.py)
+GPU_POOL_ENV = "LCP_GPU_POOL_SLOTS"
+
+
+def gpu_pool_slots() -> int:
+    """Slots of the ``gpu`` pool: ``$LCP_GPU_POOL_SLOTS``, else the number of CUDA devices, else 1
+    (on a CPU, generation steps are CPU bound and gain nothing from running side by side)."""
+    raw = os.environ.get(GPU_POOL_ENV)
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ValueError(f"{GPU_POOL_ENV}={raw!r}: expected a positive integer")
+        return n
+    try:
+        import torch
+
+        return max(1, torch.cuda.device_count())
+    except ImportError:
+        return 1
+
+
+def configure_gpu_pool(instance: dg.DagsterInstance, slots: int | None = None) -> int:
+    """Size the ``gpu`` pool in this instance (it lives in the instance's storage, not in YAML)."""
+    slots = gpu_pool_slots() if slots is None else slots
+    info = instance.event_log_storage.get_concurrency_info(GPU_POOL)
+    if info.slot_count != slots:
+        instance.event_log_storage.set_concurrency_slots(GPU_POOL, slots)
+    return slots
+
+
+def recover_dead_cli_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Runs that `lcp` started in-process on this host and whose process is gone (kill -9, OOM):
+    mark them failed and free their pool slots, or the next generation step would wait forever
+    for a slot the dead run still holds. Their finished generations are in the store and are reused."""
+    from dagster import DagsterRunStatus, RunsFilter
+
+    host = socket.gethostname()
+    runs = instance.get_runs(
+        filters=RunsFilter(statuses=[DagsterRunStatus.STARTING, DagsterRunStatus.STARTED], tags={"lcp/command": "cli"})
+    )
+    dead = []
+    for run in runs:
+        pid = run.tags.get("lcp/pid")
+        if run.tags.get("lcp/host") != host or not pid or _alive(int(pid)):
+            continue
+        instance.report_run_failed(run, f"the lcp process {pid} that ran it is gone (killed?)")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        dead.append(run.run_id)
+    return dead
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ------------------------------------------------------------------------------ backfills over GraphQL
+
+
+class BackfillError(RuntimeError):
+    pass
+
+
+def _graphql(url: str, query: str, variables: dict, timeout: float = 30.0) -> dict:
+    req = urllib.request.Request(
+        url.rstrip("/") + "/graphql",
+        data=json.dumps({"query": query, "variables": variables}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        body = json.loads(resp.read())
+    if body.get("errors"):
+        raise BackfillError(f"GraphQL errors from {url}: {body['errors']}")
+    return body["data"]
+
+
+_LAUNCH = """
+mutation Launch($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on UnauthorizedError { message }
+    ... on InvalidSubsetError { message }
+    ... on PartitionSetNotFoundError { message }
+  }
+}
+"""
+
+_STATUS = """
+query Status($id: String!) {
+  partitionBackfillOrError(backfillId: $id) {
+    __typename
+    ... on PartitionBackfill { id status numPartitions runs { runId status } }
+    ... on PythonError { message }
+  }
+}
+"""
+
+TERMINAL_BACKFILL = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
+
+
+def launch_backfill(url: str, assets: tuple[str, ...], partition_names: list[str], title: str,
+                    tags: dict[str, str]) -> str:
+    """An asset backfill through the webserver's GraphQL API (what the UI's "Materialize" button
+    does); the daemon executes it, one run per partition. Returns its id."""
+    params = {
+        "assetSelection": [{"path": [a]} for a in assets],
+        "partitionNames": partition_names,
+        "title": title,
+        "tags": [{"key": k, "value": v} for k, v in tags.items()],
+    }
+    out = _graphql(url, _LAUNCH, {"params": params})["launchPartitionBackfill"]
+    if out["__typename"] != "LaunchBackfillSuccess":
+        raise BackfillError(f"backfill {title!r} was refused: {out['__typename']}: {out.get('message')}")
+    return out["backfillId"]
+
+
+def launch_model_backfill(url: str, model: str, lengths: list[str]) -> str:
+    """Only ``model``'s (length, model) partitions of generations and metric_scores."""
+    validate_model_slug(model)
+    return launch_backfill(url, ("generations", "metric_scores"), [str(length_model_key(lv, model)) for lv in lengths],
+                           f"new model {model}", {"lcp/backfill": model})
+
+
+def wait_for_backfill(url: str, backfill_id: str, timeout_s: float = 3600, poll_s: float = 2.0,
+                      echo: Callable[[str], None] = print) -> dict:
+    """Poll until the backfill reaches a terminal status; returns its last status record."""
+    deadline, last = time.monotonic() + timeout_s, None
+    while True:
+        out = _graphql(url, _STATUS, {"id": backfill_id})["partitionBackfillOrError"]
+        if out["__typename"] != "PartitionBackfill":
+            raise BackfillError(f"backfill {backfill_id}: {out['__typename']}: {out.get('message')}")
+        state = (out["status"], tuple(sorted(r["status"] for r in out["runs"])))
+        if state != last:
+            echo(f"  backfill {backfill_id}: {out['status']}, runs {dict(_count(state[1]))}")
+            last = state
+        if out["status"] in TERMINAL_BACKFILL:
+            return out
+        if time.monotonic() > deadline:
+            raise BackfillError(f"backfill {backfill_id} still {out['status']} after {timeout_s:.0f}s")
+        time.sleep(poll_s)
+
+
+def _count(statuses: tuple[str, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in statuses:
+        out[s] = out.get(s, 0) + 1
+    return out
