@@ -177,6 +177,34 @@ LEADERBOARD = pl.Schema(
     }
 )
 
+# LV-Eval confusing-fact insertion (CFI): every candidate fact with its verdict; only accepted
+# facts are inserted, rejected ones keep the reason (nothing is dropped silently).
+CONFUSING_FACTS = pl.Schema(
+    {
+        "fact_id": Str,  # hash of (item, generator, text)
+        "item_id": Str,
+        "fact_index": pl.Int32,  # 0, 1, ... among the item's accepted facts; null when rejected
+        "text": Str,
+        "subject": Str,  # the entity the fact is about ("" when the generator did not say)
+        "generator": Str,  # "knowledge_base" | "llm:<backend>:<model id>:<prompt version>"
+        "attempt": pl.Int32,  # 1-based generation round
+        "accepted": pl.Boolean,
+        "reason": Str,  # why it was rejected; "" when accepted
+    }
+)
+
+# LV-Eval keyword and phrase replacement (KPR): per item, old term -> new term.
+REPLACEMENT_RULES = pl.Schema(
+    {
+        "rule_id": Str,  # hash of (item, old, new)
+        "item_id": Str,
+        "rule_index": pl.Int32,  # order within the item
+        "old": Str,
+        "new": Str,
+        "origin": Str,  # "user" (a rules file) | "auto" (proposed substitutes)
+    }
+)
+
 TABLES: dict[str, pl.Schema] = {
     "source_documents": SOURCE_DOCUMENTS,
     "source_items": SOURCE_ITEMS,
@@ -189,6 +217,8 @@ TABLES: dict[str, pl.Schema] = {
     "metric_scores": METRIC_SCORES,
     "long_scores": LONG_SCORES,
     "leaderboard": LEADERBOARD,
+    "confusing_facts": CONFUSING_FACTS,
+    "replacement_rules": REPLACEMENT_RULES,
 }
 
 
