@@ -202,7 +202,8 @@ class TransformersGenerator:
     @property
     def prompt_tokenizer(self) -> HFTokenizer:
         self.load()
-        assert self._prompt_tok is not None
+        if self._prompt_tok is None:  # weights and tokenizer were handed over from another generator
+            self._prompt_tok = HFTokenizer(self._tokenizer, self.model_id)
         return self._prompt_tok
 
     def render(self, user_text: str) -> list[int]:
