@@ -32,6 +32,7 @@ from typing import Any
 
 import polars as pl
 
+from lc_pipeline.sources.hub import source_paths
 from lc_pipeline.sources.validation import (
     FILE,
     OnError,
@@ -175,15 +176,7 @@ def generic_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationR
     """``kind: generic``: options as in the module docstring; ``hf_dataset`` (+ ``hf_name``,
     ``hf_split``, ``hf_revision``) may replace ``paths``."""
     options = dict(config.options)
-    paths = options.pop("paths", None)
-    hf = {k: options.pop(k) for k in ("hf_dataset", "hf_name", "hf_split", "hf_revision") if k in options}
-    if paths is None and "hf_dataset" in hf:
-        from lc_pipeline.sources.hub import hub_to_file
-
-        paths = hub_to_file(hf["hf_dataset"], name=hf.get("hf_name"), split=hf.get("hf_split", "test"),
-                            revision=hf.get("hf_revision"))
-    if paths is None:
-        raise ValueError(f"source {config.name!r} (generic): option 'paths' or 'hf_dataset' is required")
+    paths = source_paths(options, source=config.name, kind="generic")
     if "fields" not in options:
         raise ValueError(f"source {config.name!r} (generic): option 'fields' (our name -> record field) is required")
     documents, items, reports = load_generic(paths, source=config.name, **options)

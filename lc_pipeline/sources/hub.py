@@ -106,3 +106,36 @@ def hub_to_file(
         for _, row in records:
             fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
     return path
+
+
+HUB_OPTIONS = ("hf_dataset", "hf_name", "hf_split", "hf_revision")
+
+
+def source_paths(options: dict, *, source: str, kind: str, path_keys: tuple[str, ...] = ("paths",),
+                 file_stem: str | None = None) -> Any:
+    """Pop the input location from a source's ``options``: local ``paths`` or a Hub dataset.
+
+    ``hf_dataset`` (e.g. ``THUDM/LongBench``) with ``hf_name`` (one config name or a list:
+    LongBench has one config per task; each becomes ``{name}.jsonl`` so adapters that read the
+    task from the file name keep working), ``hf_split`` (default ``test``), ``hf_revision``.
+    Local paths win when both are given. Raises ``ValueError`` naming the source when neither is.
+    """
+    paths = None
+    for key in path_keys:
+        value = options.pop(key, None)
+        paths = value if paths is None else paths
+    hf = {k: options.pop(k) for k in HUB_OPTIONS if k in options}
+    if paths is None and "hf_dataset" in hf:
+        names = hf.get("hf_name")
+        names = names if isinstance(names, list | tuple) else [names]
+        directory = Path(tempfile.mkdtemp(prefix="lcp-hub-"))
+        paths = [
+            hub_to_file(hf["hf_dataset"], name=n, split=hf.get("hf_split", "test"), revision=hf.get("hf_revision"),
+                        file_stem=file_stem, directory=directory)
+            for n in names
+        ]
+        paths = paths[0] if len(paths) == 1 else paths
+    if paths is None:
+        keys = " or ".join(repr(k) for k in path_keys)
+        raise ValueError(f"source {source!r} ({kind}): option {keys} or 'hf_dataset' is required")
+    return paths

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import polars as pl
 
+from lc_pipeline.sources.hub import source_paths
 from lc_pipeline.sources.validation import (
     OnError,
     Record,
@@ -222,10 +223,11 @@ def load_longbench(
 
 
 def longbench_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
-    """``SOURCE_KINDS["longbench"]`` entry: options ``paths`` (file, directory or list) and
-    ``on_error``. Rejected records are listed in the raised error / kept in the reports."""
+    """``SOURCE_KINDS["longbench"]`` entry: options ``paths`` (file, directory or list) or
+    ``hf_dataset: THUDM/LongBench`` with ``hf_name`` (task configs, e.g. ``[qasper, hotpotqa]``),
+    and ``on_error``. Rejected records are listed in the raised error / kept in the reports."""
     options = dict(config.options)
-    paths = options.pop("paths")
+    paths = source_paths(options, source=config.name, kind="longbench")
     documents, items, reports = load_longbench(paths, source=config.name, **options)
     if not len(items):
         raise RecordError(", ".join(r.file for r in reports), None, None, "<file>", "no accepted records")

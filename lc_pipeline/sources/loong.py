@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from lc_pipeline import schemas
+from lc_pipeline.sources.hub import source_paths
 from lc_pipeline.sources.validation import (
     FILE,
     OnError,
@@ -274,15 +275,7 @@ def loong_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationRep
     ``documents_dir`` (optional) and ``on_error``; or ``hf_dataset`` (+ ``hf_name``,
     ``hf_split``, ``hf_revision``) in place of ``path``."""
     options = dict(config.options)
-    path = options.pop("path", None) or options.pop("paths", None)
-    hf = {k: options.pop(k) for k in ("hf_dataset", "hf_name", "hf_split", "hf_revision") if k in options}
-    if path is None and "hf_dataset" in hf:
-        from lc_pipeline.sources.hub import hub_to_file
-
-        path = hub_to_file(hf["hf_dataset"], name=hf.get("hf_name"), split=hf.get("hf_split", "test"),
-                           revision=hf.get("hf_revision"), file_stem="loong")
-    if path is None:
-        raise ValueError(f"source {config.name!r} (loong): option 'path' (loong.jsonl) or 'hf_dataset' is required")
+    path = source_paths(options, source=config.name, kind="loong", path_keys=("path", "paths"), file_stem="loong")
     if isinstance(path, list | tuple):
         if len(path) != 1:
             raise ValueError(f"source {config.name!r} (loong): expected one items file, got {len(path)}")

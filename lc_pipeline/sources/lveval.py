@@ -29,6 +29,7 @@ from pathlib import Path
 import polars as pl
 
 from lc_pipeline.sources.longbench import split_numbered
+from lc_pipeline.sources.hub import source_paths
 from lc_pipeline.sources.validation import (
     FILE,
     OnError,
@@ -215,15 +216,7 @@ def lveval_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationRe
     ``hf_dataset`` (e.g. ``Infinigence/LVEval``) with ``hf_name`` (e.g.
     ``hotpotwikiqa_mixup_16k``, also used as the file name), ``hf_split``, ``hf_revision``."""
     options = dict(config.options)
-    paths = options.pop("paths", None)
-    hf = {k: options.pop(k) for k in ("hf_dataset", "hf_name", "hf_split", "hf_revision") if k in options}
-    if paths is None and "hf_dataset" in hf:
-        from lc_pipeline.sources.hub import hub_to_file
-
-        paths = hub_to_file(hf["hf_dataset"], name=hf.get("hf_name"), split=hf.get("hf_split", "test"),
-                            revision=hf.get("hf_revision"))
-    if paths is None:
-        raise ValueError(f"source {config.name!r} (lveval): option 'paths' or 'hf_dataset' is required")
+    paths = source_paths(options, source=config.name, kind="lveval")
     documents, items, reports = load_lveval(paths, source=config.name, **options)
     if not len(items):
         raise RecordError(", ".join(r.file for r in reports), None, None, FILE, "no accepted records")
