@@ -150,6 +150,25 @@ METRIC_SCORES = pl.Schema(
     }
 )
 
+PRIOR_KNOWLEDGE = pl.Schema(
+    {
+        # 100-LongBench's QA filter, one row per (model, QA item): the model answers without context.
+        "item_id": Str,
+        "task": Str,
+        "question": Str,
+        "answers": StrList,
+        "prompt": Str,  # the no-context prompt sent
+        "output": Str,
+        "metric": Str,  # scorer of the first line of `output` (max over golds)
+        "score": pl.Float64,  # in [0, 1]
+        "said_unanswerable": pl.Boolean,  # the first line says "unanswerable": never dropped
+        "threshold": pl.Float64,
+        "dropped": pl.Boolean,  # left out of this model's scores at every length
+        "completion_tokens": pl.Int64,
+        "finish_reason": Str,
+    }
+)
+
 LONG_SCORES = pl.Schema(
     {
         "task": Str,  # a task name or "overall"
@@ -215,6 +234,7 @@ TABLES: dict[str, pl.Schema] = {
     "instances": INSTANCES,
     "generations": GENERATIONS,
     "metric_scores": METRIC_SCORES,
+    "prior_knowledge": PRIOR_KNOWLEDGE,
     "long_scores": LONG_SCORES,
     "leaderboard": LEADERBOARD,
     "confusing_facts": CONFUSING_FACTS,

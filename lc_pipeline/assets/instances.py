@@ -9,6 +9,8 @@ from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
 from lc_pipeline.assets.retrieval import ALL_SOURCES, configured_sources
 from lc_pipeline.config import level_tokens
 from lc_pipeline.construct.assembly import build_instances, fitting_items
+from lc_pipeline.construct.longbench100 import LABEL_TOKENS, build_longbench100
+from lc_pipeline.construct.longbench100 import SUITE as LB100_SUITE
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, TokenizerResource
@@ -19,26 +21,41 @@ CHECK_KEYWORDS = "answer_keywords_in_evidence"
 
 
 def length_violations(instances: pl.DataFrame, tolerance: float) -> pl.DataFrame:
+    """Rows off their target length.
+
+    QA-suite rows must be within ``tolerance`` of the target (prompt tokens). 100-LongBench
+    rows follow the paper's greedy fill, which budgets raw document tokens strictly under
+    the target and leaves labels unbudgeted: their context must stay under
+    ``target + blocks * LABEL_TOKENS`` (spec 100longbench.md §11).
+    """
     err = (pl.col("input_tokens") - pl.col("target_tokens")).abs() / pl.col("target_tokens")
-    return instances.with_columns(rel_error=err).filter(pl.col("rel_error") > tolerance)
+    lb100_limit = pl.col("target_tokens") + pl.col("context_doc_ids").list.len() * LABEL_TOKENS
+    bad = pl.when(pl.col("suite") == LB100_SUITE).then(pl.col("context_tokens") >= lb100_limit).otherwise(
+        pl.col("rel_error") > tolerance
+    )
+    return instances.with_columns(rel_error=err).filter(bad)
 
 
 def evidence_violations(instances: pl.DataFrame, documents: pl.DataFrame) -> list[str]:
-    """Instances whose context lacks the verbatim text of one of their evidence documents."""
+    """Instances whose context lacks the (whitespace-trimmed) text of one of their evidence documents."""
     text = dict(documents.select("doc_id", "text").iter_rows())
     return [
         iid
         for iid, ev, ctx in instances.select("instance_id", "evidence_doc_ids", "context").iter_rows()
-        if any(text[d] not in ctx for d in ev)
+        if any(text[d].strip() not in ctx for d in ev)
     ]
 
 
 def keyword_violations(instances: pl.DataFrame, documents: pl.DataFrame) -> list[str]:
-    """Instances with an answer keyword that none of their evidence documents contains."""
+    """Instances with an answer keyword that their evidence does not contain.
+
+    The evidence is the evidence documents' text, or the context when the answer lives in
+    inserted needles (100-LongBench KV retrieval: no evidence documents).
+    """
     text = dict(documents.select("doc_id", "text").iter_rows())
     bad = []
-    for iid, ev, kws in instances.select("instance_id", "evidence_doc_ids", "answer_keywords").iter_rows():
-        evidence = " ".join(text[d] for d in ev).casefold()
+    for iid, ev, kws, ctx in instances.select("instance_id", "evidence_doc_ids", "answer_keywords", "context").iter_rows():
+        evidence = (" ".join(text[d] for d in ev) if ev else ctx).casefold()
         if any(k.casefold() not in evidence for k in kws):
             bad.append(iid)
     return bad
@@ -79,31 +96,33 @@ def build(parts: Partitions) -> list:
             schemas.SOURCE_DOCUMENTS.names()
         )
         counter = tokenizer.counter()
-        # Items whose evidence alone overflows the smallest level are left out at every level
-        # (levels share their items), and counted in the metadata.
-        smallest = min(level_tokens(lv) for lv in config.lengths)
-        eligible, too_long = fitting_items(items, documents, counter, smallest)
-        if eligible.height < config.items_per_length:
-            raise dg.Failure(
-                f"only {eligible.height} of {items.height} items fit the smallest level ({smallest} tokens) with their "
-                f"evidence; items_per_length is {config.items_per_length}: lower it or raise the smallest level",
-                allow_retries=False,
-            )
-        out = build_instances(eligible, documents, passages, hard_negatives, level=level, config=config, counter=counter)
+        frames, meta = [], {}
+        if config.items_per_length:
+            qa, meta = _qa_suite(items, documents, passages, hard_negatives, level, config, counter)
+            frames.append(qa)
+        if config.longbench100.tasks:
+            try:
+                frames.append(build_longbench100(
+                    documents, items, level=level, n_per_task=config.longbench100.n_per_task, seed=config.seed,
+                    counter=counter, tasks=config.longbench100.tasks,
+                ))
+            except ValueError as exc:
+                raise dg.Failure(f"100-LongBench instances at {level}: {exc}", allow_retries=False) from exc
+        out = pl.concat(frames)
         rel = ((out["input_tokens"] - out["target_tokens"]).abs() / out["target_tokens"]).max()
         yield dg.Output(
             out,
             metadata={
                 FINGERPRINT_KEY: stage_fingerprint("instances", config),
                 "instances": out.height,
-                "items_eligible": eligible.height,
-                "items_too_long_for_smallest_level": too_long.height,
+                **{f"instances_{suite}": n for suite, n in out.group_by("suite").len().sort("suite").iter_rows()},
+                **meta,
                 "target_tokens": config.target_tokens(level),
                 "tokenizer": config.tokenizer,
                 "input_tokens_min": int(out["input_tokens"].min()),
                 "input_tokens_max": int(out["input_tokens"].max()),
                 "max_relative_length_error": float(rel),
-                "preview": preview(out.select("instance_id", "item_id", "depth", "input_tokens", "question")),
+                "preview": preview(out.select("instance_id", "suite", "task", "depth", "input_tokens", "question")),
             },
         )
         too_far = length_violations(out, config.length_tolerance)
@@ -127,3 +146,28 @@ def build(parts: Partitions) -> list:
         )
 
     return [instances]
+
+
+def _qa_suite(items, documents, passages, hard_negatives, level, config, counter) -> tuple[pl.DataFrame, dict]:
+    # Items whose evidence alone overflows the smallest level are left out at every level
+    # (levels share their items), and counted in the metadata.
+    smallest = min(level_tokens(lv) for lv in config.lengths)
+    eligible, too_long = fitting_items(items, documents, counter, smallest)
+    if eligible.height < config.items_per_length:
+        raise dg.Failure(
+            f"only {eligible.height} of {items.height} items fit the smallest level ({smallest} tokens) with their "
+            f"evidence; items_per_length is {config.items_per_length}: lower it or raise the smallest level",
+            allow_retries=False,
+        )
+    out = build_instances(eligible, documents, passages, hard_negatives, level=level, config=config, counter=counter)
+    domain = dict(documents.select("doc_id", "domain").iter_rows())
+    crossed = sum(
+        any(domain.get(d.removesuffix(":cut"), own) not in own for d in ctx)
+        for ev, ctx in out.select("evidence_doc_ids", "context_doc_ids").iter_rows()
+        for own in [{domain[d] for d in ev}]
+    )
+    return out, {
+        "items_eligible": eligible.height,
+        "items_too_long_for_smallest_level": too_long.height,
+        "instances_with_cross_domain_fillers": crossed,
+    }

@@ -9,10 +9,13 @@ from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, ModelsResource
+from lc_pipeline.construct.longbench100 import NO_CONTEXT_PROMPT
+from lc_pipeline.generate.base import GenerationRequest
+from lc_pipeline.score.longbench100 import prior_knowledge_frame
 from lc_pipeline.score.longscore import leaderboard_frame, long_scores_frame
 from lc_pipeline.score.metrics import score_frame
 
-METRICS = ("subem", "em", "f1")
+METRICS = ("subem", "em", "f1")  # QA-suite metrics; 100-LongBench instances get their task metric "lb100"
 
 
 def _number(v: float | None) -> dg.MetadataValue:
@@ -25,7 +28,8 @@ def build(parts: Partitions) -> list:
         partitions_def=parts.length_x_model,
         group_name="scoring",
         kinds={"parquet"},
-        description="SubEM, EM and token F1 (LongBench normalization; max of raw and parsed output) per generation",
+        description="Per generation: SubEM, EM and token F1 for QA-suite instances (max of raw and parsed output); "
+        "the task's own metric ('lb100': accuracy / F1 / ROUGE-L of the first line) for 100-LongBench instances",
     )
     def metric_scores(
         context: dg.AssetExecutionContext,
@@ -51,6 +55,54 @@ def build(parts: Partitions) -> list:
 
     @dg.asset(
         partitions_def=parts.model,
+        ins={"instances": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
+        group_name="scoring",
+        kinds={"parquet"},
+        description=(
+            "100-LongBench's QA prior-knowledge filter: each QA item asked WITHOUT context; items the model answers "
+            "with score >= threshold (and not 'unanswerable') are left out of its scores at every length"
+        ),
+    )
+    def prior_knowledge(
+        context: dg.AssetExecutionContext,
+        instances: pl.DataFrame,
+        benchmark: BenchmarkResource,
+        models: ModelsResource,
+    ):
+        config = benchmark.load()
+        pk = config.prior_knowledge
+        slug = context.partition_key
+        spec = models.spec(slug)
+        items = (
+            instances.filter(pl.col("task").is_in(list(pk.tasks)) if pk.enabled else pl.lit(False))
+            .select("item_id", "task", "question", "answers")
+            .unique("item_id", keep="first")
+            .sort("item_id")
+            .with_columns(prompt=pl.col("question").map_elements(
+                lambda q: NO_CONTEXT_PROMPT.format(input=q), return_dtype=pl.String))
+        )
+        results = []
+        if items.height:
+            requests = [GenerationRequest(key=i, prompt=p, max_new_tokens=pk.max_new_tokens)
+                        for i, p in items.select("item_id", "prompt").iter_rows()]
+            results = [vars(r) for r in models.generator(slug).generate(requests)]
+        out = prior_knowledge_frame(items, results, metric=pk.metric, threshold=pk.threshold)
+        return dg.Output(
+            out,
+            metadata={
+                FINGERPRINT_KEY: stage_fingerprint("prior_knowledge", config, spec.fingerprint()),
+                "enabled": pk.enabled,
+                "qa_items": out.height,
+                "dropped": int(out["dropped"].sum()),
+                "said_unanswerable": int(out["said_unanswerable"].sum()),
+                "threshold": pk.threshold,
+                "metric": pk.metric,
+                "preview": preview(out.select("item_id", "task", "output", "score", "dropped")),
+            },
+        )
+
+    @dg.asset(
+        partitions_def=parts.model,
         ins={
             "metric_scores": dg.AssetIn(
                 partition_mapping=dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=MODEL_DIM)
@@ -60,12 +112,14 @@ def build(parts: Partitions) -> list:
         kinds={"parquet"},
         description=(
             "100-LongBench LongScore per task and overall (100*(S_l - Base)/Base, scores averaged across tasks "
-            "first) with the old metric (mean raw score over the long lengths) beside it"
+            "first) with the old metric (mean raw score over the long lengths) beside it; items the model answered "
+            "without context (prior_knowledge) are left out"
         ),
     )
     def long_scores(
         context: dg.AssetExecutionContext,
         metric_scores: pl.DataFrame,
+        prior_knowledge: pl.DataFrame,
         benchmark: BenchmarkResource,
         models: ModelsResource,
     ):
@@ -75,9 +129,11 @@ def build(parts: Partitions) -> list:
         missing = [lv for lv in (*config.base_lengths, *config.long_lengths) if lv not in present]
         if missing:
             raise dg.Failure(f"long_scores {slug}: metric_scores missing for lengths {missing}", allow_retries=False)
+        dropped = prior_knowledge.filter(pl.col("dropped"))["item_id"]
+        kept = metric_scores.filter(~pl.col("item_id").is_in(dropped.implode()))
         frames = [
             long_scores_frame(
-                metric_scores.filter(pl.col("metric") == m).select("task", "length", "score"),
+                kept.filter(pl.col("metric") == m).select("task", "length", "score"),
                 list(config.base_lengths),
                 list(config.long_lengths),
                 metric=m,
@@ -85,7 +141,7 @@ def build(parts: Partitions) -> list:
                 # non-trivial base ability): record null rather than fail the whole model.
                 on_zero_base="null",
             )
-            for m in METRICS
+            for m in sorted(kept["metric"].unique())
         ]
         out = pl.concat(frames)
         overall = out.filter((pl.col("task") == "overall") & (pl.col("length_level") == "avg"))
@@ -96,6 +152,7 @@ def build(parts: Partitions) -> list:
                 **{f"long_score_{m}": _number(v) for m, v in overall.select("metric", "long_score").iter_rows()},
                 **{f"old_metric_{m}": _number(v) for m, v in overall.select("metric", "score").iter_rows()},
                 "undefined_long_scores": int(out["long_score"].null_count()),
+                "items_left_out_by_prior_knowledge": dropped.len(),
                 "preview": preview(out.filter(pl.col("task") == "overall"), n=20),
             },
         )
@@ -114,8 +171,8 @@ def build(parts: Partitions) -> list:
             metadata={
                 FINGERPRINT_KEY: stage_fingerprint("leaderboard", config),
                 "models": out["model"].n_unique(),
-                "leaderboard": preview(out.filter(pl.col("metric") == "subem"), n=50),
+                "leaderboard": preview(out.sort("metric", "rank_long_score"), n=50),
             },
         )
 
-    return [metric_scores, long_scores, leaderboard]
+    return [metric_scores, prior_knowledge, long_scores, leaderboard]

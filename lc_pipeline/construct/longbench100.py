@@ -64,7 +64,7 @@ from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.fingerprints import short_id
 from lc_pipeline.schemas import INSTANCES, conform
 
-CONSTRUCTION_VERSION = "lb100-1"
+CONSTRUCTION_VERSION = "lb100-2"
 SUITE = "longbench100"  # INSTANCES.suite of rows built here
 LABEL_TOKENS = 10  # allowance per block for "Passage i:\n" + separators (spec §11 "~10 label tokens")
 MAX_FILL_ATTEMPTS = 50  # KV / counting stars: re-run greedy_fill until it yields >= 4 documents
@@ -163,6 +163,12 @@ _PROMPTS = {
     ),
 }
 _PROMPTS[MULTI_DOC_QA] = _PROMPTS[SINGLE_DOC_QA]
+
+# The prior-knowledge probe (the repo's `qa_old`, in our words): the question alone, no context.
+NO_CONTEXT_PROMPT = (
+    "Answer the question as briefly as you can, in one phrase or sentence if possible. If it cannot be "
+    'answered, write "unanswerable". Give no explanation.\nQuestion: {input}\nReply with the answer only. Answer:\n'
+)
 
 STARS_QUESTION = (
     "On this misty night the little penguin looks up at the sky and counts ★. Collect the numbers of ★ the "
@@ -575,7 +581,7 @@ def build_passage_retrieval(c: Corpus, target: int, rng: random.Random, index: i
         source=c.docs[t]["source"],
         language=c.docs[t]["language"],
         question=summary,
-        answers=[f"Passage {pos[0] + 1}"],
+        answers=[str(pos[0] + 1)],  # the prompt ends "Answer: Passage ", so the model writes the number
         answer_keywords=[],
         evidence_doc_ids=[t],
         blocks=blocks,
@@ -749,36 +755,3 @@ def _build_task(
         b = _build_from_item(task, c, item, target, rng_for(i), pool)
         out.append(_finish(task, b, level=level, target=target, seed=seed, index=i, counter=counter))
     return out
-
-
-# --------------------------------------------------------------------------- QA prior-knowledge filter
-
-
-def qa_prior_knowledge_drops(
-    no_context: pl.DataFrame,
-    *,
-    threshold: float = 0.5,
-    exempt_phrase: str = "unanswerable",
-) -> pl.DataFrame:
-    """Pure part of the QA prior-knowledge filter (spec §5.4).
-
-    ``no_context``: one row per (model, item_id) with ``output`` (the no-context generation,
-    prompt in the style of the repo's ``qa_old``) and ``score`` (its judge/metric score in
-    [0, 1], already the max over gold answers). An item is dropped for that model when
-    the first line of the output (after stripping leading newlines) does not contain
-    ``exempt_phrase`` (case-insensitive) and ``score >= threshold``.
-    Returns the (model, item_id) pairs to drop, sorted.
-    """
-    need = {"model", "item_id", "output", "score"}
-    if not need <= set(no_context.columns):
-        raise ValueError(f"qa_prior_knowledge_drops: missing columns {sorted(need - set(no_context.columns))}")
-    first_line = pl.col("output").fill_null("").str.strip_chars_start("\n").str.split("\n").list.first().fill_null("")
-    return (
-        no_context.filter(
-            ~first_line.str.to_lowercase().str.contains(exempt_phrase.lower(), literal=True)
-            & (pl.col("score") >= threshold)
-        )
-        .select("model", "item_id")
-        .unique()
-        .sort("model", "item_id")
-    )

@@ -146,7 +146,27 @@ def score_id(generation_id: str, metric: str) -> str:
     return short_id(generation_id, metric, length=16)
 
 
-_INSTANCE_FIELDS = ("instance_id", "item_id", "task", "category", "depth", "answers")
+_INSTANCE_FIELDS = ("instance_id", "item_id", "suite", "task", "category", "depth", "answers")
+
+# Metrics per instance suite: the QA suite gets HELMET's SubEM/EM and LongBench's F1; a
+# 100-LongBench instance gets its task's own metric (accuracy / F1 / ROUGE-L) as "lb100".
+SUITE_METRICS: dict[str, tuple[str, ...]] = {"qa": ("subem", "em", "f1"), "longbench100": ("lb100",)}
+
+
+def _suite_scorer(suite: str, metrics: Sequence[str]) -> Callable[[dict, str], dict[str, float]]:
+    if suite == "longbench100":
+        from lc_pipeline.score.longbench100 import METRIC, task_score  # imports score.metrics itself
+
+        return lambda inst, output: {METRIC: task_score(inst["task"], output, inst["answers"] or [])}
+    if suite == "qa":
+        def qa(inst: dict, output: str) -> dict[str, float]:
+            try:
+                return score_qa(output, inst["answers"] or [], metrics)
+            except ValueError as exc:
+                raise ValueError(f"field answers: {exc}") from exc
+
+        return qa
+    raise ValueError(f"field suite: unknown instance suite {suite!r}; known: {sorted(SUITE_METRICS)}")
 
 
 def score_frame(
@@ -154,12 +174,13 @@ def score_frame(
     instances: pl.DataFrame,
     metrics: Sequence[str] = ("subem", "em", "f1"),
 ) -> pl.DataFrame:
-    """One METRIC_SCORES row per generation x metric.
+    """METRIC_SCORES rows: per generation, one row per metric of its instance's suite.
 
     ``generations`` needs ``generation_id, instance_id, output`` (GENERATIONS rows; extra
     columns such as partition keys are ignored); ``instances`` needs the INSTANCES columns
-    ``instance_id, item_id, task, category, depth, answers``. Rows come out in generation
-    order, metrics in the order given.
+    ``instance_id, item_id, suite, task, category, depth, answers``. QA-suite instances get
+    ``metrics``; 100-LongBench instances get their task metric ("lb100"). Rows come out in
+    generation order, metrics in the order given.
     """
     names = _check_metrics(metrics)
     for frame, label, cols in (
@@ -177,6 +198,7 @@ def score_frame(
             raise ValueError(f"instances: instance_id {iid!r} occurs more than once")
         by_id[iid] = row
 
+    scorers: dict[str, Callable[[dict, str], dict[str, float]]] = {}
     rows: dict[str, list] = {c: [] for c in schemas.METRIC_SCORES}
     for gen in generations.select("generation_id", "instance_id", "output").iter_rows(named=True):
         gid, iid, output = gen["generation_id"], gen["instance_id"], gen["output"]
@@ -185,11 +207,16 @@ def score_frame(
             raise ValueError(f"generation {gid!r}: field instance_id={iid!r} not found in instances")
         if output is None:
             raise ValueError(f"generation {gid!r}: field output is null")
+        if inst["suite"] not in scorers:
+            try:
+                scorers[inst["suite"]] = _suite_scorer(inst["suite"], names)
+            except ValueError as exc:
+                raise ValueError(f"instance {iid!r}: {exc}") from exc
         try:
-            values = score_qa(output, inst["answers"] or [], names)
+            values = scorers[inst["suite"]](inst, output)
         except ValueError as exc:
-            raise ValueError(f"generation {gid!r} (instance {iid!r}): field answers: {exc}") from exc
-        for m in names:
+            raise ValueError(f"generation {gid!r} (instance {iid!r}): {exc}") from exc
+        for m, value in values.items():
             rows["score_id"].append(score_id(gid, m))
             rows["generation_id"].append(gid)
             rows["instance_id"].append(iid)
@@ -198,5 +225,5 @@ def score_frame(
             rows["category"].append(inst["category"])
             rows["depth"].append(inst["depth"])
             rows["metric"].append(m)
-            rows["score"].append(values[m])
+            rows["score"].append(value)
     return schemas.conform(pl.DataFrame(rows, schema=schemas.METRIC_SCORES), "metric_scores")

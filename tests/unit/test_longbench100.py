@@ -30,11 +30,11 @@ from lc_pipeline.construct.longbench100 import (
     build_longbench100,
     fill_with_repeats,
     greedy_fill,
-    qa_prior_knowledge_drops,
     star_options,
 )
 from lc_pipeline.construct.tokens import TokenCounter
-from lc_pipeline.schemas import INSTANCES
+from lc_pipeline.schemas import INSTANCES, PRIOR_KNOWLEDGE
+from lc_pipeline.score.longbench100 import prior_knowledge_frame
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 
 DEMO_TASKS = [KV_RETRIEVAL, COUNTING_STARS, PASSAGE_COUNT, SINGLE_DOC_QA, MULTI_DOC_QA]
@@ -217,7 +217,7 @@ def _check_instances(df: pl.DataFrame, c: Corpus, level: str, tasks: list[str], 
             assert ast.literal_eval(options[idx - 1]) == stars
             assert sum(o == str(stars) for o in options) == 1
         if task == PASSAGE_RETRIEVAL:
-            t = int(r["answers"][0].removeprefix("Passage "))
+            t = int(r["answers"][0])
             assert ids[t - 1] == r["evidence_doc_ids"][0]
             assert c.summaries[ids[t - 1]] == r["question"]
         if task in (SINGLE_DOC_QA, MULTI_DOC_QA, SINGLE_DOC_SUM, MULTI_DOC_SUM):
@@ -343,24 +343,26 @@ def test_longbench_all_tasks(longbench, counter):
 # --------------------------------------------------------------------------- QA prior-knowledge filter
 
 
-def test_qa_prior_knowledge_drops():
-    df = pl.DataFrame(
-        {
-            "model": ["m1", "m1", "m1", "m1", "m2", "m2"],
-            "item_id": ["a", "b", "c", "d", "a", "b"],
-            "output": [
-                "Paris",
-                "\n\nUnanswerable.\nParis",
-                "guess",
-                "x\nunanswerable",
-                "Paris",
-                None,
-            ],
-            "score": [0.5, 1.0, 0.49, 0.9, 0.2, 0.8],
-        }
-    )
-    drops = qa_prior_knowledge_drops(df)
-    # a: >= 0.5 dropped; b: exempt; c: below; d: "unanswerable" only on line 2 -> dropped
-    assert drops.rows() == [("m1", "a"), ("m1", "d"), ("m2", "b")]
-    with pytest.raises(ValueError, match="missing columns"):
-        qa_prior_knowledge_drops(df.drop("score"))
+def test_prior_knowledge_frame_drops_what_the_model_knows_without_context():
+    items = pl.DataFrame({
+        "item_id": ["a", "b", "c", "d", "e"],
+        "task": ["single_doc_qa"] * 4 + ["multi_doc_qa"],
+        "question": ["Capital of France?"] * 5,
+        "answers": [["Paris"]] * 5,
+        "prompt": ["(no-context prompt)"] * 5,
+    })
+    outputs = [{"output": o, "completion_tokens": 3, "finish_reason": "stop"}
+               for o in ["Paris", "\n\nUnanswerable. Paris\nParis", "Lyon", "Lyon\nunanswerable", "Paris or Lyon"]]
+    pk = prior_knowledge_frame(items, outputs, metric="f1", threshold=0.5)
+    assert pk.schema == PRIOR_KNOWLEDGE
+    got = {r["item_id"]: (r["score"], r["said_unanswerable"], r["dropped"]) for r in pk.iter_rows(named=True)}
+    assert got["a"] == (1.0, False, True)  # answered from memory: dropped
+    assert got["b"][1:] == (True, False)  # "unanswerable" on the first line: kept whatever it scores
+    assert got["c"] == (0.0, False, False)
+    assert got["d"] == (0.0, False, False)  # "unanswerable" only on line 2 does not count; scored on line 1
+    assert got["e"][0] == pytest.approx(0.5) and got["e"][2]  # F1 = 0.5 >= 0.5 (the repo's ">=")
+    with pytest.raises(ValueError, match="prior_knowledge.metric"):
+        prior_knowledge_frame(items, outputs, metric="bleu", threshold=0.5)
+    with pytest.raises(ValueError, match="item 'a': field answers"):
+        prior_knowledge_frame(items.with_columns(answers=pl.lit([], dtype=pl.List(pl.String))), outputs,
+                              metric="f1", threshold=0.5)

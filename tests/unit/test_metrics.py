@@ -135,6 +135,7 @@ def _instances() -> pl.DataFrame:
         {
             "instance_id": ["i1", "i2"],
             "item_id": ["item-a", "item-b"],
+            "suite": ["qa", "qa"],
             "task": ["single_hop_qa", "multi_hop_qa"],
             "category": ["single-doc QA", "multi-doc QA"],
             "depth": [0.0, 0.5],
@@ -181,6 +182,25 @@ def test_score_frame_names_the_generation_with_an_unknown_instance():
     gens = _generations().with_columns(pl.Series("instance_id", ["i1", "missing"]))
     with pytest.raises(ValueError, match=r"g2.*instance_id.*missing"):
         score_frame(gens, _instances())
+
+
+def test_score_frame_scores_each_suite_with_its_own_metrics():
+    # A 100-LongBench passage-count instance beside a QA one: it gets one "lb100" row (first
+    # line, first integer == gold), the QA instance its three metrics.
+    inst = pl.concat([
+        _instances().head(1),
+        pl.DataFrame({"instance_id": ["i3"], "item_id": ["lb-1"], "suite": ["longbench100"], "task": ["passage_count"],
+                      "category": ["Information Retrieval"], "depth": [0.0], "answers": [["12"]]}),
+    ])
+    gens = pl.DataFrame({"generation_id": ["g1", "g3"], "instance_id": ["i1", "i3"],
+                         "output": ["Paris", "\nThere are 12 unique paragraphs.\n13"]})
+    df = score_frame(gens, inst)
+    assert sorted(df.filter(pl.col("generation_id") == "g1")["metric"]) == ["em", "f1", "subem"]
+    lb = df.filter(pl.col("generation_id") == "g3")
+    assert lb.select("metric", "score").rows() == [("lb100", 1.0)]
+    bad = inst.with_columns(pl.Series("suite", ["qa", "helmet?"]))
+    with pytest.raises(ValueError, match=r"i3.*field suite"):
+        score_frame(gens, bad)
 
 
 def test_score_frame_of_no_generations_is_an_empty_table():

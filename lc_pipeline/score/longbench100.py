@@ -1,0 +1,120 @@
+"""100-LongBench's per-task scores in the repo's "original metric" mode (spec 100longbench.md §5.2-§5.3).
+
+Every task scores only the first line of the output (``first_line``); an empty line scores 0;
+the item score is the max over gold answers.
+
+* passage_retrieval, passage_count, counting_stars: the first integer in the prediction equals
+  the gold string.
+* kv_retrieval: the LAST UUID in the prediction equals the gold.
+* single/multi-doc QA: LongBench token F1; single/multi-doc summarization: ROUGE-L F (the
+  ``rouge`` package, as the repo's ``--original_metric`` mode). The paper's LLM-judge scores for
+  these four tasks belong to the judge stage.
+
+Pure functions (no Dagster).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+import polars as pl
+
+from lc_pipeline.schemas import PRIOR_KNOWLEDGE, conform
+from lc_pipeline.score.longbench import qa_f1_score, rouge_score
+from lc_pipeline.score.metrics import _METRIC_FUNCS, first_line
+
+METRIC = "lb100"  # metric_scores.metric of these scores
+
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_INTEGER = re.compile(r"\d+")
+
+
+def first_integer_score(prediction: str, gold: str) -> float:
+    """Accuracy of passage retrieval / passage count / counting stars: the first run of digits == gold."""
+    m = _INTEGER.search(prediction)
+    return float(m is not None and m.group(0) == gold)
+
+
+def kv_retrieval_score(prediction: str, gold: str) -> float:
+    """KV retrieval accuracy: the last UUID in the prediction == gold."""
+    found = _UUID.findall(prediction)
+    return float(bool(found) and found[-1] == gold)
+
+
+TASK_SCORERS: dict[str, Callable[[str, str], float]] = {
+    "kv_retrieval": kv_retrieval_score,
+    "counting_stars": first_integer_score,
+    "passage_retrieval": first_integer_score,
+    "passage_count": first_integer_score,
+    "single_doc_qa": qa_f1_score,
+    "multi_doc_qa": qa_f1_score,
+    "single_doc_sum": rouge_score,
+    "multi_doc_sum": rouge_score,
+}
+
+
+def task_score(task: str, output: str, answers: Sequence[str]) -> float:
+    """One instance's score in [0, 1].
+
+    >>> task_score("passage_count", "\\n12 unique paragraphs\\n13", ["12"])
+    1.0
+    """
+    scorer = TASK_SCORERS.get(task)
+    if scorer is None:
+        raise ValueError(f"field task: {task!r} is not a 100-LongBench task; known: {sorted(TASK_SCORERS)}")
+    if isinstance(answers, str) or not list(answers):
+        raise ValueError("field answers: expected a non-empty list of gold strings")
+    pred = first_line(output)
+    if not pred.strip():
+        return 0.0
+    return max(scorer(pred, gold) for gold in answers)
+
+
+# --------------------------------------------------------------------------- QA prior-knowledge filter
+
+
+def said_unanswerable(output: str, phrase: str = "unanswerable") -> bool:
+    """The repo's exemption: the first line of the no-context answer contains "unanswerable"."""
+    return phrase in first_line(output or "").lower()
+
+
+def prior_knowledge_frame(
+    items: pl.DataFrame,
+    outputs: Sequence[dict],
+    *,
+    metric: str,
+    threshold: float,
+) -> pl.DataFrame:
+    """PRIOR_KNOWLEDGE rows for one model (spec 100longbench.md §5.4).
+
+    ``items``: ``item_id, task, question, answers, prompt`` (one row per QA item, the no-context
+    prompt included); ``outputs``: per item, in the same order, ``output``,
+    ``completion_tokens``, ``finish_reason``. The first line of each output is scored with
+    ``metric`` (max over golds); an item is dropped when it is not "unanswerable" and its
+    score is >= ``threshold`` (the repo's rule, threshold 0.5 there).
+    """
+    scorer = _METRIC_FUNCS.get(metric)
+    if scorer is None:
+        raise ValueError(f"prior_knowledge.metric: {metric!r} is not one of {sorted(_METRIC_FUNCS)}")
+    if len(outputs) != items.height:
+        raise ValueError(f"prior_knowledge: {len(outputs)} outputs for {items.height} items")
+    rows = []
+    for item, out in zip(items.iter_rows(named=True), outputs):
+        if not item["answers"]:
+            raise ValueError(f"item {item['item_id']!r}: field answers is empty")
+        text = out["output"] or ""
+        score = scorer(first_line(text), list(item["answers"]))
+        exempt = said_unanswerable(text)
+        rows.append({
+            **{k: item[k] for k in ("item_id", "task", "question", "answers", "prompt")},
+            "output": text,
+            "metric": metric,
+            "score": score,
+            "said_unanswerable": exempt,
+            "threshold": threshold,
+            "dropped": (not exempt) and score >= threshold,
+            "completion_tokens": out["completion_tokens"],
+            "finish_reason": out["finish_reason"],
+        })
+    return conform(pl.DataFrame(rows, schema=PRIOR_KNOWLEDGE), "prior_knowledge")
