@@ -36,6 +36,8 @@ SOURCE_ITEMS = pl.Schema(
         "answer_keywords": StrList,  # LV-Eval style keywords that must appear in a correct answer
         "evidence_doc_ids": StrList,  # documents that together contain the answer
         "hops": pl.Int32,
+        "all_classes": StrList,  # label set of classification tasks (LongBench trec, lsht); [] otherwise
+        "confusing_facts": StrList,  # facts a source shipped (LV-Eval records); [] otherwise
     }
 )
 

@@ -1220,6 +1220,8 @@ def build_demo_corpus(n_entities: int = 240, seed: int = 7, source: str = "demo"
             "answer_keywords": [sep.join(r[5]) for r in rows],
             "evidence_doc_ids": [sep.join(r[6]) for r in rows],
             "hops": [r[2] for r in rows],
+            "all_classes": [[] for _ in rows],
+            "confusing_facts": [[] for _ in rows],
         },
     ).with_columns(pl.col("answers", "answer_keywords", "evidence_doc_ids").str.split(sep))
     return schemas.conform(docs, "source_documents"), schemas.conform(items, "source_items")

@@ -120,7 +120,7 @@ def _parse(rec: Record, *, source: str, fields: dict[str, str], fmt: str, separa
     doc_ids = [f"{item_id}-d{i}" for i in range(1, len(blocks) + 1)]
     docs = [(d, source, title if i == 0 else "", text, lang, f"{source}/{task}", "")
             for i, (d, text) in enumerate(zip(doc_ids, blocks, strict=True))]
-    item = (item_id, source, task, category, lang, question, answers, keywords, doc_ids, 1)
+    item = (item_id, source, task, category, lang, question, answers, keywords, doc_ids, 1, [], [])
     return docs, item
 
 

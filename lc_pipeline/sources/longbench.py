@@ -169,8 +169,6 @@ def _parse(rec: Record, *, source: str, file_variant: str, seen_items: dict[str,
         raise rec.error("_id", f"item {item_id!r} already loaded from {seen_items[item_id]}")
     seen_items[item_id] = rec.file  # only after every check: a rejected record claims no id
 
-    if all_classes is not None:
-        notes.add(f"{task}: all_classes present (label set for classification); not stored in the schema yet")
     if length is not None:
         notes.add(f"{label}: LongBench-E 'length' present; not stored (our assembler measures lengths itself)")
     extra = sorted(set(rec.data) - {"dataset", "_id", "language", "context", "input", "answers", "all_classes",
@@ -183,7 +181,7 @@ def _parse(rec: Record, *, source: str, file_variant: str, seen_items: dict[str,
         (doc_id, source, d.title, d.text, lang, f"longbench/{task}", "") for doc_id, d in zip(doc_ids, docs, strict=True)
     ]
     item_row = (item_id, source, task, CATEGORIES[task], lang, question, answers, [], evidence,
-                2 if task in MULTI_HOP else 1)
+                2 if task in MULTI_HOP else 1, all_classes or [], [])
     return doc_rows, item_row
 
 
@@ -198,8 +196,8 @@ def load_longbench(
     Returns (documents, items, one report per file), the frames conforming to
     ``schemas.SOURCE_DOCUMENTS`` / ``SOURCE_ITEMS``. Doc ids are
     ``{source}-{dataset}-{_id}-p{N}``, item ids ``{source}-{dataset}-{_id}`` (dataset
-    suffixed ``_e`` for LongBench-E). ``all_classes`` and ``length`` are validated and
-    mentioned in the report notes, not stored.
+    suffixed ``_e`` for LongBench-E). ``all_classes`` is stored (classification label
+    sets); ``length`` is validated and mentioned in the report notes, not stored.
     """
     doc_rows: list[tuple] = []
     item_rows: list[tuple] = []

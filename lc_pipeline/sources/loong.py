@@ -223,7 +223,7 @@ def _parse(rec: Record, *, source: str, docs: LoongDocuments | None, doc_rows: d
     if extra:
         notes.add(f"fields ignored: {', '.join(extra)}")
     hops = 1 if level == 1 else len(unique)
-    return (f"{source}-{rid}", source, task, CATEGORY, language, question, answers, [], evidence, hops)
+    return (f"{source}-{rid}", source, task, CATEGORY, language, question, answers, [], evidence, hops, [], [])
 
 
 def load_loong(

@@ -15,8 +15,9 @@ Factrecall haystacks (book text with a needle) and contexts without headers stay
 ``answer_keywords`` (a string in the release; a list of strings is accepted) is required for
 the AK datasets (spec §2: hotpotwikiqa, lic, loogle-CR/MR/SD, multifieldqa-en/zh). For the
 others (cmrc, dureader, factrecall) it is absent or null and becomes ``[]``.
-``confusing_facts`` (string, list of strings or null) is validated and counted in the
-report, not stored: it is already inserted in the context.
+``confusing_facts`` (string, list of strings or null) is validated, counted in the report
+and stored in ``source_items.confusing_facts`` (the release has already inserted them in the
+context; the column tells which sentences are the planted ones).
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ def _parse(rec: Record, *, source: str, file_task: str | None, file_level: str |
     keywords = _keywords(rec, task)
     cf = rec.data.get("confusing_facts")
     if cf is not None and not isinstance(cf, str):
-        rec.str_list("confusing_facts", non_empty=False)
+        cf = rec.str_list("confusing_facts", non_empty=False)
+    facts = [f for f in ([cf] if isinstance(cf, str) else cf or []) if f.strip()]
     length = rec.optional("length", int)
     if length is not None and length < 0:
         raise rec.error("length", f"expected a non-negative int, got {length}")
@@ -150,7 +152,7 @@ def _parse(rec: Record, *, source: str, file_task: str | None, file_level: str |
     docs = [(d, source, "", body, language, f"lveval/{task}", "") for d, (_, body) in zip(doc_ids, blocks, strict=True)]
     stats["level"][level] += 1
     stats["passages"][label] += len(blocks)
-    if cf is not None and (cf if isinstance(cf, str) else any(s.strip() for s in cf)):
+    if facts:
         stats["confusing_facts"][label] += 1
     if length is not None:
         stats["length"][label] += 1
@@ -158,7 +160,7 @@ def _parse(rec: Record, *, source: str, file_task: str | None, file_level: str |
     if extra:
         notes.add(f"fields ignored: {', '.join(extra)}")
     item = (item_id, source, task, CATEGORIES.get(task, "single-hop QA"), language, question, answers, keywords,
-            doc_ids, 2 if CATEGORIES.get(task) == "multi-hop QA" else 1)
+            doc_ids, 2 if CATEGORIES.get(task) == "multi-hop QA" else 1, [], facts)
     return docs, item
 
 
@@ -199,8 +201,8 @@ def load_lveval(
         for label, n in sorted(stats["passages"].items()):
             report.notes.append(f"{label}: {n} documents (passages)")
         for label, n in sorted(stats["confusing_facts"].items()):
-            report.notes.append(f"{label}: confusing_facts present in {n} records; validated, not stored "
-                                "(already inserted in the context)")
+            report.notes.append(f"{label}: confusing_facts present in {n} records (stored; already inserted "
+                                "in the context)")
         if stats["length"]:
             report.notes.append("'length' (words en / characters zh of input+context+answers) validated, not stored")
         report.notes.extend(sorted(notes))

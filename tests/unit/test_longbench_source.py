@@ -110,13 +110,15 @@ def test_passage_retrieval_evidence_is_the_gold_paragraph():
 
 
 @needs_shared
-def test_whole_directory_loads_and_notes_all_classes():
+def test_whole_directory_loads_and_keeps_all_classes():
     documents, items, reports = load_longbench(LONGBENCH, source="lb")
     assert_conforms(documents, items)
     assert [r.file for r in reports] == [f"longbench/{p.name}" for p in SHARED_FILES]
     assert items.height == sum(r.accepted for r in reports)
-    trec = next(r for r in reports if r.file.endswith("trec.jsonl"))
-    assert any("all_classes" in n for n in trec.notes)  # kept out of the schema, but not forgotten
+    raw = [json.loads(line) for line in (LONGBENCH / "trec.jsonl").open()]
+    trec = items.filter(pl.col("task") == "trec")
+    assert trec["all_classes"].to_list() == [r["all_classes"] for r in raw]  # the label set, for scoring
+    assert items.filter(pl.col("task") != "trec")["all_classes"].list.len().max() == 0
 
 
 # --------------------------------------------------------------------------- synthetic records
@@ -195,7 +197,7 @@ def test_few_shot_all_classes_list_or_null(tmp_path):
     _documents, items, reports = load_longbench(
         [write(tmp_path, "lsht.jsonl", [lsht]), write(tmp_path, "samsum.jsonl", [samsum])], source="lb")
     assert set(items["category"]) == {"few-shot"} and items.height == 2
-    assert any("all_classes" in n for n in reports[0].notes) and not reports[1].notes
+    assert items["all_classes"].to_list() == [["体育", "财经"], []]  # null becomes []
 
 
 def test_unsplit_multi_news_is_kept_with_a_note_but_unsplit_qa_is_an_error(tmp_path):

@@ -56,6 +56,7 @@ def test_mixed_context_is_split_into_passages(tmp_path):
     assert set(docs["domain"].to_list()) == {"lveval/hotpotwikiqa_mixup"}
     notes = " ".join(report.notes)
     assert "level 16k (from the file name)" in notes and "confusing_facts present in 2 records" in notes
+    assert items["confusing_facts"].to_list() == [["Alpha was born in 1910 according to rumours."]] * 2
     assert report.records == report.accepted == 2 and report.consistent
 
 
