@@ -60,6 +60,8 @@ SOURCE_KINDS: dict[str, Adapter] = {
     "lveval": _lazy("lveval", "lveval_source"),
     "loong": _lazy("loong", "loong_source"),
     "generic": _lazy("generic", "generic_source"),
+    "kilt": _lazy("kilt", "kilt_source"),
+    "multihop": _lazy("multihop", "multihop_source"),
 }
 
 
@@ -95,12 +97,34 @@ def _validate_loong(path: Path) -> list[ValidationReport]:
     return load_loong(path, source="validate", on_error="reject")[2]
 
 
+def _validate_kilt(path: Path) -> list[ValidationReport]:
+    from lc_pipeline.sources.kilt import validate_kilt_file
+
+    # A passages file or a QA file alone: gold passages are checked for shape, not looked up.
+    return validate_kilt_file(path)
+
+
+def _validate_multihop(path: Path) -> list[ValidationReport]:
+    from lc_pipeline.sources.multihop import validate_multihop_file
+
+    return validate_multihop_file(path)
+
+
 # Kind -> (fields whose presence identifies the format, validator of one file in reject mode).
 # When several match, the kind with the most identifying fields wins.
 FILE_KINDS: dict[str, tuple[frozenset[str], Callable[[Path], list[ValidationReport]]]] = {
     "longbench": (frozenset({"_id", "dataset", "context", "input", "answers"}), _validate_longbench),
     "lveval": (frozenset({"input", "context", "answers", "answer_keywords"}), _validate_lveval),
     "loong": (frozenset({"id", "doc", "question", "instruction", "answer", "level", "type"}), _validate_loong),
+    # kind "kilt": its QA files (KILT or simple shape) and its passages file
+    "kilt": (frozenset({"id", "input", "output"}), _validate_kilt),
+    "kilt_qa": (frozenset({"id", "question", "answers", "positive_ids"}), _validate_kilt),
+    "kilt_qa_gold_ids": (frozenset({"id", "question", "answers", "gold_ids"}), _validate_kilt),
+    "kilt_passages": (frozenset({"id", "title", "text"}), _validate_kilt),
+    # kind "multihop": the validator detects the format itself
+    "hotpotqa": (frozenset({"question", "answer", "supporting_facts", "context"}), _validate_multihop),
+    "2wikimqa": (frozenset({"question", "answer", "supporting_facts", "context", "evidences"}), _validate_multihop),
+    "musique": (frozenset({"question", "answer", "paragraphs"}), _validate_multihop),
 }
 
 
