@@ -316,7 +316,7 @@ def load_multihop(
     paths_or_dir: str | Path | Iterable[str | Path],
     *,
     source: str,
-    format: Literal["auto", "hotpotqa", "2wikimqa", "musique"] = "auto",  # noqa: A002 - the config option's name
+    format: Literal["auto", "hotpotqa", "2wikimqa", "musique"] = "auto",
     unanswerable: Literal["reject", "keep"] = "reject",
     language: str = "en",
     on_error: OnError = "fail",

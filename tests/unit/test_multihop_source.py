@@ -17,12 +17,17 @@ from lc_pipeline import schemas
 from lc_pipeline.config import BenchmarkConfig, SourceConfig
 from lc_pipeline.construct.assembly import build_instances, filler_pool
 from lc_pipeline.construct.tokens import TokenCounter
-from lc_pipeline.sources.loader import SOURCE_KINDS, detect_kind, load_source, validate_path
+from lc_pipeline.sources.loader import (
+    SOURCE_KINDS,
+    detect_kind,
+    load_source,
+    validate_path,
+)
 from lc_pipeline.sources.multihop import load_multihop, multihop_source, paragraph_text
 from lc_pipeline.sources.validation import RecordError
 
-ED_WOOD = ["Ed Wood", ["Edward Davis Wood Jr. (October 10, 1924 - December 10, 1978) was an American filmmaker, "
-                       "actor, writer, producer, and director."]]
+ED_WOOD = ["Ed Wood", [("Edward Davis Wood Jr. (October 10, 1924 - December 10, 1978) was an American filmmaker, "
+                       "actor, writer, producer, and director.")]]
 
 HOTPOT_COMPARISON = {
     "_id": "5a8b57f25542995d1e6f1371",
@@ -30,30 +35,30 @@ HOTPOT_COMPARISON = {
     "answer": "yes", "type": "comparison", "level": "hard",
     "supporting_facts": [["Scott Derrickson", 0], ["Ed Wood", 0]],
     "context": [
-        ["Ed Wood (film)", ["Ed Wood is a 1994 American biographical period comedy-drama film directed and produced by "
-                            "Tim Burton, and starring Johnny Depp as cult filmmaker Ed Wood.",
-                            " The film concerns the period in Wood's life when he made his best-known films as well "
-                            "as his relationship with actor Bela Lugosi, played by Martin Landau.",
-                            " Sarah Jessica Parker, Patricia Arquette, Jeffrey Jones, Lisa Marie, and Bill Murray are "
-                            "among the supporting cast."]],
-        ["Scott Derrickson", ["Scott Derrickson (born July 16, 1966) is an American director, screenwriter and "
-                              "producer.", " He lives in Los Angeles, California.",
-                              " He is best known for directing horror films such as \"Sinister\", \"The Exorcism of "
+        ["Ed Wood (film)", [("Ed Wood is a 1994 American biographical period comedy-drama film directed and produced by "
+                            "Tim Burton, and starring Johnny Depp as cult filmmaker Ed Wood."),
+                            (" The film concerns the period in Wood's life when he made his best-known films as well "
+                            "as his relationship with actor Bela Lugosi, played by Martin Landau."),
+                            (" Sarah Jessica Parker, Patricia Arquette, Jeffrey Jones, Lisa Marie, and Bill Murray are "
+                            "among the supporting cast.")]],
+        ["Scott Derrickson", [("Scott Derrickson (born July 16, 1966) is an American director, screenwriter and "
+                              "producer."), " He lives in Los Angeles, California.",
+                              (" He is best known for directing horror films such as \"Sinister\", \"The Exorcism of "
                               "Emily Rose\", and \"Deliver Us From Evil\", as well as the 2016 Marvel Cinematic "
-                              "Universe installment, \"Doctor Strange.\""]],
-        ["Woodson, Arkansas", ["Woodson is a census-designated place (CDP) in Pulaski County, Arkansas, in the United "
-                               "States.", " Its population was 403 at the 2010 census.",
-                               " It is part of the Little Rock-North Little Rock-Conway Metropolitan Statistical "
-                               "Area."]],
-        ["Tyler Bates", ["Tyler Bates (born June 5, 1965) is an American musician, music producer, and composer for "
-                         "films, television, and video games.",
-                         " Much of his work is in the action and horror film genres, with films like \"Dawn of the "
-                         "Dead\", \"300\", \"Sucker Punch\" and \"John Wick\"."]],
+                              "Universe installment, \"Doctor Strange.\"")]],
+        ["Woodson, Arkansas", [("Woodson is a census-designated place (CDP) in Pulaski County, Arkansas, in the United "
+                               "States."), " Its population was 403 at the 2010 census.",
+                               (" It is part of the Little Rock-North Little Rock-Conway Metropolitan Statistical "
+                               "Area.")]],
+        ["Tyler Bates", [("Tyler Bates (born June 5, 1965) is an American musician, music producer, and composer for "
+                         "films, television, and video games."),
+                         (" Much of his work is in the action and horror film genres, with films like \"Dawn of the "
+                         "Dead\", \"300\", \"Sucker Punch\" and \"John Wick\".")]],
         ED_WOOD,
-        ["Deliver Us from Evil (2014 film)", ["Deliver Us from Evil is a 2014 American supernatural horror film "
-                                              "directed by Scott Derrickson and produced by Jerry Bruckheimer.",
-                                              " The film is officially based on a 2001 non-fiction book entitled "
-                                              "\"Beware the Night\" by Ralph Sarchie and Lisa Collier Cool."]],
+        ["Deliver Us from Evil (2014 film)", [("Deliver Us from Evil is a 2014 American supernatural horror film "
+                                              "directed by Scott Derrickson and produced by Jerry Bruckheimer."),
+                                              (" The film is officially based on a 2001 non-fiction book entitled "
+                                              "\"Beware the Night\" by Ralph Sarchie and Lisa Collier Cool.")]],
     ],
 }
 
@@ -64,23 +69,23 @@ HOTPOT_BRIDGE = {
     "answer": "Chief of Protocol", "type": "bridge", "level": "medium",
     "supporting_facts": [["Kiss and Tell (1945 film)", 0], ["Shirley Temple", 0], ["Shirley Temple", 1]],
     "context": [
-        ["Meet Corliss Archer", ["Meet Corliss Archer, a program from radio's Golden Age, ran from January 7, 1943 "
-                                 "to September 30, 1956.",
-                                 " Although it was CBS's answer to NBC's popular \"A Date with Judy\", it was also "
-                                 "broadcast by NBC in 1948 as a summer replacement for \"The Bob Hope Show\"."]],
-        ["Kiss and Tell (1945 film)", ["Kiss and Tell is a 1945 American comedy film starring then 17-year-old "
-                                       "Shirley Temple as Corliss Archer.",
-                                       " In the film, two teenage girls cause their respective parents much concern "
-                                       "when they start to become interested in boys."]],
-        ["Shirley Temple", ["Shirley Temple Black (April 23, 1928 - February 10, 2014) was an American actress, "
+        ["Meet Corliss Archer", [("Meet Corliss Archer, a program from radio's Golden Age, ran from January 7, 1943 "
+                                 "to September 30, 1956."),
+                                 (" Although it was CBS's answer to NBC's popular \"A Date with Judy\", it was also "
+                                 "broadcast by NBC in 1948 as a summer replacement for \"The Bob Hope Show\".")]],
+        ["Kiss and Tell (1945 film)", [("Kiss and Tell is a 1945 American comedy film starring then 17-year-old "
+                                       "Shirley Temple as Corliss Archer."),
+                                       (" In the film, two teenage girls cause their respective parents much concern "
+                                       "when they start to become interested in boys.")]],
+        ["Shirley Temple", [("Shirley Temple Black (April 23, 1928 - February 10, 2014) was an American actress, "
                             "singer, dancer, businesswoman, and diplomat who was Hollywood's number one box-office "
-                            "draw as a child actress from 1935 to 1938.",
-                            " As an adult, she was named United States ambassador to Ghana and to Czechoslovakia and "
-                            "also served as Chief of Protocol of the United States."]],
-        ["Janet Waldo", ["Janet Marie Waldo (February 4, 1920 - June 12, 2016) was an American radio and voice "
-                         "actress.",
-                         " She is best known in animation for voicing Judy Jetson, Nancy in \"Shazzan\", Penelope "
-                         "Pitstop, and Josie in \"Josie and the Pussycats\"."]],
+                            "draw as a child actress from 1935 to 1938."),
+                            (" As an adult, she was named United States ambassador to Ghana and to Czechoslovakia and "
+                            "also served as Chief of Protocol of the United States.")]],
+        ["Janet Waldo", [("Janet Marie Waldo (February 4, 1920 - June 12, 2016) was an American radio and voice "
+                         "actress."),
+                         (" She is best known in animation for voicing Judy Jetson, Nancy in \"Shazzan\", Penelope "
+                         "Pitstop, and Josie in \"Josie and the Pussycats\".")]],
         ED_WOOD,  # the same Wikipedia paragraph in another record's context
     ],
 }
@@ -92,14 +97,14 @@ TWOWIKI = {
     "answer": "Małgorzata Braunek",
     "supporting_facts": [["Polish-Russian War (film)", 1], ["Xawery Żuławski", 2]],
     "context": [
-        ["Polish-Russian War (film)", ["Polish-Russian War (Wojna polsko-ruska) is a 2009 Polish film directed by "
+        ["Polish-Russian War (film)", [("Polish-Russian War (Wojna polsko-ruska) is a 2009 Polish film directed by "
                                        "Xawery Żuławski based on the novel Polish-Russian War under the white-red "
-                                       "flag by Dorota Masłowska.", "The film's premiere took place in May 2009."]],
+                                       "flag by Dorota Masłowska."), "The film's premiere took place in May 2009."]],
         ["Xawery Żuławski", ["Xawery Żuławski (born 22 December 1971 in Warsaw) is a Polish film director.",
                              "In 1995 he graduated from the National Film School in Łódź.",
                              "He is the son of actress Małgorzata Braunek and director Andrzej Żuławski."]],
-        ["Wojna", ["Wojna is a village in the administrative district of Gmina Sońsk, within Ciechanów County, "
-                   "Masovian Voivodeship, in east-central Poland."]],
+        ["Wojna", [("Wojna is a village in the administrative district of Gmina Sońsk, within Ciechanów County, "
+                   "Masovian Voivodeship, in east-central Poland.")]],
     ],
     "evidences": [["Polish-Russian War", "director", "Xawery Żuławski"],
                   ["Xawery Żuławski", "mother", "Małgorzata Braunek"]],
