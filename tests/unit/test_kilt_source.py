@@ -272,3 +272,19 @@ def test_lcp_sources_validate_detects_each_kilt_file(tmp_path, passages):
     assert (kind, report.accepted, [r.record_id for r in report.rejected]) == ("kilt", 1, ["bad"])
     assert any("checked for shape only" in n for n in report.notes)
     assert validate_path(gold_qa)[1][0].accepted == 1
+
+
+def test_qa_from_a_hub_style_dataset_folder(monkeypatch, tmp_path, passages):
+    # `datasets.load_dataset` reads a local folder the way it reads `facebook/kilt_tasks`: offline, same code path.
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    repo = tmp_path / "nq"
+    repo.mkdir()
+    write_jsonl(repo / "validation.jsonl", [nq(), hotpot()])
+    loaded = load_source(SourceConfig("rag", "kilt", {"passages": str(passages), "qa_hf_dataset": str(repo),
+                                                      "qa_hf_split": "validation"}))
+    # Arrow gives the provenance-less output a null provenance and a missing answer a null: both are read as absent.
+    assert loaded.items["item_id"].to_list() == ["rag-nq--2953823290713340418", "rag-nq-5a7a06935542990198eaf050"]
+    assert loaded.items["evidence_doc_ids"].to_list() == [["rag-26196-1"], ["rag-20408-1", "rag-24973-2"]]
+    assert loaded.items["answers"].to_list()[0] == ["Roald Amundsen", "Amundsen"]

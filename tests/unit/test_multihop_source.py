@@ -383,3 +383,23 @@ def test_documents_reassemble_into_instances_at_two_lengths(tmp_path):
             assert set(ev) <= {u.removesuffix(":cut") for u in used}
         sizes[level] = inst["context_doc_ids"].list.len().mean()
     assert sizes["512"] > sizes["256"]  # a longer level holds more of the paragraphs
+
+
+def test_hub_dataset_folder_in_the_hotpot_qa_layout(monkeypatch, tmp_path):
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    repo = tmp_path / "distractor"
+    repo.mkdir()
+    record = {"id": HOTPOT_BRIDGE["_id"], "question": HOTPOT_BRIDGE["question"], "answer": HOTPOT_BRIDGE["answer"],
+              "type": "bridge", "level": "medium",
+              "supporting_facts": {"title": [t for t, _ in HOTPOT_BRIDGE["supporting_facts"]],
+                                   "sent_id": [s for _, s in HOTPOT_BRIDGE["supporting_facts"]]},
+              "context": {"title": [t for t, _ in HOTPOT_BRIDGE["context"]],
+                          "sentences": [s for _, s in HOTPOT_BRIDGE["context"]]}}
+    write_jsonl(repo / "validation.jsonl", [record])
+    documents, items, [report] = multihop_source(SourceConfig("hp", "multihop", {"hf_dataset": str(repo),
+                                                                                 "hf_split": "validation"}))
+    assert items["item_id"].to_list() == [f"hp-hotpotqa-{HOTPOT_BRIDGE['_id']}"] and documents.height == 5
+    assert evidence_titles(documents, items.row(0, named=True)) == ["Kiss and Tell (1945 film)", "Shirley Temple"]
+    assert report.notes[0].startswith("format hotpotqa (detected)")
