@@ -27,7 +27,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["score", "resolve_metric", "read_records"]
+__all__ = ["read_records", "resolve_metric", "score"]
 
 
 class RecordProblem(ValueError):
@@ -46,7 +46,11 @@ def resolve_metric(name: str, variant: str | None) -> Callable[[dict, str], floa
             raise ValueError("--variant applies to lveval:<dataset> metrics only (LongBench has one definition)")
         return lambda rec, pred: score_record(target, pred, rec["answers"], rec.get("all_classes"))
     if family == "lveval":
-        from lc_pipeline.score.keyword_recall import DEFAULT_VARIANT, dataset_rule, lveval_score
+        from lc_pipeline.score.keyword_recall import (
+            DEFAULT_VARIANT,
+            dataset_rule,
+            lveval_score,
+        )
 
         rule = dataset_rule(target)  # ValueError lists the known datasets
         chosen = variant or DEFAULT_VARIANT

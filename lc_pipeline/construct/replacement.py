@@ -299,6 +299,13 @@ def _posseg():
     return jieba.posseg
 
 
+def _sentence_initial(text: str, start: int) -> bool:
+    j = start - 1
+    while j >= 0 and (text[j].isspace() or text[j] in "\"'(\u201c\u2018["):
+        j -= 1
+    return j < 0 or text[j] in ".!?:;\n"
+
+
 class TermIndex:
     """What a corpus already contains, so invented substitutes never collide with real text.
 
@@ -312,15 +319,19 @@ class TermIndex:
         self.language = language
         self.words: set[str] = set()
         self.lower_seen: set[str] = set()
+        self.capitalized_inside: set[str] = set()  # seen capitalized not at a sentence start
         chunks = []
         for text in texts:
             text = text or ""
             if language == "zh":
                 chunks.append(text)
-            for w in _EN_WORD.findall(text):
+            for m in _EN_WORD.finditer(text):
+                w = m.group(0)
                 self.words.add(w.lower())
                 if w.islower():
                     self.lower_seen.add(w)
+                elif w[:1].isupper() and not _sentence_initial(text, m.start()):
+                    self.capitalized_inside.add(w.lower())
         self.text = "\n".join(chunks)
 
     def contains(self, term: str) -> bool:
@@ -336,8 +347,12 @@ class TermIndex:
             self.text += "\n" + term
 
     def is_name_like(self, word: str) -> bool:
-        """Capitalized, not a function word, never written in lower case in the corpus."""
-        return word[:1].isupper() and len(word) >= 3 and word.lower() not in _STOP and word.lower() not in self.lower_seen
+        """Capitalized, not a function word, never written in lower case in the corpus, and
+        capitalized somewhere inside a sentence (a word seen capitalized only at sentence starts,
+        "Roads were built ...", is an ordinary word)."""
+        key = word.lower()
+        return (word[:1].isupper() and len(word) >= 3 and key not in _STOP and key not in self.lower_seen
+                and key in self.capitalized_inside)
 
 
 def entity_spans(text: str, language: str, index: TermIndex | None = None) -> list[str]:

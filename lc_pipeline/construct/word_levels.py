@@ -111,8 +111,10 @@ def sentence_boundaries(
         if end >= len(text.rstrip()):
             continue
         if language == "en" and text[m.start()] == ".":
-            word = re.search(r"(\S+)$", text[: m.start()])
-            token = word.group(1).lower().lstrip("(\"'") if word else ""
+            start = m.start()
+            while start > 0 and not text[start - 1].isspace():  # the word before the period
+                start -= 1
+            token = text[start : m.start()].lower().lstrip("(\"'")
             if token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha()):
                 continue
         if not _inside(end, spans):

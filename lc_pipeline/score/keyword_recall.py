@@ -29,7 +29,15 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lc_pipeline.score.longbench import f1_from_tokens, jieba_cut, normalize_zh_answer, rouge_l, zh_tokens
+import polars as pl
+
+from lc_pipeline.score.longbench import (
+    f1_from_tokens,
+    jieba_cut,
+    normalize_zh_answer,
+    rouge_l,
+    zh_tokens,
+)
 from lc_pipeline.text import normalize_answer
 
 __all__ = [
@@ -40,6 +48,7 @@ __all__ = [
     "THRESHOLDS",
     "VARIANTS",
     "DatasetRule",
+    "ablation_table",
     "dataset_rule",
     "dataset_score",
     "keyword_recall",
@@ -256,3 +265,46 @@ def level_score(dataset_scores: Mapping[str, float]) -> float:
     if not dataset_scores:
         raise ValueError("level_score: no dataset scores")
     return sum(dataset_scores.values()) / len(dataset_scores)
+
+
+def ablation_table(scores: pl.DataFrame) -> pl.DataFrame:
+    """The paper's CFI/KPR ablation (its Tables 8-9): per model, level and variant, each dataset's
+    score and the level score, side by side for plain / cfi / kpr / cfi+kpr.
+
+    ``scores`` has one row per scored instance: ``model, length, variant, task, item_id, score``
+    (score in [0, 1]). Only items scored in every variant present for their (model, length)
+    are kept, so the variants are compared on the same questions (an item without confusing
+    facts has no CFI instance). Output rows: ``model, length, variant, task, score`` (100 x mean,
+    2 decimals), ``n_instances``; ``task == "all"`` holds the level score (unweighted mean over
+    the tasks).
+    """
+    needed = ["model", "length", "variant", "task", "item_id", "score"]
+    missing = [c for c in needed if c not in scores.columns]
+    if missing:
+        raise ValueError(f"ablation_table: scores lack column(s) {missing}")
+    variants_per_cell = scores.group_by("model", "length").agg(pl.col("variant").n_unique().alias("n_variants"))
+    complete = (
+        scores.group_by("model", "length", "item_id")
+        .agg(pl.col("variant").n_unique().alias("n"))
+        .join(variants_per_cell, on=["model", "length"])
+        .filter(pl.col("n") == pl.col("n_variants"))
+        .select("model", "length", "item_id")
+    )
+    kept = scores.join(complete, on=["model", "length", "item_id"], how="semi")
+    per_task = (
+        kept.group_by("model", "length", "variant", "task")
+        .agg((pl.col("score").mean() * 100).round(2).alias("score"), pl.len().alias("n_instances"))
+    )
+    per_level = (
+        per_task.group_by("model", "length", "variant")
+        .agg(pl.col("score").mean().alias("score"), pl.col("n_instances").sum())
+        .with_columns(pl.lit("all").alias("task"))
+        .select(per_task.columns)
+    )
+    order = {v: i for i, v in enumerate(("plain", "cfi", "kpr", "cfi+kpr"))}
+    return (
+        pl.concat([per_task, per_level.with_columns(pl.col("n_instances").cast(per_task["n_instances"].dtype))])
+        .with_columns(pl.col("variant").replace_strict(order, default=len(order)).alias("_order"))
+        .sort("model", "length", "task", "_order")
+        .drop("_order")
+    )

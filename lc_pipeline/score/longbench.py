@@ -30,8 +30,8 @@ from lc_pipeline.text import normalize_answer
 
 __all__ = [
     "FIRST_LINE_TASKS",
-    "TASK_METRICS",
     "TASKS",
+    "TASK_METRICS",
     "classification_score",
     "code_sim_score",
     "count_score",
@@ -237,7 +237,7 @@ def _fuzz_ratio(a: str, b: str) -> int:
         return 100
     if not a or not b:
         return 0
-    return int(round(100 * difflib.SequenceMatcher(None, a, b).ratio()))
+    return round(100 * difflib.SequenceMatcher(None, a, b).ratio())  # fuzzywuzzy intr(): int(round(x))
 
 
 def code_sim_score(prediction: str, ground_truth: str) -> float:

@@ -3,11 +3,13 @@ per-dataset rules and the aggregation (§7.6)."""
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 
 from lc_pipeline.score.keyword_recall import (
     BLACKLIST_EN,
     BLACKLIST_ZH,
+    ablation_table,
     dataset_rule,
     dataset_score,
     keyword_recall,
@@ -123,3 +125,17 @@ def test_level_score_is_the_unweighted_mean_of_dataset_scores():
     assert round(level_score(at_16k), 2) == 30.70
     assert dataset_score([1.0, 0.0, 0.5]) == 50.0
     assert dataset_score([1 / 3]) == 33.33
+
+
+def test_ablation_table_compares_variants_on_the_same_items():
+    rows = []
+    for variant, (s1, s2) in {"plain": (1.0, 0.5), "cfi": (0.5, 0.5), "kpr": (0.0, 0.5), "cfi+kpr": (0.0, 0.0)}.items():
+        rows += [("m", "16k", variant, "hotpotwikiqa_mixup", "q1", s1), ("m", "16k", variant, "factrecall_en", "q2", s2)]
+    rows.append(("m", "16k", "plain", "hotpotwikiqa_mixup", "q3", 0.0))  # no CFI/KPR instance: left out
+    scores = pl.DataFrame(rows, schema=["model", "length", "variant", "task", "item_id", "score"], orient="row")
+    table = ablation_table(scores)
+    level = table.filter(pl.col("task") == "all")
+    assert level["variant"].to_list() == ["plain", "cfi", "kpr", "cfi+kpr"]
+    assert level["score"].to_list() == [75.0, 50.0, 25.0, 0.0]  # mean of the two dataset scores
+    hotpot = table.filter(pl.col("task") == "hotpotwikiqa_mixup")
+    assert hotpot["score"].to_list() == [100.0, 50.0, 0.0, 0.0] and hotpot["n_instances"].to_list() == [1, 1, 1, 1]
