@@ -267,15 +267,17 @@ def sources_validate(paths: tuple[Path, ...], kind: str | None, fmt: str, reason
 @click.argument("sql")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
 def query(sql: str, fmt: str) -> None:
-    """Run SQL over every lake table (each a DuckDB view, hive columns length/model included)."""
+    """Run read-only SQL (SELECT / EXPLAIN) over every lake table (each a DuckDB view, hive columns length/model
+    included); bad SQL exits 1 with DuckDB's message, write statements are refused."""
     import duckdb
 
+    from lc_pipeline.lake import QueryRefused
     from lc_pipeline.lake import query as run_query
 
     s = Settings.from_env()
     try:
         columns, rows = run_query(s.lake_dir, sql)
-    except (duckdb.Error, FileNotFoundError) as exc:
+    except (duckdb.Error, FileNotFoundError, QueryRefused) as exc:
         raise click.ClickException(str(exc)) from exc
     _print_table(columns, rows, fmt)
 
