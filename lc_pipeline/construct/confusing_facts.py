@@ -514,3 +514,26 @@ def insert_facts(
         written += len(lead) + len(text)
     pieces.append(context[cursor:])
     return "".join(pieces), [result[i] for i in range(len(facts))]
+
+
+def fact_problems(facts: pl.DataFrame, items: pl.DataFrame) -> list[str]:
+    """For an asset check: every accepted fact that contains a gold answer, or that a model could
+    copy for a non-zero keyword-recall score (either variant); [] when all is well."""
+    by_id = {r["item_id"]: r for r in items.iter_rows(named=True)}
+    problems = []
+    for f in facts.filter(pl.col("accepted")).iter_rows(named=True):
+        item = by_id.get(f["item_id"])
+        if item is None:
+            problems.append(f"fact {f['fact_id']}: field 'item_id': {f['item_id']!r} is not an item")
+            continue
+        hit = _contains_answer(f["text"], item["answers"], item["language"])
+        if hit is not None:
+            problems.append(f"fact {f['fact_id']} (item {f['item_id']!r}) contains the gold answer {hit!r}")
+            continue
+        rule = _scoring_rule(item)
+        for variant in VARIANTS:
+            value = lveval_score(rule, f["text"], item["answers"], list(item["answer_keywords"] or []), variant)
+            if value > 0:
+                problems.append(f"fact {f['fact_id']} (item {f['item_id']!r}): copying it scores {value:.3f} "
+                                f"on {rule} ({variant} variant)")
+    return problems

@@ -39,8 +39,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
+
+import polars as pl
 
 from lc_pipeline.construct.confusing_facts import Insertion, insert_facts
 from lc_pipeline.construct.replacement import (
@@ -52,10 +54,21 @@ from lc_pipeline.construct.replacement import (
 )
 from lc_pipeline.fingerprints import short_id
 
-__all__ = ["INSERTION_FIELDS", "VARIANT_ORDER", "available_variants", "lveval_variants"]
+__all__ = [
+    "INSERTIONS_DTYPE",
+    "INSERTION_FIELDS",
+    "VARIANT_ORDER",
+    "available_variants",
+    "kpr_problems",
+    "lveval_variants",
+]
 
 VARIANT_ORDER = ("plain", "cfi", "kpr", "cfi+kpr")
 INSERTION_FIELDS = ("fact_id", "sentence_index", "char_offset", "char_length")
+# Polars type of the ``insertions`` column the instances table needs ([] for plain / kpr rows).
+INSERTIONS_DTYPE = pl.List(
+    pl.Struct({"fact_id": pl.String, "sentence_index": pl.Int32, "char_offset": pl.Int64, "char_length": pl.Int64})
+)
 
 
 class _Counter(Protocol):
@@ -207,3 +220,17 @@ def lveval_variants(
         _measure(row, counter, where)
         rows.append(row)
     return rows
+
+
+def kpr_problems(instances: Iterable[Mapping], rules: Mapping[str, Sequence[ReplacementRule]]) -> list[str]:
+    """For an asset check (acceptance 2): every old term still present in the question, answers,
+    answer keywords, context or prompt of a KPR / CFI+KPR instance; [] when none is."""
+    problems = []
+    for row in instances:
+        if "kpr" not in (row.get("variant") or ""):
+            continue
+        fields = {k: row[k] for k in ("question", "answers", "answer_keywords", "context", "prompt")}
+        for field, term, offset in remaining_terms(fields, rules.get(row["item_id"], ())):
+            problems.append(f"instance {row['instance_id']} (item {row['item_id']!r}): field {field!r} still has "
+                            f"{term!r} at offset {offset}")
+    return problems

