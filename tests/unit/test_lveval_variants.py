@@ -16,9 +16,19 @@ from lc_pipeline.construct.confusing_facts import (
     facts_frame,
     knowledge_base_facts,
 )
-from lc_pipeline.construct.replacement import ReplacementRule, TermIndex, propose_rules, remaining_terms
+from lc_pipeline.construct.replacement import (
+    ReplacementRule,
+    TermIndex,
+    propose_rules,
+    remaining_terms,
+)
 from lc_pipeline.construct.tokens import TokenCounter
-from lc_pipeline.construct.variants import INSERTIONS_DTYPE, available_variants, kpr_problems, lveval_variants
+from lc_pipeline.construct.variants import (
+    INSERTIONS_DTYPE,
+    available_variants,
+    kpr_problems,
+    lveval_variants,
+)
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 from lc_pipeline.text import contains_answer
 
