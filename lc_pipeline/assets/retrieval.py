@@ -1,7 +1,7 @@
 """passages, passage_index, hard_negatives: the retrieval stage (HELMET-style hard negatives)."""
 
 
-import time
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -10,10 +10,16 @@ from lc_pipeline import schemas
 from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
 from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.construct.chunking import chunk_documents
-from lc_pipeline.construct.retrieval import build_index, select_hard_negatives
+from lc_pipeline.construct.retrieval import EmbeddingCache, IndexSettings, build_index, select_hard_negatives
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
-from lc_pipeline.resources import BenchmarkResource, EmbedderResource, TokenizerResource, VectorIndexResource
+from lc_pipeline.resources import (
+    BenchmarkResource,
+    EmbedderResource,
+    LakeResource,
+    TokenizerResource,
+    VectorIndexResource,
+)
 
 ALL_SOURCES = dg.AssetIn(partition_mapping=dg.AllPartitionMapping(), metadata={"allow_missing_partitions": True})
 
@@ -26,6 +32,25 @@ def configured_sources(df: pl.DataFrame, config: BenchmarkConfig, table: str) ->
     if missing:
         raise dg.Failure(f"{table}: sources {missing} of config {config.name!r} are not materialized", allow_retries=False)
     return df.filter(pl.col("source").is_in(wanted))
+
+
+class PassageIndexConfig(dg.Config):
+    """Run config of passage_index (defaults: construct.retrieval.IndexSettings)."""
+
+    kind: str = "auto"  # auto | exact | hnsw | ivf
+    ann_min_vectors: int = IndexSettings.ann_min_vectors  # approximate index at or above this many passages
+    target_recall: float = IndexSettings.target_recall  # recall@10 vs exact search the search breadth is tuned to
+    recall_queries: int = IndexSettings.recall_queries
+    use_embedding_cache: bool = True
+
+    def settings(self, use_gpu: bool | None) -> IndexSettings:
+        return IndexSettings(kind=self.kind, ann_min_vectors=self.ann_min_vectors, target_recall=self.target_recall,
+                             recall_queries=self.recall_queries, use_gpu=use_gpu)
+
+
+def embedding_cache(lake: LakeResource, model: str) -> EmbeddingCache:
+    # Beside the tables, never inside a table folder (DuckDB globs must not see it).
+    return EmbeddingCache(Path(lake.base_dir, "_cache", "embeddings"), model)
 
 
 def build(parts: Partitions) -> list:
@@ -56,31 +81,36 @@ def build(parts: Partitions) -> list:
     )
     def passage_index(
         context: dg.AssetExecutionContext,
+        config: PassageIndexConfig,
         passages: pl.DataFrame,
         benchmark: BenchmarkResource,
         embedder: EmbedderResource,
         vector_index: VectorIndexResource,
+        lake: LakeResource,
     ):
-        config = benchmark.load()
+        bench = benchmark.load()
         emb = embedder.embedder()
-        if emb.model_name != config.embedding_model:
+        if emb.model_name != bench.embedding_model:
             raise dg.Failure(
-                f"embedder resource uses {emb.model_name!r} but config {config.name!r} asks for {config.embedding_model!r}",
+                f"embedder resource uses {emb.model_name!r} but config {bench.name!r} asks for {bench.embedding_model!r}",
                 allow_retries=False,
             )
-        t0 = time.perf_counter()
-        vectors = emb.encode(passages["text"].to_list())
-        seconds = time.perf_counter() - t0
-        index = build_index(vectors)
-        path = vector_index.save(index)
-        context.log.info(f"embedded {len(vectors)} passages in {seconds:.1f}s; index at {path}")
+        cache = embedding_cache(lake, bench.embedding_model) if config.use_embedding_cache else None
+        vectors = emb.encode(passages["text"].to_list(), cache=cache)
+        stats = emb.last_stats
+        built = build_index(vectors, config.settings(vector_index.use_gpu))
+        path = vector_index.save(built.index)
+        context.log.info(
+            f"embedded {stats.encoded} of {stats.texts} passages in {stats.seconds:.1f}s ({stats.cache_hits} cached); "
+            f"{built.kind} index at {path}"
+        )
         out = schemas.conform(
             pl.DataFrame(
                 {
                     "row": range(len(vectors)),
                     "passage_id": passages["passage_id"],
                     "embedding": vectors.tolist(),
-                    "embedding_model": [config.embedding_model] * len(vectors),
+                    "embedding_model": [bench.embedding_model] * len(vectors),
                 }
             ),
             "passage_index",
@@ -88,12 +118,16 @@ def build(parts: Partitions) -> list:
         return dg.Output(
             out,
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("passage_index", config),
-                "ntotal": int(index.ntotal),
+                FINGERPRINT_KEY: stage_fingerprint("passage_index", bench),
+                "ntotal": int(built.index.ntotal),
                 "dimension": int(vectors.shape[1]),
-                "embedding_model": config.embedding_model,
+                "embedding_model": bench.embedding_model,
                 "index_path": dg.MetadataValue.path(str(path)),
-                "embed_seconds": round(seconds, 2),
+                "embed_seconds": round(stats.seconds, 2),
+                "embedded_new": stats.encoded,
+                "embedding_cache_hits": stats.cache_hits,
+                **{k: (dg.MetadataValue.json(v) if isinstance(v, (dict, list)) else v)
+                   for k, v in built.metadata().items()},
             },
         )
 
@@ -110,11 +144,14 @@ def build(parts: Partitions) -> list:
         benchmark: BenchmarkResource,
         embedder: EmbedderResource,
         vector_index: VectorIndexResource,
+        lake: LakeResource,
     ):
         config = benchmark.load()
         items = configured_sources(source_items, config, "source_items")
         index = vector_index.load_for_search()
-        queries = embedder.embedder().encode(items["question"].to_list())
+        queries = embedder.embedder().encode(
+            items["question"].to_list(), cache=embedding_cache(lake, config.embedding_model)
+        )
         out = select_hard_negatives(
             items,
             passages,

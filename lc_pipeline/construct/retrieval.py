@@ -3,15 +3,25 @@
 HELMET builds RAG distractors from a real retriever: the top-ranked passages for the
 question that do NOT contain any gold answer, in retrieval-rank order. We do the same over
 our own passages. Embeddings are L2-normalized so inner product = cosine similarity.
+
+Small corpora get an exact index; above ``IndexSettings.ann_min_vectors`` an approximate one
+(HNSW on the CPU, IVF on GPUs) whose recall@10 against exact search is measured while it is
+built. Embeddings are cached on disk by (model, text), so re-embedding costs only new text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import math
 import os
+import re
+import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -34,36 +44,160 @@ def resolve_embedding_model(name: str) -> str:
     return name
 
 
+class EmbeddingCache:
+    """Embeddings on disk keyed by (model, text): re-embedding an unchanged passage is free.
+
+    One ``.npz`` shard per write (keys + float32 vectors), written atomically (temp + rename),
+    in a folder per model; a killed run keeps every shard already written. Keys are
+    sha256(model, text), so a changed passage or a different model never hits a stale vector.
+    """
+
+    def __init__(self, directory: str | Path, model: str) -> None:
+        self.model = model
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)[-60:]
+        self.directory = Path(directory) / f"{slug}-{hashlib.sha256(model.encode()).hexdigest()[:12]}"
+        self._rows: dict[str, tuple[int, int]] | None = None  # key -> (shard, row)
+        self._shards: list[np.ndarray] = []
+
+    def key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.model}\x1f{text}".encode()).hexdigest()[:32]
+
+    def _load(self) -> dict[str, tuple[int, int]]:
+        if self._rows is None:
+            self._rows, self._shards = {}, []
+            for path in sorted(self.directory.glob("*.npz")):
+                with np.load(path, allow_pickle=False) as z:
+                    keys, vectors = z["keys"], z["vectors"]
+                if len(keys) != len(vectors):
+                    raise ValueError(f"embedding cache shard {path}: {len(keys)} keys but {len(vectors)} vectors")
+                shard = len(self._shards)
+                self._shards.append(vectors)
+                self._rows.update((str(k), (shard, i)) for i, k in enumerate(keys))
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def get(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        rows = self._load()
+        return {k: self._shards[rows[k][0]][rows[k][1]] for k in keys if k in rows}
+
+    def put(self, keys: Sequence[str], vectors: np.ndarray) -> None:
+        if len(keys) != len(vectors):
+            raise ValueError(f"{len(keys)} keys for {len(vectors)} vectors")
+        if not len(keys):
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.npz"
+        tmp = self.directory / f".{name}.tmp"
+        try:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, keys=np.asarray(keys, dtype="U32"), vectors=np.asarray(vectors, dtype=np.float32))
+            os.replace(tmp, self.directory / name)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        rows = self._load()
+        shard = len(self._shards)
+        self._shards.append(np.asarray(vectors, dtype=np.float32))
+        rows.update((k, (shard, i)) for i, k in enumerate(keys))
+
+
+@dataclass
+class EncodeStats:
+    texts: int = 0
+    unique: int = 0
+    cache_hits: int = 0
+    encoded: int = 0
+    seconds: float = 0.0
+
+    @property
+    def encoded_per_second(self) -> float:
+        return self.encoded / self.seconds if self.seconds > 0 else 0.0
+
+
+def resolve_device(device: str) -> str:
+    """``auto``: CUDA when torch sees a GPU, else CPU; anything else unchanged."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 class Embedder:
-    """Lazily loaded sentence-transformers model (loading costs seconds; construction is free)."""
+    """Lazily loaded sentence-transformers model (loading costs seconds; construction is free).
+
+    ``encode`` embeds each distinct text once and, given an :class:`EmbeddingCache`, only
+    the texts the cache lacks; ``last_stats`` says how many were new.
+    """
 
     def __init__(self, model: str, device: str = "cpu", batch_size: int = 64):
         self.model_name = model
         self.device = device
         self.batch_size = batch_size
         self._model = None
+        self.last_stats = EncodeStats()
 
     def _load(self):
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(resolve_embedding_model(self.model_name), device=self.device)
+            self._model = SentenceTransformer(
+                resolve_embedding_model(self.model_name), device=resolve_device(self.device)
+            )
         return self._model
 
     @property
     def dimension(self) -> int:
         return int(self._load().get_sentence_embedding_dimension())
 
-    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+    def _encode_model(self, texts: list[str], show_progress: bool) -> np.ndarray:
         vecs = self._load().encode(
-            list(texts),
+            texts,
             batch_size=self.batch_size,
             normalize_embeddings=True,
             convert_to_numpy=True,
             show_progress_bar=show_progress,
         )
         return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def encode(
+        self, texts: Sequence[str], show_progress: bool = False, cache: EmbeddingCache | None = None
+    ) -> np.ndarray:
+        if cache is not None and cache.model != self.model_name:
+            raise ValueError(f"embedding cache is for model {cache.model!r}, the embedder is {self.model_name!r}")
+        t0 = time.perf_counter()
+        texts = list(texts)
+        first: dict[str, int] = {}
+        for t in texts:
+            first.setdefault(t, len(first))
+        unique = list(first)
+        keys = [cache.key(t) for t in unique] if cache is not None else []
+        known = cache.get(keys) if cache is not None else {}
+        todo = [i for i in range(len(unique)) if cache is None or keys[i] not in known]
+        dim = None
+        new = self._encode_model([unique[i] for i in todo], show_progress) if todo else None
+        if new is not None:
+            dim = new.shape[1]
+            if cache is not None:
+                cache.put([keys[i] for i in todo], new)
+        elif known:
+            dim = len(next(iter(known.values())))
+        else:
+            dim = self.dimension
+        table = np.empty((len(unique), dim), dtype=np.float32)
+        if new is not None:
+            table[todo] = new
+        for i, k in enumerate(keys):
+            if k in known:
+                table[i] = known[k]
+        self.last_stats = EncodeStats(
+            texts=len(texts), unique=len(unique), cache_hits=len(unique) - len(todo), encoded=len(todo),
+            seconds=time.perf_counter() - t0,
+        )
+        return table[[first[t] for t in texts]] if texts else table
 
 
 def _faiss():
@@ -74,24 +208,205 @@ def _faiss():
     return faiss
 
 
-def build_index(vectors: np.ndarray):
-    """Exact inner-product index on the CPU (our passage sets are small enough for exact search).
+def gpu_count() -> int:
+    faiss = _faiss()
+    return int(faiss.get_num_gpus()) if hasattr(faiss, "get_num_gpus") else 0
 
-    The index is saved from the CPU; :func:`search_device` moves it to GPUs for searching.
+
+EXACT, HNSW, IVF = "exact", "hnsw", "ivf"
+INDEX_KINDS = ("auto", EXACT, HNSW, IVF)
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """How the passage index is built.
+
+    ``auto``: exact search below ``ann_min_vectors`` vectors; at or above it HNSW on the CPU
+    and IVF on GPUs (FAISS has no GPU HNSW). The approximate index's search breadth
+    (``efSearch`` / ``nprobe``) is the smallest candidate whose recall@k against exact search
+    on ``recall_queries`` sample queries reaches ``target_recall`` (else the best one).
     """
+
+    kind: str = "auto"
+    ann_min_vectors: int = 50_000
+    hnsw_m: int = 32
+    hnsw_ef_construction: int = 128
+    ef_search_candidates: tuple[int, ...] = (32, 64, 128, 256, 512)
+    ivf_nlist: int = 0  # 0: 4 * sqrt(n), the FAISS guideline
+    nprobe_candidates: tuple[int, ...] = (8, 16, 32, 64, 128)
+    target_recall: float = 0.95
+    recall_queries: int = 1000
+    recall_k: int = 10
+    use_gpu: bool | None = None  # None: GPUs when faiss-gpu sees any
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in INDEX_KINDS:
+            raise ValueError(f"index kind {self.kind!r}: expected one of {list(INDEX_KINDS)}")
+        if not 0 < self.target_recall <= 1:
+            raise ValueError(f"target_recall {self.target_recall} is outside (0, 1]")
+        if self.ann_min_vectors < 1 or self.recall_queries < 1 or self.recall_k < 1:
+            raise ValueError("ann_min_vectors, recall_queries and recall_k must be >= 1")
+
+
+@dataclass
+class BuiltIndex:
+    """A CPU index ready to save, with what was measured while building it."""
+
+    index: Any
+    kind: str  # exact | hnsw | ivf
+    params: dict
+    build_seconds: float
+    built_on_gpu: bool
+    recall_at_k: float | None = None  # of the approximate index vs exact search (None: exact)
+    recall_k: int = 10
+    recall_queries: int = 0
+    exact_search_seconds: float | None = None  # for the recall queries, batched
+    approx_search_seconds: float | None = None
+    tuning: list[dict] = field(default_factory=list)  # [{param: value, "recall": r}, ...]
+
+    @property
+    def speedup(self) -> float | None:
+        if not self.exact_search_seconds or not self.approx_search_seconds:
+            return None
+        return self.exact_search_seconds / self.approx_search_seconds
+
+    def metadata(self) -> dict:
+        meta = {
+            "index_kind": self.kind,
+            "index_params": dict(self.params),
+            "index_build_seconds": round(self.build_seconds, 3),
+            "index_built_on_gpu": self.built_on_gpu,
+        }
+        if self.recall_at_k is not None:
+            meta.update({
+                f"recall_at_{self.recall_k}": round(self.recall_at_k, 4),
+                "recall_queries": self.recall_queries,
+                "exact_search_seconds": round(self.exact_search_seconds or 0.0, 4),
+                "approx_search_seconds": round(self.approx_search_seconds or 0.0, 4),
+                "search_speedup": round(self.speedup or 0.0, 2),
+                "tuning": self.tuning,
+            })
+        return meta
+
+
+def choose_kind(n_vectors: int, settings: IndexSettings, gpus: int) -> str:
+    if settings.kind != "auto":
+        return settings.kind
+    if n_vectors < settings.ann_min_vectors:
+        return EXACT
+    return IVF if gpus > 0 and settings.use_gpu is not False else HNSW
+
+
+def build_exact_index(vectors: np.ndarray):
+    """Exact inner-product index on the CPU; :func:`search_device` moves it to GPUs for searching."""
     faiss = _faiss()
     index = faiss.IndexFlatIP(vectors.shape[1])
     index.add(np.ascontiguousarray(vectors, dtype=np.float32))
     return index
 
 
-def search_device(index, use_gpu: bool | None = None):
-    """``use_gpu=None``: use the GPUs when faiss-gpu sees any; True: require them; False: stay on CPU."""
+def recall_at_k(approx_ids: np.ndarray, exact_ids: np.ndarray, k: int) -> float:
+    """Mean over queries of |approx top-k ∩ exact top-k| / k (the ANN-benchmarks recall)."""
+    if approx_ids.shape[0] != exact_ids.shape[0]:
+        raise ValueError(f"{approx_ids.shape[0]} approximate rows but {exact_ids.shape[0]} exact rows")
+    hits = [len(set(a[:k].tolist()) & set(e[:k].tolist()) - {-1}) for a, e in zip(approx_ids, exact_ids)]
+    return float(np.mean(hits)) / k if hits else 1.0
+
+
+def _timed_search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, float]:
+    t0 = time.perf_counter()
+    _, ids = index.search(queries, k)
+    return ids, time.perf_counter() - t0
+
+
+def build_index(
+    vectors: np.ndarray, settings: IndexSettings | None = None, queries: np.ndarray | None = None
+) -> BuiltIndex:
+    """Exact or approximate inner-product index over L2-normalized ``vectors``.
+
+    For an approximate index, recall@k against exact search is measured on ``queries``
+    (default: a seeded sample of the vectors themselves) and the search breadth is tuned
+    to ``settings.target_recall``; the returned :class:`BuiltIndex` carries the figures.
+    """
+    settings = settings or IndexSettings()
     faiss = _faiss()
-    gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    n, dim = vectors.shape
+    gpus = gpu_count() if settings.use_gpu is not False else 0
+    if settings.use_gpu and gpus == 0:
+        raise RuntimeError("use_gpu=True but FAISS sees no GPU (install the 'gpu' extra for faiss-gpu)")
+    kind = choose_kind(n, settings, gpus)
+    t0 = time.perf_counter()
+    on_gpu = False
+    if kind == EXACT:
+        return BuiltIndex(build_exact_index(vectors), EXACT, {}, time.perf_counter() - t0, False)
+    if kind == HNSW:
+        index = faiss.IndexHNSWFlat(dim, settings.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = settings.hnsw_ef_construction
+        index.add(vectors)
+        params = {"M": settings.hnsw_m, "efConstruction": settings.hnsw_ef_construction}
+        param_name, candidates = "efSearch", settings.ef_search_candidates
+    else:  # IVF: trained (and filled) on the GPUs when there are any
+        nlist = settings.ivf_nlist or max(1, min(n // 39, int(4 * math.sqrt(n))))  # FAISS wants >= 39 points/list
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        if gpus > 0:
+            gpu_index = faiss.index_cpu_to_all_gpus(index)
+            gpu_index.train(vectors)
+            gpu_index.add(vectors)
+            index = faiss.index_gpu_to_cpu(gpu_index)
+            on_gpu = True
+        else:
+            index.train(vectors)
+            index.add(vectors)
+        params = {"nlist": nlist}
+        param_name, candidates = "nprobe", settings.nprobe_candidates
+    build_seconds = time.perf_counter() - t0
+
+    if queries is None:
+        rng = np.random.default_rng(settings.seed)
+        queries = vectors[rng.choice(n, size=min(settings.recall_queries, n), replace=False)]
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    k = min(settings.recall_k, n)
+    exact = search_device(build_exact_index(vectors), settings.use_gpu if gpus else False)
+    exact_ids, exact_s = _timed_search(exact, queries, k)
+    tuning, chosen = [], None
+    for value in sorted(candidates):
+        if kind == HNSW:
+            index.hnsw.efSearch = value
+        else:
+            index.nprobe = min(value, index.nlist)
+        ids, seconds = _timed_search(index, queries, k)
+        r = recall_at_k(ids, exact_ids, k)
+        tuning.append({param_name: int(value), "recall": round(r, 4), "seconds": round(seconds, 4)})
+        chosen = (value, r, seconds)
+        if r >= settings.target_recall:
+            break
+    if chosen[1] < settings.target_recall:  # none reached the target: keep the best recall
+        best = max(tuning, key=lambda t: t["recall"])
+        chosen = (best[param_name], best["recall"], best["seconds"])
+    if kind == HNSW:
+        index.hnsw.efSearch = int(chosen[0])  # saved with the index
+    else:
+        index.nprobe = int(min(chosen[0], index.nlist))
+    params[param_name] = int(chosen[0])
+    return BuiltIndex(
+        index, kind, params, build_seconds, on_gpu,
+        recall_at_k=chosen[1], recall_k=k, recall_queries=len(queries),
+        exact_search_seconds=exact_s, approx_search_seconds=chosen[2], tuning=tuning,
+    )
+
+
+def search_device(index, use_gpu: bool | None = None):
+    """``use_gpu=None``: use the GPUs when faiss-gpu sees any; True: require them; False: stay on CPU.
+
+    HNSW stays on the CPU whatever the setting: FAISS has no GPU implementation of it.
+    """
+    faiss = _faiss()
+    gpus = gpu_count()
     if use_gpu and gpus == 0:
         raise RuntimeError("use_gpu=True but FAISS sees no GPU (install the 'gpu' extra for faiss-gpu)")
-    if gpus > 0 and use_gpu is not False:
+    if gpus > 0 and use_gpu is not False and not isinstance(index, faiss.IndexHNSW):
         return faiss.index_cpu_to_all_gpus(index)
     return index
 
