@@ -301,6 +301,10 @@ from lc_pipeline.commands.score import score  # noqa: E402  (registered here, be
 
 main.add_command(score)
 
+from lc_pipeline.commands.report import report  # noqa: E402
+
+main.add_command(report)
+
 
 if __name__ == "__main__":
     main()

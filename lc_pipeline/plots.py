@@ -2,7 +2,8 @@
 
 Used for asset metadata (a base64 PNG inside markdown, which the Dagster UI renders) and by
 ``lcp report``. Figures are built with matplotlib's object API (``Figure`` on the Agg canvas),
-never pyplot, so nothing global is touched and no display is needed.
+never pyplot, so nothing global is touched and no display is needed. matplotlib is imported
+on first use: loading the Dagster definitions does not pay for it.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import io
 import math
 
 import polars as pl
-from matplotlib.figure import Figure
-
 from lc_pipeline.config import level_tokens
 
 DPI = 80
@@ -31,9 +30,15 @@ def length_order(levels) -> list[str]:
     return sorted(set(levels), key=key)
 
 
-def _png(fig: Figure) -> bytes:
+def _new_figure(**kwargs):
+    from matplotlib.figure import Figure
+
+    return Figure(layout="constrained", **kwargs)
+
+
+def _png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     return buf.getvalue()
 
 
@@ -44,7 +49,7 @@ def _require(df: pl.DataFrame, cols: list[str], what: str) -> None:
 
 
 def _message(text: str) -> bytes:
-    fig = Figure(figsize=(5, 1.2))
+    fig = _new_figure(figsize=(5, 1.2))
     fig.text(0.5, 0.5, text, ha="center", va="center")
     return _png(fig)
 
@@ -92,7 +97,7 @@ def score_vs_length(points: pl.DataFrame, long_scores: pl.DataFrame | None = Non
         ls = {(m, k): v for m, k, v in long_scores.select("model", "metric", "long_score").iter_rows()}
     metrics = sorted(points["metric"].unique())
     lengths = length_order(points["length"].to_list())
-    fig = Figure(figsize=(3.6 * len(metrics) + 0.6, 3.4))
+    fig = _new_figure(figsize=(3.6 * len(metrics) + 0.6, 3.4))
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     for ax, metric in zip(axes, metrics):
         sub = points.filter(pl.col("metric") == metric)
@@ -135,7 +140,7 @@ def depth_length_heatmap(metric_scores: pl.DataFrame, metric: str | None = None,
     models = sorted(cells["model"].unique())
     depths = sorted(cells["depth"].unique())
     lengths = length_order(cells["length"].to_list())
-    fig = Figure(figsize=(1.0 + 0.9 * len(lengths) * len(models) + 1.0 * len(models), 0.5 * len(depths) + 1.8))
+    fig = _new_figure(figsize=(1.0 + 0.9 * len(lengths) * len(models) + 1.0 * len(models), 0.5 * len(depths) + 1.8))
     axes = fig.subplots(1, len(models), squeeze=False)[0]
     image = None
     for ax, model in zip(axes, models):
@@ -168,7 +173,7 @@ def token_length_histogram(instances: pl.DataFrame, title: str = "") -> bytes:
     if instances.is_empty():
         return _message("no instances")
     lengths = length_order(instances["length"].to_list())
-    fig = Figure(figsize=(min(3.0 * len(lengths), 12) + 0.6, 2.8))
+    fig = _new_figure(figsize=(min(3.0 * len(lengths), 12) + 0.6, 2.8))
     axes = fig.subplots(1, len(lengths), squeeze=False)[0]
     for ax, lv in zip(axes, lengths):
         sub = instances.filter(pl.col("length") == lv)
@@ -207,7 +212,7 @@ def judge_parse_rate(judge_scores: pl.DataFrame, title: str = "") -> bytes:
     models = sorted(rates["model"].unique())
     lengths = length_order(rates["length"].to_list())
     width = 0.8 / len(models)
-    fig = Figure(figsize=(1.5 + 0.9 * len(lengths) * max(1, len(models) / 2), 3.0))
+    fig = _new_figure(figsize=(1.5 + 0.9 * len(lengths) * max(1, len(models) / 2), 3.0))
     ax = fig.subplots()
     for i, model in enumerate(models):
         by_len = {lv: (r, n) for lv, r, n in rates.filter(pl.col("model") == model).select("length", "rate", "n")

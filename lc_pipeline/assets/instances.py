@@ -4,8 +4,8 @@
 import dagster as dg
 import polars as pl
 
-from lc_pipeline import schemas
-from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
+from lc_pipeline import plots, schemas
+from lc_pipeline.assets.common import FINGERPRINT_KEY, Progress, plot_metadata, preview
 from lc_pipeline.assets.retrieval import ALL_SOURCES, configured_sources
 from lc_pipeline.config import level_tokens
 from lc_pipeline.construct.assembly import build_instances, fitting_items
@@ -97,9 +97,12 @@ def build(parts: Partitions) -> list:
         )
         counter = tokenizer.counter()
         frames, meta = [], {}
+        suites = Progress(context.log, bool(config.items_per_length) + bool(config.longbench100.tasks),
+                          f"instances {level}", unit="suite", every_s=0)
         if config.items_per_length:
             qa, meta = _qa_suite(items, documents, passages, hard_negatives, level, config, counter)
             frames.append(qa)
+            suites.update()
         if config.longbench100.tasks:
             try:
                 frames.append(build_longbench100(
@@ -108,6 +111,8 @@ def build(parts: Partitions) -> list:
                 ))
             except ValueError as exc:
                 raise dg.Failure(f"100-LongBench instances at {level}: {exc}", allow_retries=False) from exc
+            suites.update()
+        suites.close()
         out = pl.concat(frames)
         rel = ((out["input_tokens"] - out["target_tokens"]).abs() / out["target_tokens"]).max()
         yield dg.Output(
@@ -123,6 +128,8 @@ def build(parts: Partitions) -> list:
                 "input_tokens_max": int(out["input_tokens"].max()),
                 "max_relative_length_error": float(rel),
                 "preview": preview(out.select("instance_id", "suite", "task", "depth", "input_tokens", "question")),
+                **plot_metadata(context, "token_length_histogram",
+                                lambda: plots.token_length_histogram(out.with_columns(length=pl.lit(level)))),
             },
         )
         too_far = length_violations(out, config.length_tolerance)

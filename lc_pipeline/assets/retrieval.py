@@ -4,13 +4,20 @@
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
 import polars as pl
 
 from lc_pipeline import schemas
-from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
+from lc_pipeline.assets.common import FINGERPRINT_KEY, Progress, preview
 from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.construct.chunking import chunk_documents
-from lc_pipeline.construct.retrieval import EmbeddingCache, IndexSettings, build_index, select_hard_negatives
+from lc_pipeline.construct.retrieval import (
+    EmbeddingCache,
+    EncodeStats,
+    IndexSettings,
+    build_index,
+    select_hard_negatives,
+)
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import (
@@ -51,6 +58,26 @@ class PassageIndexConfig(dg.Config):
 def embedding_cache(lake: LakeResource, model: str) -> EmbeddingCache:
     # Beside the tables, never inside a table folder (DuckDB globs must not see it).
     return EmbeddingCache(Path(lake.base_dir, "_cache", "embeddings"), model)
+
+
+EMBED_CHUNK = 1024  # passages per encode call: one progress step (and one cache shard) each
+
+
+def encode_with_progress(
+    context: dg.AssetExecutionContext, emb, texts: list[str], cache
+) -> tuple[np.ndarray, EncodeStats]:
+    """``emb.encode`` chunk by chunk with counts/ETA in the log; stats summed over the chunks."""
+    if not texts:
+        return emb.encode(texts, cache=cache), emb.last_stats
+    parts, total = [], EncodeStats()
+    with Progress(context.log, len(texts), "embed passages", unit="passage") as bar:
+        for start in range(0, len(texts), EMBED_CHUNK):
+            parts.append(emb.encode(texts[start:start + EMBED_CHUNK], cache=cache))
+            s = emb.last_stats
+            total = EncodeStats(total.texts + s.texts, total.unique + s.unique, total.cache_hits + s.cache_hits,
+                                total.encoded + s.encoded, total.seconds + s.seconds)
+            bar.update(s.texts)
+    return np.concatenate(parts), total
 
 
 def build(parts: Partitions) -> list:
@@ -96,8 +123,7 @@ def build(parts: Partitions) -> list:
                 allow_retries=False,
             )
         cache = embedding_cache(lake, bench.embedding_model) if config.use_embedding_cache else None
-        vectors = emb.encode(passages["text"].to_list(), cache=cache)
-        stats = emb.last_stats
+        vectors, stats = encode_with_progress(context, emb, passages["text"].to_list(), cache)
         built = build_index(vectors, config.settings(vector_index.use_gpu))
         path = vector_index.save(built.index)
         context.log.info(

@@ -4,8 +4,8 @@
 import dagster as dg
 import polars as pl
 
-from lc_pipeline import schemas
-from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
+from lc_pipeline import plots, schemas
+from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, ModelsResource
@@ -154,6 +154,9 @@ def build(parts: Partitions) -> list:
                 "undefined_long_scores": int(out["long_score"].null_count()),
                 "items_left_out_by_prior_knowledge": dropped.len(),
                 "preview": preview(out.filter(pl.col("task") == "overall"), n=20),
+                **plot_metadata(context, "score_vs_length", lambda: plots.score_vs_length(
+                    plots.mean_scores(kept), overall.with_columns(model=pl.lit(slug)), title=slug)),
+                **plot_metadata(context, "depth_x_length", lambda: plots.depth_length_heatmap(kept)),
             },
         )
 
@@ -163,7 +166,7 @@ def build(parts: Partitions) -> list:
         kinds={"parquet"},
         description="One row per model and metric: Base Ability, old metric, LongScore and their ranks",
     )
-    def leaderboard(long_scores: pl.DataFrame, benchmark: BenchmarkResource):
+    def leaderboard(context: dg.AssetExecutionContext, long_scores: pl.DataFrame, benchmark: BenchmarkResource):
         config = benchmark.load()
         out = leaderboard_frame(long_scores)
         return dg.Output(
@@ -172,6 +175,8 @@ def build(parts: Partitions) -> list:
                 FINGERPRINT_KEY: stage_fingerprint("leaderboard", config),
                 "models": out["model"].n_unique(),
                 "leaderboard": preview(out.sort("metric", "rank_long_score"), n=50),
+                **plot_metadata(context, "score_vs_length",
+                                lambda: plots.score_vs_length(plots.leaderboard_points(long_scores), out)),
             },
         )
 

@@ -1,0 +1,160 @@
+"""`lcp report`: one self-contained HTML page (leaderboard, plots, tables) read from the lake with DuckDB.
+
+Everything is inline: styles in the page, plots as base64 PNGs, no scripts and no links
+to fetch, so the file opens offline and can be mailed or archived as it is.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import os
+import uuid
+from pathlib import Path
+
+import click
+import polars as pl
+
+from lc_pipeline import plots
+from lc_pipeline.lake import connect, table_dirs
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+h1 { margin-bottom: 0.2em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+th { background: #f2f2f2; } td.text { text-align: left; }
+img { max-width: 100%; display: block; margin: 0.5em 0; }
+.note { color: #666; font-size: 0.9em; }
+"""
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return html.escape(str(v))
+
+
+def html_table(df: pl.DataFrame) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
+    text_cols = {i for i, t in enumerate(df.dtypes) if not t.is_numeric()}
+    body = "".join(
+        "<tr>" + "".join(f'<td{" class=text" if i in text_cols else ""}>{_cell(v)}</td>' for i, v in enumerate(r))
+        + "</tr>"
+        for r in df.iter_rows()
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _img(png: bytes, alt: str) -> str:
+    # The same data URI the asset metadata uses, inside an <img> tag.
+    uri = plots.markdown_image(png, alt).split("(", 1)[1][:-1]
+    return f'<img alt="{html.escape(alt)}" src="{uri}">'
+
+
+def _missing(table: str) -> str:
+    return f'<p class="note">No <code>{table}</code> table in the lake yet.</p>'
+
+
+def build_report(lake_dir: Path) -> str:
+    """The report's HTML for the lake at ``lake_dir`` (raises FileNotFoundError when it has no tables)."""
+    tables = table_dirs(lake_dir)
+    with connect(lake_dir) as con:  # one read-only connection for every section
+        parts = _sections(tables, lambda sql: con.sql(sql).pl())
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        "<title>lc_pipeline report</title>"
+        f"<style>{STYLE}</style></head><body>"
+        "<h1>Long-context benchmark report</h1>"
+        f'<p class="note">Lake <code>{html.escape(str(Path(lake_dir).resolve()))}</code>, written {when}.</p>'
+        + "\n".join(parts)
+        + "</body></html>\n"
+    )
+
+
+def _sections(tables: dict[str, Path], q) -> list[str]:
+    parts = []
+
+    parts.append("<h2>Leaderboard</h2>")
+    board = None
+    if "leaderboard" in tables:
+        board = q("select * from leaderboard order by metric, rank_long_score nulls last, model")
+        parts.append('<p class="note">Scores 0-100. LongScore = 100 (S<sub>l</sub> - Base) / Base, averaged over the '
+                     "long lengths; old metric = mean raw score over the long lengths.</p>")
+        parts.append(html_table(board.select("metric", "model", "base_ability", "old_metric", "long_score",
+                                             "rank_old_metric", "rank_long_score", "n_instances")))
+    else:
+        parts.append(_missing("leaderboard"))
+
+    parts.append("<h2>Score vs context length</h2>")
+    if "metric_scores" in tables:
+        points = q("select model, metric, length, avg(score) * 100 as score, count(*) as n "
+                   "from metric_scores group by all")
+        parts.append(_img(plots.score_vs_length(points, board), "score vs length"))
+        parts.append("<h2>Evidence depth x context length</h2>")
+        cells = q("select model, metric, length, depth, avg(score) as score "
+                  "from metric_scores where depth is not null group by all")
+        parts.append(_img(plots.depth_length_heatmap(cells), "depth x length"))
+    else:
+        parts.append(_missing("metric_scores"))
+
+    parts.append("<h2>Instance lengths</h2>")
+    if "instances" in tables:
+        parts.append(_img(plots.token_length_histogram(q("select length, input_tokens, target_tokens from instances")),
+                          "token length histogram"))
+        parts.append(html_table(q(
+            "select length, count(*) as instances, min(input_tokens) as min_tokens, max(input_tokens) as max_tokens, "
+            "any_value(target_tokens) as target_tokens from instances group by length "
+            "order by any_value(target_tokens)"
+        )))
+    else:
+        parts.append(_missing("instances"))
+
+    if "generations" in tables:
+        parts.append("<h2>Truncation</h2>")
+        parts.append(html_table(q(
+            "select g.model, g.length, g.truncation_policy, count(*) filter (where g.truncated) as truncated, "
+            "count(*) as generations from generations g group by all order by all"
+        )))
+
+    if "judge_scores" in tables:
+        parts.append("<h2>Judge parse rate</h2>")
+        parts.append(_img(plots.judge_parse_rate(q("select * from judge_scores")), "judge parse rate"))
+
+    counts = [(name, int(q(f'select count(*) as n from "{name}"')["n"][0])) for name in tables]
+    parts.append("<h2>Tables</h2>")
+    parts.append(html_table(pl.DataFrame(counts, schema=["table", "rows"], orient="row")))
+    return parts
+
+
+def write_atomic(text: str, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+@click.command()
+@click.option("--out", default="report.html", show_default=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The HTML file to write.")
+def report(out: Path) -> None:
+    """Write one self-contained HTML page (leaderboard, score vs length, depth x length, token lengths,
+    truncation, judge parse rate) from the lake; it opens offline."""
+    import duckdb
+
+    from lc_pipeline.settings import Settings
+
+    s = Settings.from_env()
+    try:
+        page = build_report(s.lake_dir)
+    except (duckdb.Error, FileNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    write_atomic(page, out)
+    click.echo(f"wrote {out} ({len(page.encode()) // 1024} KiB)")
