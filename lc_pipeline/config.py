@@ -64,6 +64,29 @@ class LongBench100Config:
             raise ConfigError("longbench100.n_per_task must be >= 1")
 
 
+HELMET_TASKS = (
+    "rag", "rag_multi", "rerank", "json_kv", "ruler_mk_needle", "ruler_mk_uuid", "ruler_mv", "longqa", "summ",
+)  # the HELMET tasks construct.helmet builds
+
+
+@dataclass(frozen=True)
+class HelmetConfig:
+    """HELMET instances built beside the QA suite (``tasks: all`` or a list; spec helmet.md)."""
+
+    tasks: tuple[str, ...] = ()
+    n_per_task: int = 2  # items (or synthetic queries) per task; the paper samples 100
+    shots: int = 2  # HELMET's 2-shot demonstrations (0 = none); RULER tasks never have any
+    n_depths: int = 6  # evenly spaced gold positions (RAG, JSON KV)
+    n_permutations: int = 3  # shuffled orders (multi-gold RAG, re-rank)
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.tasks if t not in HELMET_TASKS]
+        if unknown:
+            raise ConfigError(f"helmet.tasks: unknown {unknown}; known tasks are {list(HELMET_TASKS)}")
+        if self.n_per_task < 1 or self.n_depths < 1 or self.n_permutations < 1 or self.shots < 0:
+            raise ConfigError("helmet: n_per_task, n_depths and n_permutations must be >= 1, shots >= 0")
+
+
 @dataclass(frozen=True)
 class PriorKnowledgeConfig:
     """100-LongBench's QA filter: ask each model the question without context and leave out,
@@ -104,6 +127,7 @@ class BenchmarkConfig:
     cross_domain_fill: bool = True
     longbench100: LongBench100Config = field(default_factory=LongBench100Config)
     prior_knowledge: PriorKnowledgeConfig = field(default_factory=PriorKnowledgeConfig)
+    helmet: HelmetConfig = field(default_factory=HelmetConfig)
 
     def __post_init__(self) -> None:
         for lv in self.lengths:
@@ -117,9 +141,12 @@ class BenchmarkConfig:
         for d in self.depths:
             if not 0.0 <= d <= 1.0:
                 raise ConfigError(f"config {self.name!r}: depth {d} is outside [0, 1]")
-        if self.items_per_length < 0 or (self.items_per_length == 0 and not self.longbench100.tasks):
+        if self.items_per_length < 0 or (
+            self.items_per_length == 0 and not self.longbench100.tasks and not self.helmet.tasks
+        ):
             raise ConfigError(
-                f"config {self.name!r}: items_per_length must be >= 1 (0 only when longbench100.tasks builds instances)"
+                f"config {self.name!r}: items_per_length must be >= 1 "
+                "(0 only when longbench100.tasks or helmet.tasks builds instances)"
             )
         if not 0 < self.length_tolerance < 1:
             raise ConfigError(f"config {self.name!r}: length_tolerance must be in (0, 1)")
@@ -166,7 +193,8 @@ def load_config(path: str | Path) -> BenchmarkConfig:
         for key in ("lengths", "base_lengths", "long_lengths", "depths", "models"):
             if key in raw:
                 raw[key] = tuple(raw[key])
-        for key, cls in (("longbench100", LongBench100Config), ("prior_knowledge", PriorKnowledgeConfig)):
+        for key, cls in (("longbench100", LongBench100Config), ("prior_knowledge", PriorKnowledgeConfig),
+                         ("helmet", HelmetConfig)):
             if key in raw:
                 raw[key] = _section(raw[key], cls, f"{p}: {key}")
         return BenchmarkConfig(**raw)
@@ -184,11 +212,11 @@ def _section(raw: Any, cls: type, where: str):
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{where}: unknown keys {unknown}; known keys are {sorted(known)}")
-    if raw.get("tasks") == "all" and cls is LongBench100Config:
-        raw["tasks"] = LONGBENCH100_TASKS
+    if raw.get("tasks") == "all" and cls in (LongBench100Config, HelmetConfig):
+        raw["tasks"] = LONGBENCH100_TASKS if cls is LongBench100Config else HELMET_TASKS
     if "tasks" in raw:
         if isinstance(raw["tasks"], str):
-            raise ConfigError(f"{where}: tasks must be a list (or 'all' for longbench100)")
+            raise ConfigError(f"{where}: tasks must be a list (or 'all' for longbench100 / helmet)")
         raw["tasks"] = tuple(raw["tasks"])
     return cls(**raw)
 

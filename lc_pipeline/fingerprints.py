@@ -34,7 +34,7 @@ _INDEX = _PASSAGES + ("embedding_model",)
 _NEGATIVES = _INDEX + ("retrieval_top_k", "hard_negatives_per_item")
 # What changes the content of one instance (its item, level and depth are hashed separately).
 INSTANCE_CONTENT_FIELDS = _NEGATIVES + ("seed", "length_tolerance", "max_new_tokens", "cross_domain_fill")
-_INSTANCES = INSTANCE_CONTENT_FIELDS + ("lengths", "depths", "items_per_length", "longbench100")
+_INSTANCES = INSTANCE_CONTENT_FIELDS + ("lengths", "depths", "items_per_length", "longbench100", "helmet")
 _PRIOR = _INSTANCES + ("prior_knowledge",)
 _LONG = _PRIOR + ("base_lengths", "long_lengths")
 

@@ -11,6 +11,8 @@ from lc_pipeline.config import level_tokens
 from lc_pipeline.construct.assembly import build_instances, fitting_items
 from lc_pipeline.construct.longbench100 import LABEL_TOKENS, build_longbench100
 from lc_pipeline.construct.longbench100 import SUITE as LB100_SUITE
+from lc_pipeline.construct.helmet import SUITE as HELMET_SUITE
+from lc_pipeline.construct.helmet import build_helmet, gold_depth_violations
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, TokenizerResource
@@ -18,6 +20,7 @@ from lc_pipeline.resources import BenchmarkResource, TokenizerResource
 CHECK_LENGTH = "within_length_tolerance"
 CHECK_EVIDENCE = "contains_evidence"
 CHECK_KEYWORDS = "answer_keywords_in_evidence"
+CHECK_RAG_DEPTHS = "helmet_rag_gold_at_depths"
 
 
 def length_violations(instances: pl.DataFrame, tolerance: float) -> pl.DataFrame:
@@ -78,6 +81,8 @@ def build(parts: Partitions) -> list:
                               description="every instance's context contains its evidence documents verbatim"),
             dg.AssetCheckSpec(CHECK_KEYWORDS, asset="instances", blocking=True,
                               description="every answer keyword occurs in the instance's evidence documents"),
+            dg.AssetCheckSpec(CHECK_RAG_DEPTHS, asset="instances", blocking=True,
+                              description="HELMET RAG: the gold passage sits at each of the evenly spaced depths"),
         ],
     )
     def instances(
@@ -112,6 +117,14 @@ def build(parts: Partitions) -> list:
             except ValueError as exc:
                 raise dg.Failure(f"100-LongBench instances at {level}: {exc}", allow_retries=False) from exc
             suites.update()
+        if config.helmet.tasks:
+            try:
+                frames.append(build_helmet(
+                    documents, items, passages, hard_negatives, level=level, config=config.helmet, seed=config.seed,
+                    counter=counter, length_tolerance=config.length_tolerance,
+                ))
+            except ValueError as exc:
+                raise dg.Failure(f"HELMET instances at {level}: {exc}", allow_retries=False) from exc
         suites.close()
         out = pl.concat(frames)
         rel = ((out["input_tokens"] - out["target_tokens"]).abs() / out["target_tokens"]).max()
@@ -139,17 +152,25 @@ def build(parts: Partitions) -> list:
             metadata={"violations": too_far.height, "tolerance": config.length_tolerance,
                       "examples": dg.MetadataValue.json(too_far.head(5)["instance_id"].to_list())},
         )
-        missing = evidence_violations(out, documents)
+        whole_docs = out.filter(pl.col("suite") != HELMET_SUITE)  # HELMET holds passages, cut documents, pairs
+        missing = evidence_violations(whole_docs, documents)
         yield dg.AssetCheckResult(
             check_name=CHECK_EVIDENCE,
             passed=not missing,
             metadata={"violations": len(missing), "examples": dg.MetadataValue.json(missing[:5])},
         )
-        bad_kw = keyword_violations(out, documents)
+        bad_kw = keyword_violations(whole_docs, documents)
         yield dg.AssetCheckResult(
             check_name=CHECK_KEYWORDS,
             passed=not bad_kw,
             metadata={"violations": len(bad_kw), "examples": dg.MetadataValue.json(bad_kw[:5])},
+        )
+        misplaced = gold_depth_violations(out, config.helmet.n_depths)
+        yield dg.AssetCheckResult(
+            check_name=CHECK_RAG_DEPTHS,
+            passed=not misplaced,
+            metadata={"violations": len(misplaced), "examples": dg.MetadataValue.json(misplaced[:5]),
+                      "rag_instances": out.filter((pl.col("suite") == HELMET_SUITE) & (pl.col("task") == "rag")).height},
         )
 
     return [instances]
