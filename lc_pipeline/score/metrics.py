@@ -150,7 +150,10 @@ _INSTANCE_FIELDS = ("instance_id", "item_id", "suite", "task", "category", "dept
 
 # Metrics per instance suite: the QA suite gets HELMET's SubEM/EM and LongBench's F1; a
 # 100-LongBench instance gets its task's own metric (accuracy / F1 / ROUGE-L) as "lb100".
-SUITE_METRICS: dict[str, tuple[str, ...]] = {"qa": ("subem", "em", "f1"), "longbench100": ("lb100",)}
+SUITE_METRICS: dict[str, tuple[str, ...]] = {
+    "qa": ("subem", "em", "f1"), "longbench100": ("lb100",),
+    "helmet": ("helmet",),  # its task's metric: SubEM / recall / NDCG@10 / ROUGE-L (score.helmet)
+}
 
 
 def _suite_scorer(suite: str, metrics: Sequence[str]) -> Callable[[dict, str], dict[str, float]]:
@@ -158,6 +161,11 @@ def _suite_scorer(suite: str, metrics: Sequence[str]) -> Callable[[dict, str], d
         from lc_pipeline.score.longbench100 import METRIC, task_score  # imports score.metrics itself
 
         return lambda inst, output: {METRIC: task_score(inst["task"], output, inst["answers"] or [])}
+    if suite == "helmet":
+        from lc_pipeline.score.helmet import METRIC as HELMET_METRIC
+        from lc_pipeline.score.helmet import task_score as helmet_score
+
+        return lambda inst, output: {HELMET_METRIC: helmet_score(inst["task"], output, inst["answers"] or [])}
     if suite == "qa":
         def qa(inst: dict, output: str) -> dict[str, float]:
             try:

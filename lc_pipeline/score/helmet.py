@@ -1,0 +1,144 @@
+"""HELMET's deterministic metrics (spec helmet.md §3) and its aggregation (§6). Pure functions.
+
+Per task (``construct.helmet``), one value in [0, 1] recorded as metric ``"helmet"``:
+
+==================  ===================================================================
+rag, rag_multi      SubEM: a normalized gold answer inside the normalized output, max of
+                    the raw output and the text after "Answer:"
+json_kv             SubEM, max of the raw output and the text after "Corresponding value:"
+ruler_*             recall: the share of gold values found (case-insensitive) in the raw
+                    output, so MV earns partial credit out of 4
+rerank              NDCG@10 of the parsed "a > b > c" ranking against the graded qrels
+                    (trec_eval's ``ndcg_cut.10`` through pytrec_eval)
+longqa              ROUGE-L F1 (stemmed), max over golds, max of raw and parsed output
+summ                ROUGE-L F1 (stemmed) against the gold summary
+==================  ===================================================================
+
+The paper scores NarrativeQA and summarization with a GPT-4o judge; the judge rubrics live
+in :mod:`lc_pipeline.score.judge` and their scores in the ``judge_scores`` table. ROUGE-L is
+kept here as the n-gram metric beside them (the paper reports it too, Table 13).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+import polars as pl
+
+from lc_pipeline.score.metrics import parse_answer, substring_exact_match
+
+METRIC = "helmet"
+
+SUBEM_TASKS = {"rag": "Answer:", "rag_multi": "Answer:", "json_kv": "Corresponding value:"}
+RECALL_TASKS = ("ruler_mk_needle", "ruler_mk_uuid", "ruler_mv")
+ROUGE_TASKS = {"longqa": "Answer:", "summ": "Summary:"}
+RERANK_TASK = "rerank"
+TASK_METRIC = {
+    **dict.fromkeys(SUBEM_TASKS, "subem"),
+    **dict.fromkeys(RECALL_TASKS, "recall"),
+    RERANK_TASK: "ndcg@10",
+    **dict.fromkeys(ROUGE_TASKS, "rougeL_f1"),
+}
+
+
+def subem(output: str, answers: Sequence[str], prefix: str = "Answer:") -> float:
+    """HELMET SubEM: max over the raw output and the text after ``prefix``."""
+    return max(substring_exact_match(output, answers), substring_exact_match(parse_answer(output, prefix), answers))
+
+
+def ruler_recall(output: str, answers: Sequence[str]) -> float:
+    """RULER's string match: the fraction of gold strings contained, case-insensitively, in the output."""
+    if not answers:
+        raise ValueError("answers is empty: a RULER record needs at least one gold value")
+    low = output.lower()
+    return sum(a.lower() in low for a in answers) / len(answers)
+
+
+_RANKING = re.compile(r"(\d+)(?:\s*>\s*(\d+))*")
+
+
+def parse_ranking(output: str) -> list[str]:
+    """IDs of the longest ``a > b > c`` run in the output, first occurrence kept (spec §3).
+
+    ``[``, ``]``, ``:`` and the word "id" are removed first, so ``[ID: 3] > [ID: 1]`` reads as
+    ``3 > 1``. No number at all gives an empty ranking (which scores 0).
+    """
+    text = output.lower().replace("[", "").replace("]", "").replace(":", "").replace("id", "")
+    best = max((m.group(0) for m in _RANKING.finditer(text)), key=len, default="")
+    seen: list[str] = []
+    for pid in (p.strip() for p in best.split(">")):
+        if pid and pid not in seen:
+            seen.append(pid)
+    return seen
+
+
+def ndcg_at_10(ranking: Sequence[str], qrels: dict[str, int]) -> float:
+    """trec_eval ``ndcg_cut.10`` (linear gains, log2 discount) of ``ranking`` against ``qrels``."""
+    import pytrec_eval
+
+    if not any(g > 0 for g in qrels.values()):
+        raise ValueError("qrels hold no relevant passage: NDCG is undefined")
+    if not ranking:
+        return 0.0
+    n = len(ranking)
+    run = {"q": {pid: float(n - i) for i, pid in enumerate(ranking)}}  # the i-th ID scores n - i
+    evaluator = pytrec_eval.RelevanceEvaluator({"q": {k: int(v) for k, v in qrels.items()}}, {"ndcg_cut.10"})
+    return float(evaluator.evaluate(run)["q"]["ndcg_cut_10"])
+
+
+@lru_cache(maxsize=1)
+def _rouge():
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+
+
+def rouge_l(output: str, answers: Sequence[str], prefix: str | None = None) -> float:
+    """ROUGE-L F1 (stemmed), max over golds; with ``prefix`` also on the parsed output, max kept."""
+    if not answers:
+        raise ValueError("answers is empty: ROUGE needs a reference")
+    preds = [output] if prefix is None else [output, parse_answer(output, prefix)]
+    return max(_rouge().score(g, p)["rougeL"].fmeasure for g in answers for p in preds)
+
+
+def task_score(task: str, output: str, answers: Sequence[str]) -> float:
+    """The HELMET metric of ``task`` for one output, in [0, 1]."""
+    if isinstance(answers, str):
+        raise TypeError("answers must be a sequence of gold strings, not a single str")
+    answers = list(answers)
+    if task in SUBEM_TASKS:
+        return subem(output, answers, SUBEM_TASKS[task])
+    if task in RECALL_TASKS:
+        return ruler_recall(output, answers)
+    if task == RERANK_TASK:
+        from lc_pipeline.construct.helmet import rerank_qrels
+
+        return ndcg_at_10(parse_ranking(output), rerank_qrels(answers))
+    if task in ROUGE_TASKS:
+        return rouge_l(output, answers, ROUGE_TASKS[task] if task == "longqa" else None)
+    raise ValueError(f"unknown HELMET task {task!r}; known: {sorted(TASK_METRIC)}")
+
+
+def helmet_summary(scores: pl.DataFrame) -> pl.DataFrame:
+    """Dataset -> category -> HELMET average (spec §6), all on 0-100.
+
+    ``scores``: per-instance rows with ``task``, ``category``, ``score`` in [0, 1] (a
+    ``length`` column, if present, keeps levels apart). Every instance of a task counts
+    equally (depths and permutations included); categories average their tasks unweighted,
+    and the HELMET score averages the categories unweighted. Returns rows
+    ``(length?, level, name, score, n_instances)`` with level ``task`` / ``category`` / ``helmet``.
+    """
+    keys = ["length"] if "length" in scores.columns else []
+    tasks = scores.group_by(*keys, "category", "task").agg(
+        (pl.col("score").mean() * 100).alias("score"), pl.len().alias("n_instances")
+    )
+    cats = tasks.group_by(*keys, "category").agg(pl.col("score").mean(), pl.col("n_instances").sum())
+    total = cats.group_by(*keys).agg(pl.col("score").mean(), pl.col("n_instances").sum()) if keys else cats.select(
+        pl.col("score").mean(), pl.col("n_instances").sum())
+    return pl.concat([
+        tasks.select(*keys, pl.lit("task").alias("level"), pl.col("task").alias("name"), "score", "n_instances"),
+        cats.select(*keys, pl.lit("category").alias("level"), pl.col("category").alias("name"), "score", "n_instances"),
+        total.select(*keys, pl.lit("helmet").alias("level"), pl.lit("HELMET").alias("name"), "score", "n_instances"),
+    ], how="vertical_relaxed").sort(*keys, "level", "name")
