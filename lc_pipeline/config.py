@@ -87,6 +87,55 @@ class HelmetConfig:
             raise ConfigError("helmet: n_per_task, n_depths and n_permutations must be >= 1, shots >= 0")
 
 
+LVEVAL_VARIANTS = ("plain", "cfi", "kpr", "cfi_kpr")  # construct.variants.VARIANT_ORDER
+LVEVAL_METRIC_VARIANTS = ("code", "paper")  # score.keyword_recall.VARIANTS
+KNOWLEDGE_BASE_FACTS = "knowledge_base"
+
+
+@dataclass(frozen=True)
+class LVEvalConfig:
+    """LV-Eval's variants of the QA suite (spec lveval.md §5-§7): confusing-fact insertion (CFI)
+    and keyword/phrase replacement (KPR), derived from each plain instance in the paper's order
+    (mixing, then CFI, then KPR), and the keyword-recall metric that scores them."""
+
+    variants: tuple[str, ...] = ("plain",)  # rows of `instances`; plain is always built (the others derive from it)
+    n_facts: int = 2  # confusing facts per item (LV-Eval: two descriptions per QA pair)
+    fact_generator: str = KNOWLEDGE_BASE_FACTS  # "knowledge_base" (demo corpus, no model) or a registry model slug
+    fact_attempts: int = 3  # LLM generator: rounds per item, rejected statements shown again
+    rules_file: str = ""  # KPR rules, CSV/JSONL item_id,old,new; a relative path is relative to the config file
+    auto_rules: bool = True  # propose rules for the items the rules file does not cover
+    max_rules: int = 4  # proposed rules per item
+    metric_variant: str = "code"  # keyword-recall metric: the released code's (published numbers) or the paper's
+    rules_file_sha256: str = field(default="", init=False)  # content hash: edited rules re-run the stage
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "variants", tuple(self.variants))
+        unknown = [v for v in self.variants if v not in LVEVAL_VARIANTS]
+        if unknown or "plain" not in self.variants or len(set(self.variants)) != len(self.variants):
+            raise ConfigError(f"lveval.variants {list(self.variants)}: expected distinct values of "
+                              f"{list(LVEVAL_VARIANTS)} including 'plain'")
+        if self.n_facts < 1 or self.fact_attempts < 1 or self.max_rules < 1:
+            raise ConfigError("lveval: n_facts, fact_attempts and max_rules must be >= 1")
+        if self.metric_variant not in LVEVAL_METRIC_VARIANTS:
+            raise ConfigError(f"lveval.metric_variant {self.metric_variant!r}: expected one of "
+                              f"{list(LVEVAL_METRIC_VARIANTS)}")
+        if self.wants_kpr and not self.rules_file and not self.auto_rules:
+            raise ConfigError("lveval: KPR variants need rules: set rules_file or auto_rules: true")
+        if self.rules_file:
+            path = Path(self.rules_file)
+            if not path.is_file():
+                raise ConfigError(f"lveval.rules_file {self.rules_file!r} does not exist")
+            object.__setattr__(self, "rules_file_sha256", hashlib.sha256(path.read_bytes()).hexdigest()[:16])
+
+    @property
+    def wants_cfi(self) -> bool:
+        return any("cfi" in v for v in self.variants)
+
+    @property
+    def wants_kpr(self) -> bool:
+        return any("kpr" in v for v in self.variants)
+
+
 @dataclass(frozen=True)
 class PriorKnowledgeConfig:
     """100-LongBench's QA filter: ask each model the question without context and leave out,
@@ -127,6 +176,7 @@ class BenchmarkConfig:
     cross_domain_fill: bool = True
     longbench100: LongBench100Config = field(default_factory=LongBench100Config)
     prior_knowledge: PriorKnowledgeConfig = field(default_factory=PriorKnowledgeConfig)
+    lveval: LVEvalConfig = field(default_factory=LVEvalConfig)
     helmet: HelmetConfig = field(default_factory=HelmetConfig)
 
     def __post_init__(self) -> None:
@@ -197,6 +247,11 @@ def load_config(path: str | Path) -> BenchmarkConfig:
                          ("helmet", HelmetConfig)):
             if key in raw:
                 raw[key] = _section(raw[key], cls, f"{p}: {key}")
+        if "lveval" in raw:
+            section = dict(raw["lveval"] or {}) if isinstance(raw["lveval"], dict | None) else raw["lveval"]
+            if isinstance(section, dict) and section.get("rules_file"):  # relative to the config file
+                section["rules_file"] = str((p.parent / str(section["rules_file"])).resolve())
+            raw["lveval"] = _section(section, LVEvalConfig, f"{p}: lveval")
         return BenchmarkConfig(**raw)
     except TypeError as exc:
         raise ConfigError(f"{p}: {exc}") from exc

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from lc_pipeline.assets import generation, instances, retrieval, scoring, sources
+from lc_pipeline.assets import generation, instances, lveval, retrieval, scoring, sources
 from lc_pipeline.config import BenchmarkConfig, load_config
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import (
@@ -45,6 +45,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
     assets = [
         *sources.build(parts),
         *retrieval.build(parts),
+        *lveval.build(parts),
         *instances.build(parts),
         *generation.build(parts),
         *scoring.build(parts),

@@ -20,12 +20,15 @@ CODE_VERSIONS = {
     "passages": "1",
     "passage_index": "1",
     "hard_negatives": "1",
-    "instances": "3",
+    "confusing_facts": "1",
+    "replacement_rules": "1",
+    "instances": "4",
     "prior_knowledge": "1",
     "generations": "1",
     "metric_scores": "1",
     "long_scores": "1",
     "leaderboard": "1",
+    "lveval_ablation": "1",
 }
 
 _SOURCES = ("sources",)
@@ -35,6 +38,9 @@ _NEGATIVES = _INDEX + ("retrieval_top_k", "hard_negatives_per_item")
 # What changes the content of one instance (its item, level and depth are hashed separately).
 INSTANCE_CONTENT_FIELDS = _NEGATIVES + ("seed", "length_tolerance", "max_new_tokens", "cross_domain_fill")
 _INSTANCES = INSTANCE_CONTENT_FIELDS + ("lengths", "depths", "items_per_length", "longbench100", "helmet")
+# LV-Eval variants: facts and rules are made for the items the QA suite selects.
+_LVEVAL = _SOURCES + ("seed", "tokenizer", "lengths", "items_per_length", "lveval")
+_INSTANCES += ("lveval",)
 _PRIOR = _INSTANCES + ("prior_knowledge",)
 _LONG = _PRIOR + ("base_lengths", "long_lengths")
 
@@ -45,6 +51,9 @@ STAGE_FIELDS: dict[str, tuple[str, ...]] = {
     "passages": _PASSAGES,
     "passage_index": _INDEX,
     "hard_negatives": _NEGATIVES,
+    "confusing_facts": _LVEVAL,
+    "replacement_rules": _LVEVAL,
+    "lveval_ablation": _INSTANCES,
     "instances": _INSTANCES,
     "generations": _INSTANCES,
     "metric_scores": _INSTANCES,
@@ -53,7 +62,7 @@ STAGE_FIELDS: dict[str, tuple[str, ...]] = {
     "leaderboard": _LONG,
 }
 
-MODEL_STAGES = {"generations", "metric_scores", "prior_knowledge", "long_scores"}
+MODEL_STAGES = {"generations", "metric_scores", "prior_knowledge", "long_scores", "lveval_ablation"}
 
 
 def stage_fingerprint(stage: str, config: BenchmarkConfig, model_fingerprint: str | None = None) -> str:

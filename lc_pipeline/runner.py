@@ -20,6 +20,7 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline.assets.common import FINGERPRINT_KEY
+from lc_pipeline.assets.lveval import facts_fingerprint
 from lc_pipeline.definitions import Pipeline
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.generate.registry import validate_model_slug
@@ -128,6 +129,8 @@ class Runner:
             self.step(f"sources [{name}]", list(fps), fps, name, {SOURCE_DIM: name})
         for asset in ("passages", "passage_index", "hard_negatives"):
             self.step(asset, [asset], {asset: stage_fingerprint(asset, cfg)})
+        for asset in ("confusing_facts", "replacement_rules"):  # LV-Eval CFI / KPR inputs (empty when unused)
+            self.step(asset, [asset], {asset: facts_fingerprint(asset, cfg, self.pipeline.resources["models"])})
         for level in cfg.lengths:
             fp = {"instances": stage_fingerprint("instances", cfg)}
             self.step(f"instances [{level}]", ["instances"], fp, level, {"length": level})

@@ -88,6 +88,12 @@ HARD_NEGATIVES = pl.Schema(
     }
 )
 
+# One inserted confusing fact (construct/confusing_facts.py): its id, the number of context
+# sentences before it, and its span in the row's own context.
+INSERTIONS = pl.List(
+    pl.Struct({"fact_id": Str, "sentence_index": pl.Int32, "char_offset": pl.Int64, "char_length": pl.Int64})
+)
+
 INSTANCES = pl.Schema(
     {
         "instance_id": Str,  # hash of (item, length, depth, variant, seed, construction config)
@@ -97,7 +103,9 @@ INSTANCES = pl.Schema(
         "task": Str,
         "category": Str,
         "language": Str,
-        "variant": Str,  # "plain" (CFI / KPR variants come with LV-Eval construction)
+        "variant": Str,  # "plain" | LV-Eval's "cfi" | "kpr" | "cfi_kpr" (derived from the plain row)
+        "insertions": INSERTIONS,  # CFI: where each confusing fact sits in `context`; [] otherwise
+        "replacement_rule_ids": StrList,  # KPR: REPLACEMENT_RULES.rule_id applied to this row; [] otherwise
         "depth": pl.Float64,  # configured relative position of the first evidence document
         "evidence_depths": pl.List(pl.Float64),  # measured token offset / context tokens, per evidence doc
         "question": Str,
@@ -226,6 +234,19 @@ REPLACEMENT_RULES = pl.Schema(
     }
 )
 
+# LV-Eval's CFI/KPR ablation of one model (partitioned by model): keyword-recall scores of the
+# same items per length level and variant (score/keyword_recall.py::ablation_table).
+LVEVAL_ABLATION = pl.Schema(
+    {
+        "length_level": Str,
+        "variant": Str,  # "plain" | "cfi" | "kpr" | "cfi_kpr"
+        "task": Str,  # a task, or "all": the level score (unweighted mean over the tasks)
+        "score": pl.Float64,  # 0-100, 2 decimals per task
+        "n_instances": pl.Int64,
+        "metric_variant": Str,  # "code" (released scorer) | "paper"
+    }
+)
+
 TABLES: dict[str, pl.Schema] = {
     "source_documents": SOURCE_DOCUMENTS,
     "source_items": SOURCE_ITEMS,
@@ -241,6 +262,7 @@ TABLES: dict[str, pl.Schema] = {
     "leaderboard": LEADERBOARD,
     "confusing_facts": CONFUSING_FACTS,
     "replacement_rules": REPLACEMENT_RULES,
+    "lveval_ablation": LVEVAL_ABLATION,
 }
 
 

@@ -5,6 +5,7 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline import plots, schemas
+from lc_pipeline.assets import lveval
 from lc_pipeline.assets.common import FINGERPRINT_KEY, Progress, plot_metadata, preview
 from lc_pipeline.assets.retrieval import ALL_SOURCES, configured_sources
 from lc_pipeline.config import level_tokens
@@ -39,25 +40,38 @@ def length_violations(instances: pl.DataFrame, tolerance: float) -> pl.DataFrame
     return instances.with_columns(rel_error=err).filter(bad)
 
 
-def evidence_violations(instances: pl.DataFrame, documents: pl.DataFrame) -> list[str]:
-    """Instances whose context lacks the (whitespace-trimmed) text of one of their evidence documents."""
+def evidence_violations(
+    instances: pl.DataFrame, documents: pl.DataFrame, rules: pl.DataFrame | None = None
+) -> list[str]:
+    """Instances whose context lacks the (whitespace-trimmed) text of one of their evidence documents.
+
+    LV-Eval variant rows are checked with their variant undone (facts taken out, the item's
+    ``rules`` applied to the evidence; see assets/lveval.py).
+    """
     text = dict(documents.select("doc_id", "text").iter_rows())
+    variants = instances.filter(pl.col("variant") != "plain") if "variant" in instances.columns else instances.clear()
     return [
         iid
-        for iid, ev, ctx in instances.select("instance_id", "evidence_doc_ids", "context").iter_rows()
+        for iid, ev, ctx in instances.filter(~pl.col("instance_id").is_in(variants["instance_id"].implode()))
+        .select("instance_id", "evidence_doc_ids", "context").iter_rows()
         if any(text[d].strip() not in ctx for d in ev)
-    ]
+    ] + (lveval.evidence_problems(variants, documents, rules)[0] if variants.height else [])
 
 
-def keyword_violations(instances: pl.DataFrame, documents: pl.DataFrame) -> list[str]:
+def keyword_violations(
+    instances: pl.DataFrame, documents: pl.DataFrame, rules: pl.DataFrame | None = None
+) -> list[str]:
     """Instances with an answer keyword that their evidence does not contain.
 
     The evidence is the evidence documents' text, or the context when the answer lives in
-    inserted needles (100-LongBench KV retrieval: no evidence documents).
+    inserted needles (100-LongBench KV retrieval: no evidence documents). LV-Eval KPR rows:
+    keywords and evidence rewritten by the item's ``rules`` (assets/lveval.py).
     """
     text = dict(documents.select("doc_id", "text").iter_rows())
-    bad = []
-    for iid, ev, kws, ctx in instances.select("instance_id", "evidence_doc_ids", "answer_keywords", "context").iter_rows():
+    variants = instances.filter(pl.col("variant") != "plain") if "variant" in instances.columns else instances.clear()
+    bad = lveval.evidence_problems(variants, documents, rules)[1] if variants.height else []
+    plain = instances.filter(~pl.col("instance_id").is_in(variants["instance_id"].implode()))
+    for iid, ev, kws, ctx in plain.select("instance_id", "evidence_doc_ids", "answer_keywords", "context").iter_rows():
         evidence = (" ".join(text[d] for d in ev) if ev else ctx).casefold()
         if any(k.casefold() not in evidence for k in kws):
             bad.append(iid)
@@ -81,6 +95,7 @@ def build(parts: Partitions) -> list:
                               description="every instance's context contains its evidence documents verbatim"),
             dg.AssetCheckSpec(CHECK_KEYWORDS, asset="instances", blocking=True,
                               description="every answer keyword occurs in the instance's evidence documents"),
+            *lveval.VARIANT_CHECK_SPECS,
             dg.AssetCheckSpec(CHECK_RAG_DEPTHS, asset="instances", blocking=True,
                               description="HELMET RAG: the gold passage sits at each of the evenly spaced depths"),
         ],
@@ -91,6 +106,8 @@ def build(parts: Partitions) -> list:
         source_documents: pl.DataFrame,
         passages: pl.DataFrame,
         hard_negatives: pl.DataFrame,
+        confusing_facts: pl.DataFrame,
+        replacement_rules: pl.DataFrame,
         benchmark: BenchmarkResource,
         tokenizer: TokenizerResource,
     ):
@@ -106,6 +123,11 @@ def build(parts: Partitions) -> list:
                           f"instances {level}", unit="suite", every_s=0)
         if config.items_per_length:
             qa, meta = _qa_suite(items, documents, passages, hard_negatives, level, config, counter)
+            try:  # LV-Eval: CFI / KPR rows after each plain row, as the config's lveval.variants asks
+                qa, variant_meta = lveval.add_variants(qa, confusing_facts, replacement_rules, config, counter)
+            except ValueError as exc:
+                raise dg.Failure(f"LV-Eval variants at {level}: {exc}", allow_retries=False) from exc
+            meta.update(variant_meta)
             frames.append(qa)
             suites.update()
         if config.longbench100.tasks:
@@ -126,7 +148,11 @@ def build(parts: Partitions) -> list:
             except ValueError as exc:
                 raise dg.Failure(f"HELMET instances at {level}: {exc}", allow_retries=False) from exc
         suites.close()
-        out = pl.concat(frames)
+        out = lveval.with_empty_variant_columns(pl.concat(frames))
+        # CFI rows carry their facts on top of the level (LV-Eval inserts after mixing): the length
+        # check measures them without the facts, whose tokens go to the metadata.
+        fact_tokens = lveval.inserted_tokens(out, counter)
+        meta.update(lveval.variant_metadata(out, fact_tokens))
         rel = ((out["input_tokens"] - out["target_tokens"]).abs() / out["target_tokens"]).max()
         yield dg.Output(
             out,
@@ -145,7 +171,8 @@ def build(parts: Partitions) -> list:
                                 lambda: plots.token_length_histogram(out.with_columns(length=pl.lit(level)))),
             },
         )
-        too_far = length_violations(out, config.length_tolerance)
+        too_far = length_violations(out.with_columns(input_tokens=pl.col("input_tokens") - fact_tokens),
+                                     config.length_tolerance)
         yield dg.AssetCheckResult(
             check_name=CHECK_LENGTH,
             passed=too_far.height == 0,
@@ -153,18 +180,19 @@ def build(parts: Partitions) -> list:
                       "examples": dg.MetadataValue.json(too_far.head(5)["instance_id"].to_list())},
         )
         whole_docs = out.filter(pl.col("suite") != HELMET_SUITE)  # HELMET holds passages, cut documents, pairs
-        missing = evidence_violations(whole_docs, documents)
+        missing = evidence_violations(whole_docs, documents, replacement_rules)
         yield dg.AssetCheckResult(
             check_name=CHECK_EVIDENCE,
             passed=not missing,
             metadata={"violations": len(missing), "examples": dg.MetadataValue.json(missing[:5])},
         )
-        bad_kw = keyword_violations(whole_docs, documents)
+        bad_kw = keyword_violations(whole_docs, documents, replacement_rules)
         yield dg.AssetCheckResult(
             check_name=CHECK_KEYWORDS,
             passed=not bad_kw,
             metadata={"violations": len(bad_kw), "examples": dg.MetadataValue.json(bad_kw[:5])},
         )
+        yield from lveval.variant_check_results(out, confusing_facts, replacement_rules)
         misplaced = gold_depth_violations(out, config.helmet.n_depths)
         yield dg.AssetCheckResult(
             check_name=CHECK_RAG_DEPTHS,

@@ -29,7 +29,8 @@ def build(parts: Partitions) -> list:
         group_name="scoring",
         kinds={"parquet"},
         description="Per generation: SubEM, EM and token F1 for QA-suite instances (max of raw and parsed output); "
-        "the task's own metric ('lb100': accuracy / F1 / ROUGE-L of the first line) for 100-LongBench instances",
+        "the task's own metric ('lb100': accuracy / F1 / ROUGE-L of the first line) for 100-LongBench instances; "
+        "LV-Eval keyword recall ('lveval') for items with CFI/KPR variants and LV-Eval datasets",
     )
     def metric_scores(
         context: dg.AssetExecutionContext,
@@ -41,7 +42,8 @@ def build(parts: Partitions) -> list:
         config = benchmark.load()
         slug = context.partition_key.keys_by_dimension[MODEL_DIM]
         out = score_frame(
-            generations.select(schemas.GENERATIONS.names()), instances.select(schemas.INSTANCES.names()), METRICS
+            generations.select(schemas.GENERATIONS.names()), instances.select(schemas.INSTANCES.names()), METRICS,
+            lveval_variant=config.lveval.metric_variant,  # "lveval" rows: items with LV-Eval variants (score/metrics.py)
         )
         means = dict(out.group_by("metric").agg(pl.col("score").mean()).sort("metric").iter_rows())
         return dg.Output(

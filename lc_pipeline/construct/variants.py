@@ -8,7 +8,7 @@ the ``plain`` row; :func:`lveval_variants` derives the others from it:
   of the plain context (each fact its own boundary, drawn per instance);
 * ``kpr``: the item's replacement rules applied to question, answers, answer keywords and
   context;
-* ``cfi+kpr``: the ``cfi`` row (same insertion points) with the rules applied on top, so
+* ``cfi_kpr``: the ``cfi`` row (same insertion points) with the rules applied on top, so
   the facts are rewritten too.
 
 Contract (what the instances asset relies on):
@@ -16,12 +16,12 @@ Contract (what the instances asset relies on):
 * input: one INSTANCES row as a dict with ``variant == "plain"``, its item's accepted facts as
   ``(fact_id, text)`` in ``fact_index`` order, its item's rules, the instance seed, and the
   token counter the plain row was measured with (``count_many``);
-* output: one dict per requested variant, always in the order ``cfi``, ``kpr``, ``cfi+kpr``.
+* output: one dict per requested variant, always in the order ``cfi``, ``kpr``, ``cfi_kpr``.
   Each is the plain row with ``variant``, ``instance_id`` (hash of the plain id, the variant
   and the facts/rules used), ``question``, ``answers``, ``answer_keywords``, ``context``,
   ``prompt`` (the plain prompt with the new context and question put in place),
   ``input_tokens``, ``context_tokens`` and ``evidence_depths`` re-measured, plus two keys
-  INSTANCES does not have yet: ``insertions`` (list of {fact_id, sentence_index, char_offset,
+  INSTANCES added for LV-Eval: ``insertions`` (list of {fact_id, sentence_index, char_offset,
   char_length} in the row's own context, [] without CFI) and ``replacement_rule_ids``
   ([] without KPR). Everything else (``target_tokens``, ``depth``, ids of the context's
   documents ...) is copied: facts make a CFI prompt longer than the plain one by their own
@@ -42,8 +42,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-import polars as pl
-
+from lc_pipeline import schemas
 from lc_pipeline.construct.confusing_facts import Insertion, insert_facts
 from lc_pipeline.construct.replacement import (
     ReplacementRule,
@@ -63,12 +62,10 @@ __all__ = [
     "lveval_variants",
 ]
 
-VARIANT_ORDER = ("plain", "cfi", "kpr", "cfi+kpr")
+VARIANT_ORDER = ("plain", "cfi", "kpr", "cfi_kpr")
 INSERTION_FIELDS = ("fact_id", "sentence_index", "char_offset", "char_length")
-# Polars type of the ``insertions`` column the instances table needs ([] for plain / kpr rows).
-INSERTIONS_DTYPE = pl.List(
-    pl.Struct({"fact_id": pl.String, "sentence_index": pl.Int32, "char_offset": pl.Int64, "char_length": pl.Int64})
-)
+# Polars type of the instances table's ``insertions`` column ([] for plain / kpr rows).
+INSERTIONS_DTYPE = schemas.INSERTIONS
 
 
 class _Counter(Protocol):
@@ -167,7 +164,7 @@ def lveval_variants(
     *,
     seed: int,
     counter: _Counter,
-    variants: Sequence[str] = ("cfi", "kpr", "cfi+kpr"),
+    variants: Sequence[str] = ("cfi", "kpr", "cfi_kpr"),
 ) -> list[dict]:
     """The requested variants of one plain instance row, in pipeline order (see the module docstring)."""
     iid = plain.get("instance_id")

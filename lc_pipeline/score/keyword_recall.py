@@ -269,7 +269,7 @@ def level_score(dataset_scores: Mapping[str, float]) -> float:
 
 def ablation_table(scores: pl.DataFrame) -> pl.DataFrame:
     """The paper's CFI/KPR ablation (its Tables 8-9): per model, level and variant, each dataset's
-    score and the level score, side by side for plain / cfi / kpr / cfi+kpr.
+    score and the level score, side by side for plain / cfi / kpr / cfi_kpr.
 
     ``scores`` has one row per scored instance: ``model, length, variant, task, item_id, score``
     (score in [0, 1]). Only items scored in every variant present for their (model, length)
@@ -301,7 +301,7 @@ def ablation_table(scores: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.lit("all").alias("task"))
         .select(per_task.columns)
     )
-    order = {v: i for i, v in enumerate(("plain", "cfi", "kpr", "cfi+kpr"))}
+    order = {v: i for i, v in enumerate(("plain", "cfi", "kpr", "cfi_kpr"))}
     return (
         pl.concat([per_task, per_level.with_columns(pl.col("n_instances").cast(per_task["n_instances"].dtype))])
         .with_columns(pl.col("variant").replace_strict(order, default=len(order)).alias("_order"))

@@ -21,6 +21,7 @@ import polars as pl
 
 from lc_pipeline import schemas
 from lc_pipeline.fingerprints import short_id
+from lc_pipeline.score.keyword_recall import dataset_rule, lveval_score
 from lc_pipeline.text import normalize_answer
 
 __all__ = [
@@ -147,6 +148,9 @@ def score_id(generation_id: str, metric: str) -> str:
 
 
 _INSTANCE_FIELDS = ("instance_id", "item_id", "suite", "task", "category", "depth", "answers")
+# Read when present (INSTANCES has them): the LV-Eval metric needs them; hand-made frames may lack them.
+_LVEVAL_FIELDS = ("variant", "language", "answer_keywords")
+LVEVAL_METRIC = "lveval"
 
 # Metrics per instance suite: the QA suite gets HELMET's SubEM/EM and LongBench's F1; a
 # 100-LongBench instance gets its task's own metric (accuracy / F1 / ROUGE-L) as "lb100".
@@ -177,12 +181,40 @@ def _suite_scorer(suite: str, metrics: Sequence[str]) -> Callable[[dict, str], d
     raise ValueError(f"field suite: unknown instance suite {suite!r}; known: {sorted(SUITE_METRICS)}")
 
 
+def lveval_rule(task: str, language: str) -> str:
+    """The LV-Eval scoring rule of an instance: its dataset's own rule when the task is an LV-Eval
+    dataset (cmrc, dureader, factrecall ... differ), else keyword-recall F1 in its language."""
+    try:
+        return dataset_rule(task or "").name
+    except ValueError:
+        return f"keyword_recall_{language}"
+
+
+def _is_lveval_dataset(task: str) -> bool:
+    try:
+        return not dataset_rule(task or "").name.startswith("keyword_recall_")
+    except ValueError:
+        return False
+
+
+def _lveval_value(inst: dict, output: str, variant: str) -> float:
+    language = inst.get("language") or "en"
+    return lveval_score(lveval_rule(inst["task"], language), output, inst["answers"] or [],
+                        inst.get("answer_keywords") or [], variant)
+
+
 def score_frame(
     generations: pl.DataFrame,
     instances: pl.DataFrame,
     metrics: Sequence[str] = ("subem", "em", "f1"),
+    lveval_variant: str = "code",
 ) -> pl.DataFrame:
     """METRIC_SCORES rows: per generation, one row per metric of its instance's suite.
+
+    Plus LV-Eval's keyword-recall metric (``"lveval"``, score.keyword_recall, ``lveval_variant``
+    "code" or "paper") for every instance of an item that has LV-Eval variants in ``instances``
+    (its plain row too, so plain and CFI / KPR compare on one metric) and for every instance of
+    an LV-Eval dataset (task ``hotpotwikiqa_mixup`` ...). Other instances are scored as before.
 
     ``generations`` needs ``generation_id, instance_id, output`` (GENERATIONS rows; extra
     columns such as partition keys are ignored); ``instances`` needs the INSTANCES columns
@@ -200,7 +232,11 @@ def score_frame(
             raise ValueError(f"{label} frame lacks column(s) {missing}")
 
     by_id: dict[str, dict] = {}
-    for row in instances.select(_INSTANCE_FIELDS).iter_rows(named=True):
+    optional = [c for c in _LVEVAL_FIELDS if c in instances.columns]
+    with_variants = set()
+    if "variant" in instances.columns:
+        with_variants = set(instances.filter(pl.col("variant") != "plain")["item_id"])
+    for row in instances.select(*_INSTANCE_FIELDS, *optional).iter_rows(named=True):
         iid = row["instance_id"]
         if iid in by_id:
             raise ValueError(f"instances: instance_id {iid!r} occurs more than once")
@@ -222,6 +258,8 @@ def score_frame(
                 raise ValueError(f"instance {iid!r}: {exc}") from exc
         try:
             values = scorers[inst["suite"]](inst, output)
+            if inst["item_id"] in with_variants or _is_lveval_dataset(inst["task"]):
+                values[LVEVAL_METRIC] = _lveval_value(inst, output, lveval_variant)
         except ValueError as exc:
             raise ValueError(f"generation {gid!r} (instance {iid!r}): {exc}") from exc
         for m, value in values.items():

@@ -129,13 +129,13 @@ def test_level_score_is_the_unweighted_mean_of_dataset_scores():
 
 def test_ablation_table_compares_variants_on_the_same_items():
     rows = []
-    for variant, (s1, s2) in {"plain": (1.0, 0.5), "cfi": (0.5, 0.5), "kpr": (0.0, 0.5), "cfi+kpr": (0.0, 0.0)}.items():
+    for variant, (s1, s2) in {"plain": (1.0, 0.5), "cfi": (0.5, 0.5), "kpr": (0.0, 0.5), "cfi_kpr": (0.0, 0.0)}.items():
         rows += [("m", "16k", variant, "hotpotwikiqa_mixup", "q1", s1), ("m", "16k", variant, "factrecall_en", "q2", s2)]
     rows.append(("m", "16k", "plain", "hotpotwikiqa_mixup", "q3", 0.0))  # no CFI/KPR instance: left out
     scores = pl.DataFrame(rows, schema=["model", "length", "variant", "task", "item_id", "score"], orient="row")
     table = ablation_table(scores)
     level = table.filter(pl.col("task") == "all")
-    assert level["variant"].to_list() == ["plain", "cfi", "kpr", "cfi+kpr"]
+    assert level["variant"].to_list() == ["plain", "cfi", "kpr", "cfi_kpr"]
     assert level["score"].to_list() == [75.0, 50.0, 25.0, 0.0]  # mean of the two dataset scores
     hotpot = table.filter(pl.col("task") == "hotpotwikiqa_mixup")
     assert hotpot["score"].to_list() == [100.0, 50.0, 0.0, 0.0] and hotpot["n_instances"].to_list() == [1, 1, 1, 1]

@@ -83,8 +83,8 @@ def test_variants_come_in_pipeline_order_and_do_what_they_say(setup):
             assert remaining_terms(fields, item_rules) == []  # acceptance 2: no replaced term anywhere
             assert kpr["insertions"] == [] and len(kpr["replacement_rule_ids"]) == len(item_rules)
             assert kpr["prompt"].endswith(f"Question: {kpr['question']}\nAnswer:")
-        if "cfi+kpr" in by_variant:
-            both = by_variant["cfi+kpr"]
+        if "cfi_kpr" in by_variant:
+            both = by_variant["cfi_kpr"]
             assert remaining_terms({"context": both["context"]}, item_rules) == []
             # Same insertion points as the CFI row, in the rewritten context; the facts were rewritten too.
             cfi_points = by_variant["cfi"]["insertions"]
