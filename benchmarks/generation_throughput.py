@@ -52,9 +52,9 @@ def free_port() -> int:
 def start_server(threads: int) -> tuple[subprocess.Popen, str]:
     gguf = os.path.join(resolve_model_path(BUILTIN), BUILTIN.gguf_file)
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", "smollm2",
+    proc = subprocess.Popen([sys.executable, "-m", "lc_pipeline.generate.llamacpp_server", "--model", gguf, "--model_alias", "smollm2",
                              "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
-                             "--n_threads", str(threads)],
+                             "--n_threads", str(threads), "--verbose", "False"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 120
@@ -85,7 +85,8 @@ def main() -> None:
     else:
         server, url = start_server(args.threads)
         spec = dataclasses.replace(BUILTIN, slug="smollm2-served", backend="openai", api_model="smollm2",
-                                   base_url=url, max_model_len=4096, max_concurrency=args.prompts)
+                                   base_url=url, max_model_len=4096, max_concurrency=args.prompts,
+                                   extra_body={"repeat_penalty": 1.0})
         gen = make_generator(spec)
     try:
         gen.generate(requests[:1])  # warm-up: first-call costs stay out of both timings

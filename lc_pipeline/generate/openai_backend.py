@@ -9,7 +9,10 @@ Two modes (``spec.api``):
 - ``chat``: the user prompt goes out as a chat message and the *server* applies the model's
   template; we render it locally with the same template only to count and truncate.
 - ``completions``: we render the template ourselves (or the plain prompt for base models)
-  and send the token ids, so the server sees exactly the ids we counted.
+  and send the token ids, so the server sees exactly the ids we counted (vLLM, llama.cpp's
+  own server and OpenAI accept token arrays). For servers that take only strings
+  (llama-cpp-python's), ``send_token_ids: false`` sends the rendered text; if the server's
+  count (``usage.prompt_tokens``) then differs from ours (e.g. it added a BOS), the log says so.
 
 Where the server is: ``spec.base_url``, else ``$OPENAI_BASE_URL``. The key: the variable
 named by ``spec.api_key_env`` (default ``OPENAI_API_KEY``); it is never logged or recorded.
@@ -18,6 +21,7 @@ named by ``spec.api_key_env`` (default ``OPENAI_API_KEY``); it is never logged o
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +31,8 @@ from lc_pipeline.construct.truncation import FittedPrompt
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult
 from lc_pipeline.generate.prompting import PromptTokenizer, fit_request, load_tokenizer, messages_for, render_ids
 from lc_pipeline.generate.registry import ModelSpec
+
+log = logging.getLogger(__name__)
 
 # A self-hosted server without authentication still needs some key in the client.
 _NO_KEY = "no-key-needed"
@@ -106,6 +112,7 @@ class OpenAIGenerator:
             "decoding": "greedy",
             "temperature": 0.0,
             "api": self.spec.api,
+            "extra_body": self.spec.extra_body,
             "max_model_len": self.spec.max_model_len,
             "chat_template": self.spec.chat_template,
             "system_prompt": self.spec.system_prompt,
@@ -167,11 +174,22 @@ class OpenAIGenerator:
             await client.close()
 
     async def _call(self, client: Any, req: GenerationRequest, fit: FittedPrompt) -> tuple[str, str | None, Any]:
-        common = {"model": self.api_model, "max_tokens": req.max_new_tokens, "temperature": 0.0, "seed": 0}
+        common = {"model": self.api_model, "max_tokens": req.max_new_tokens, "temperature": 0.0, "seed": 0,
+                  "frequency_penalty": 0.0, "presence_penalty": 0.0}
+        if self.spec.extra_body:
+            common["extra_body"] = self.spec.extra_body
         if self.spec.api == "chat":
             resp = await client.chat.completions.create(messages=messages_for(self.spec, fit.text), **common)
             choice = resp.choices[0]
             return choice.message.content or "", choice.finish_reason, resp.usage
-        resp = await client.completions.create(prompt=fit.ids, **common)
+        if self.spec.send_token_ids:
+            resp = await client.completions.create(prompt=fit.ids, **common)
+        else:
+            resp = await client.completions.create(prompt=self.prompt_tokenizer.decode(fit.ids), **common)
+            if resp.usage is not None and resp.usage.prompt_tokens != len(fit.ids):
+                log.warning(
+                    "model %r, request %r: the server counted %d prompt tokens for the text, we rendered %d "
+                    "(does it add a BOS?)", self.spec.slug, req.key, resp.usage.prompt_tokens, len(fit.ids),
+                )
         choice = resp.choices[0]
         return choice.text or "", choice.finish_reason, resp.usage

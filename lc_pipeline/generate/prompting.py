@@ -126,6 +126,34 @@ class TiktokenTokenizer:
         return None
 
 
+EXTRA_BUFTS_ENV = "LCP_LLAMACPP_EXTRA_BUFTS"
+
+
+def disable_llamacpp_extra_buffer_types() -> None:
+    """Load llama.cpp weights into plain CPU buffers, not its repacked "extra buffer types".
+
+    On CPUs with AMX, llama-cpp-python 0.3.36 repacks Q4_1 weights for AMX and then segfaults
+    in ``ggml_backend_amx_mul_mat`` on the first decode (seen here with SmolLM2's Q4_1 GGUF).
+    ``Llama`` exposes no switch for ``use_extra_bufts``, so the default model parameters are
+    wrapped once per process. ``LCP_LLAMACPP_EXTRA_BUFTS=1`` keeps llama.cpp's default.
+    """
+    if os.environ.get(EXTRA_BUFTS_ENV) == "1":
+        return
+    import llama_cpp.llama_cpp as capi
+
+    if getattr(capi.llama_model_default_params, "_lcp_plain_buffers", False):
+        return
+    original = capi.llama_model_default_params
+
+    def plain_buffer_params():  # noqa: ANN202
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    plain_buffer_params._lcp_plain_buffers = True  # type: ignore[attr-defined]
+    capi.llama_model_default_params = plain_buffer_params
+
+
 def load_llamacpp_vocab(gguf_path: str, **kwargs: Any) -> Any:
     """A llama.cpp model handle; ``vocab_only=True`` reads the vocabulary in well under a second."""
     try:
@@ -134,6 +162,7 @@ def load_llamacpp_vocab(gguf_path: str, **kwargs: Any) -> Any:
         raise ImportError(
             "llama-cpp-python is not installed; install the extra: pip install 'lc_pipeline[llamacpp]'"
         ) from exc
+    disable_llamacpp_extra_buffer_types()
     return Llama(model_path=gguf_path, verbose=False, **kwargs)
 
 

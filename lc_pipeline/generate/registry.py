@@ -103,6 +103,10 @@ class ModelSpec:
     request_timeout_s: float = 600.0
     max_retries: int = 4  # the openai client's retries, with exponential backoff and jitter
     tokenizer: str | None = None  # where to count tokens; None: model_id (+ gguf_file); "tiktoken:<encoding>"
+    send_token_ids: bool = True  # completions api: token ids (exact) or the rendered text (string-only servers)
+    # Server-specific request fields, e.g. {repeat_penalty: 1.0} for llama-cpp-python's server,
+    # whose default repeat penalty (1.1) would make "temperature 0" decoding differ from greedy.
+    extra_body: dict | None = None
     # vllm backend
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
@@ -164,7 +168,7 @@ class ModelSpec:
         keys = ("backend", "model_id", "gguf_file", "max_model_len", "dtype", "chat_template", "system_prompt")
         payload_dict = {k: getattr(self, k) for k in keys}
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
-        for k in ("api", "api_model", "tokenizer"):
+        for k in ("api", "api_model", "tokenizer", "send_token_ids", "extra_body"):
             if getattr(self, k) != defaults[k]:
                 payload_dict[k] = getattr(self, k)
         payload = json.dumps(payload_dict, sort_keys=True)
@@ -226,6 +230,8 @@ _FIELD_TYPES: dict[str, tuple[type, bool]] = {  # name -> (type, None allowed)
     "request_timeout_s": (float, False),
     "max_retries": (int, False),
     "tokenizer": (str, True),
+    "send_token_ids": (bool, False),
+    "extra_body": (dict, True),
     "tensor_parallel_size": (int, False),
     "gpu_memory_utilization": (float, False),
     "enable_prefix_caching": (bool, False),

@@ -38,13 +38,15 @@ SERVER_START_S = 120
 
 
 @pytest.fixture(scope="module")
-def server_url():
+def server_url(tmp_path_factory):
     gguf = os.path.join(resolve_model_path(BUILTIN), BUILTIN.gguf_file)
     port = free_port()
+    log_path = tmp_path_factory.mktemp("server") / "server.log"  # a file: a full pipe would block the server
+    log = open(log_path, "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", "smollm2",
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        [sys.executable, "-m", "lc_pipeline.generate.llamacpp_server", "--model", gguf, "--model_alias", "smollm2",
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--verbose", "False"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -57,8 +59,8 @@ def server_url():
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.poll() is not None else ""
-                pytest.fail(f"llama_cpp.server did not come up within {SERVER_START_S}s: {err}")
+                err = log_path.read_text(errors="replace")[-2000:]
+                pytest.fail(f"llama_cpp.server did not come up within {SERVER_START_S}s (exit {proc.poll()}): {err}")
             time.sleep(0.3)
         yield url
     finally:
@@ -68,25 +70,38 @@ def server_url():
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+        log.close()
 
 
 def served(url: str, **changes):
-    spec = dataclasses.replace(BUILTIN, slug="smollm2-served", backend="openai", api_model="smollm2", base_url=url,
-                               max_model_len=2048, **changes)
+    # repeat_penalty 1.0: llama-cpp-python's server penalizes repeats by default, which is not greedy.
+    settings = {"slug": "smollm2-served", "backend": "openai", "api_model": "smollm2", "base_url": url,
+                "max_model_len": 2048, "extra_body": {"repeat_penalty": 1.0}, **changes}
+    spec = dataclasses.replace(BUILTIN, **settings)
     return make_generator(spec)
 
 
-def test_completions_mode_sends_exactly_our_token_ids(server_url):
-    gen = served(server_url, api="completions")
-    assert gen.fit(GenerationRequest("p", PROMPT, 16)).ids == EXPECTED_IDS  # the prompt sent, as ids
+def served_completions(url: str, **changes):
+    # llama-cpp-python's server takes string prompts only: we send the text our ids decode to.
+    return served(url, api="completions", send_token_ids=False, **changes)
+
+
+def test_completions_mode_feeds_exactly_our_token_ids(server_url):
+    gen = served_completions(server_url)
+    assert gen.fit(GenerationRequest("p", PROMPT, 16)).ids == EXPECTED_IDS
     [res] = gen.generate([GenerationRequest("p", PROMPT, 16)])
     assert res.prompt_tokens == len(EXPECTED_IDS)  # the server's usage: it evaluated just those
-    assert "Paris" in res.output
-    assert res.finish_reason == "stop" and 0 < res.completion_tokens < 16
+    # Same ids, same engine, greedy: the server answers exactly as llama.cpp in-process does.
+    local = make_generator(dataclasses.replace(BUILTIN, slug="smollm2-local", backend="llamacpp", torch_threads=1))
+    [mine] = local.generate([GenerationRequest("p", PROMPT, 16)])
+    local.close()
+    assert (res.output, res.completion_tokens, res.finish_reason) == (
+        mine.output, mine.completion_tokens, mine.finish_reason)
+    assert res.output and 0 < res.completion_tokens <= 16
 
 
 def test_chat_mode_server_template_matches_ours(server_url):
-    chat, completions = served(server_url, api="chat"), served(server_url, api="completions")
+    chat, completions = served(server_url, api="chat"), served_completions(server_url)
     [c] = chat.generate([GenerationRequest("p", PROMPT, 16)])
     [t] = completions.generate([GenerationRequest("p", PROMPT, 16)])
     # The server rendered the GGUF's template itself and got the same number of tokens, and
@@ -109,7 +124,7 @@ def test_concurrent_requests_keep_order_and_record_usage(server_url):
 
 
 def test_long_prompt_is_truncated_to_the_window(server_url):
-    gen = served(server_url, api="completions", max_model_len=256)
+    gen = served_completions(server_url, max_model_len=256)
     filler = " ".join(f"Line {i} says nothing." for i in range(200))
     [res] = gen.generate([GenerationRequest("long", f"Answer briefly.\n\n{filler}\n\nQuestion: why?", 8)])
     assert res.truncated and res.prompt_tokens <= 256 - 8 < res.original_prompt_tokens
