@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from lc_pipeline.assets import generation, instances, lveval, retrieval, scoring, sources
+from lc_pipeline.assets import judge as judge_assets
 from lc_pipeline.config import BenchmarkConfig, load_config
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import (
@@ -23,6 +24,7 @@ from lc_pipeline.resources import (
     TokenizerResource,
     VectorIndexResource,
 )
+from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.sensors import build_partitions_sensor
 from lc_pipeline.settings import Settings
 
@@ -49,6 +51,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
         *instances.build(parts),
         *generation.build(parts),
         *scoring.build(parts),
+        *judge_assets.build(parts),
     ]
     lake = str(settings.lake_dir)
     resources = {
@@ -59,6 +62,8 @@ def build_pipeline(settings: Settings) -> Pipeline:
         "embedder": EmbedderResource(model=config.embedding_model),
         "vector_index": VectorIndexResource(path=str(settings.lake_dir / "passage_index" / "index.faiss")),
         "models": ModelsResource(registry_path=str(settings.models_file)),
+        # Judge server and model from $OPENAI_BASE_URL / $LCP_JUDGE_MODEL (or set them here); key from the env.
+        "judge": JudgeResource(cache_path=str(settings.lake_dir / "_cache" / "judge.sqlite")),
     }
     # Everything a new model needs: its generations and scores, never anything upstream.
     model_job = dg.define_asset_job(

@@ -28,6 +28,7 @@ CODE_VERSIONS = {
     "metric_scores": "1",
     "long_scores": "1",
     "leaderboard": "1",
+    "judge_scores": "1",
     "lveval_ablation": "1",
 }
 
@@ -60,9 +61,10 @@ STAGE_FIELDS: dict[str, tuple[str, ...]] = {
     "prior_knowledge": _PRIOR,
     "long_scores": _LONG,
     "leaderboard": _LONG,
+    "judge_scores": _INSTANCES,  # plus the model's and the judge's settings (assets/judge.py)
 }
 
-MODEL_STAGES = {"generations", "metric_scores", "prior_knowledge", "long_scores", "lveval_ablation"}
+MODEL_STAGES = {"generations", "metric_scores", "prior_knowledge", "long_scores", "lveval_ablation", "judge_scores"}
 
 
 def stage_fingerprint(stage: str, config: BenchmarkConfig, model_fingerprint: str | None = None) -> str:

@@ -247,6 +247,30 @@ LVEVAL_ABLATION = pl.Schema(
     }
 )
 
+# One LLM-judge verdict per (generation, rubric) (score/judge.py); partitioned by length x model.
+JUDGE_SCORES = pl.Schema(
+    {
+        "judgment_id": Str,  # hash of (generation, rubric, rubric version, judge model)
+        "generation_id": Str,
+        "instance_id": Str,
+        "item_id": Str,
+        "suite": Str,
+        "task": Str,
+        "category": Str,
+        "depth": pl.Float64,
+        "rubric": Str,  # helmet_longqa | helmet_summ | loong | lb100_qa | lb100_summ
+        "rubric_version": Str,
+        "judge_model": Str,  # the model name the server was asked for (never its key)
+        "raw": Str,  # the judge's reply; JSON {aspect: reply} when the rubric asks several questions
+        "parsed_fields": Str,  # JSON of what was read from the reply, e.g. {"fluency": 1, "correctness": 3}
+        "value": pl.Float64,  # on the rubric's own scale (Loong 1-100, HELMET QA 0-3, ...); null if unparsed
+        "score": pl.Float64,  # value mapped to [0, 1]; null if unparsed
+        "parse_status": Str,  # ok | no_score | missing_field | out_of_range
+        "perfect": pl.Boolean,  # Loong: the score is 100; null for other rubrics
+        "judge_calls": pl.Int32,  # questions this verdict took (cached replies count too)
+    }
+)
+
 TABLES: dict[str, pl.Schema] = {
     "source_documents": SOURCE_DOCUMENTS,
     "source_items": SOURCE_ITEMS,
@@ -263,6 +287,7 @@ TABLES: dict[str, pl.Schema] = {
     "confusing_facts": CONFUSING_FACTS,
     "replacement_rules": REPLACEMENT_RULES,
     "lveval_ablation": LVEVAL_ABLATION,
+    "judge_scores": JUDGE_SCORES,
 }
 
 

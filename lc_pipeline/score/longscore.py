@@ -336,3 +336,33 @@ def leaderboard_frame(long_scores_by_model: pl.DataFrame) -> pl.DataFrame:
     df = pl.DataFrame(out, schema={**schemas.LEADERBOARD})
     df = df.sort(["metric", "rank_long_score", "model"], nulls_last=True)
     return schemas.conform(df, "leaderboard")
+
+
+JUDGE_METRIC_PREFIX = "judge:"
+
+
+def judge_leaderboard(
+    judge_scores: pl.DataFrame, base_lengths: Sequence[str], long_lengths: Sequence[str]
+) -> tuple[pl.DataFrame, list[str]]:
+    """LEADERBOARD rows for the judge, one per (model, rubric) as metric ``"judge:<rubric>"``,
+    to stand next to the metric rows; and the (model, rubric) pairs left out, with the reason.
+
+    ``judge_scores``: JUDGE_SCORES rows with ``model`` and ``length`` columns. Unparsed verdicts
+    are left out of the means (as HELMET and Loong do); LongScore is taken as for metrics. A
+    pair whose verdicts do not cover every base and long length is reported, not guessed.
+    """
+    _require_columns(judge_scores, ("model", "length", "task", "rubric", "score", "parse_status"), "judge_scores")
+    ok = judge_scores.filter(pl.col("parse_status") == "ok")
+    frames, skipped = [], []
+    for model, rubric in ok.select("model", "rubric").unique().sort("model", "rubric").iter_rows():
+        rows = ok.filter((pl.col("model") == model) & (pl.col("rubric") == rubric)).select("task", "length", "score")
+        metric = JUDGE_METRIC_PREFIX + rubric
+        try:
+            scores = long_scores_frame(rows, base_lengths, long_lengths, metric, on_zero_base="null")
+        except ValueError as exc:
+            skipped.append(f"{model}/{rubric}: {exc}")
+            continue
+        frames.append(scores.with_columns(model=pl.lit(model)))
+    if not frames:
+        return schemas.empty("leaderboard"), skipped
+    return leaderboard_frame(pl.concat(frames)), skipped

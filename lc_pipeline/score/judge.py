@@ -1,0 +1,479 @@
+"""LLM-judge rubrics: prompts (our own wording, the papers' scales), parsing, and the judged rows.
+
+Pure logic (no Dagster, no network): :func:`plan_judgments` turns generations into judge
+prompts, something else (``resources.judge.JudgeClient``) gets the replies, and
+:func:`judge_frame` parses them into JUDGE_SCORES rows. Parsing never raises: a reply that
+cannot be read gets a ``parse_status`` other than ``"ok"`` and a null score, and is counted.
+
+Rubrics (``RUBRICS``; each has a version that is part of every cache key and row):
+
+================  ========================================================================
+helmet_longqa     HELMET long-document QA (spec helmet.md §4.1): fluency 0/1 x correctness
+                  0-3, score = f * c / 3. Reply: a JSON object, the last one counts.
+helmet_summ       HELMET summarization (§4.2): three questions: fluency 0/1; key-point
+                  recall (key points present / key points); sentence precision (supported
+                  sentences / sentences). score = fluency * F1(recall, precision).
+loong             Loong (loong.md §7): one score 1-100 read from ``[[n]]`` (``[n]`` as the
+                  fallback); score = n / 100, ``perfect`` when n = 100.
+lb100_qa          100-LongBench QA (100longbench.md §5): fluency 0-2 x correctness 0-3 / 6,
+                  asked once per gold answer, max taken.
+lb100_summ        100-LongBench summary: fluency 0/1 x precision / sentence_count (0 when
+                  the summary has no sentence).
+================  ========================================================================
+
+Key points for ``helmet_summ``: HELMET had GPT-4o split each gold summary into atomic claims
+with an unpublished prompt; we use the gold summary's sentences as the key points (a
+deterministic stand-in, documented in the row's ``parsed_fields`` as ``key_points``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from lc_pipeline import schemas
+from lc_pipeline.fingerprints import short_id
+from lc_pipeline.score.metrics import parse_answer
+
+OK = "ok"
+NO_SCORE = "no_score"  # nothing parseable in the reply
+MISSING_FIELD = "missing_field"  # a JSON object without a required field
+OUT_OF_RANGE = "out_of_range"  # a value outside the rubric's scale
+PARSE_STATUSES = (OK, NO_SCORE, MISSING_FIELD, OUT_OF_RANGE)
+_SEVERITY = {OK: 0, OUT_OF_RANGE: 1, MISSING_FIELD: 2, NO_SCORE: 3}
+
+SYSTEM_PROMPT = "You are a careful, impartial grader."
+
+# --------------------------------------------------------------------------- prompts (our wording)
+
+HELMET_QA_PROMPT = """You are grading an answer to a question about a long text. You do not see the text; instead you get reference answers that would earn full marks. Grade the given answer against them.
+
+Fluency:
+- 0: incoherent, repetitive (even in different words), incomplete, or gibberish. A coherent answer that repeats itself or breaks off still gets 0.
+- 1: coherent, not repetitive, fluent and grammatical.
+
+Correctness:
+- 0: disagrees with every reference answer.
+- 1: partly agrees with a reference answer (for instance, the date is right but the person is wrong).
+- 2: fully agrees with a reference answer but also says clearly unrelated things. Extra details that are relevant to the question do not count as unrelated.
+- 3: fully agrees with a reference answer and says nothing unrelated. A longer answer is fine if all of it is relevant: for the reference "the North Pole", the answer "They are headed for the North Pole" earns 3.
+
+Think step by step and explain your grade first. Then end with the grade as JSON, like {{"fluency": 1, "correctness": 3}}.
+
+Question: {question}
+Reference answers: {answers}
+Answer to grade: {output}"""
+
+SUMM_FLUENCY_PROMPT = """You are grading the fluency of a text. It should be coherent, not repetitive, fluent and grammatical.
+
+- 0: incoherent, repetitive (even in different words), incomplete, or gibberish. For example "Summary:" alone is incomplete; "the the the able the" is incoherent; the same sentence written four times is repetitive.
+- 1: coherent, not repetitive, fluent and grammatical. A fluent text whose last sentence is cut off still gets 1.
+
+Reply with the grade as JSON, like {{"fluency": 1}}.
+
+Text: "{summary}\""""
+
+SUMM_RECALL_PROMPT = """You are checking a summary against a numbered list of key points taken from an expert summary. A key point counts as present when its facts are well supported by the summary.
+
+Think step by step about each key point first. Then end with JSON giving the numbers of the key points present and how many there are, like {{"supported_key_points": [1, 3], "recall": 2}}.
+
+Key points:
+{key_points}
+
+Summary: "{summary}\""""
+
+SUMM_PRECISION_PROMPT = """You are checking each sentence of a summary against an expert summary. A sentence is supported when its main facts agree with the expert summary; small details (dates, names, places) may be missing from the expert summary. A sentence whose main facts are missing from or contradicted by the expert summary is not supported.
+
+Think step by step about each sentence first. Then end with JSON giving how many sentences are supported and how many sentences the summary has, like {{"precision": 3, "sentence_count": 5}}.
+
+Expert summary: "{reference}"
+
+Summary: "{summary}\""""
+
+LOONG_PROMPT = """[Question]
+{question}
+
+[Gold answer]
+{answers}
+
+[Start of the assistant's answer]
+{output}
+[End of the assistant's answer]
+
+[Instructions]
+Grade the assistant's answer to the question above against the gold answer, which is correct.
+- Accuracy and hallucination: the answer must agree with the gold answer in meaning; numbers and their order must be exact, and nothing may be made up.
+- Completeness: the answer must contain every key point of the gold answer; it need not explain them further.
+Give one overall score from 1 to 100, higher being better. An answer that fully meets both criteria gets 100.
+First explain your grade briefly and without bias (at most 100 words). Then write the score on its own line in exactly this format, for example "Rating: [[100]]":
+Evaluation evidence: <your explanation>
+Rating: [[score]]"""
+
+LB100_QA_PROMPT = """You are grading an answer to a question about a long text. You do not see the text; instead you get a reference answer that would earn full marks. Grade the given answer against it.
+
+Fluency:
+- 0: incoherent.
+- 1: coherent and grammatical, but repetitive.
+- 2: coherent, not repetitive, fluent and grammatical.
+
+Correctness:
+- 0: disagrees with the reference answer.
+- 1: partly agrees with it (for instance, the date is right but the person is wrong).
+- 2: fully agrees with it but also says clearly unrelated things (relevant extra details are fine).
+- 3: fully agrees with it and says nothing unrelated.
+
+Think step by step and explain your grade first. Then end with the grade as JSON, like {{"fluency": 2, "correctness": 3}}.
+
+Question: {question}
+Reference answer: {answers}
+Answer to grade: {output}"""
+
+# --------------------------------------------------------------------------- parsing
+
+_JSON_OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
+_FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+_DOUBLE = re.compile(r"\[\[([0-9]*\.?[0-9]+)\]\]")
+_SINGLE = re.compile(r"\[([0-9]*\.?[0-9]+)\]")
+
+
+def last_json_object(text: str) -> dict | None:
+    """The last ``{...}`` in the reply that parses as a JSON object (HELMET's rule), else a
+    fenced ```json block, else None."""
+    for candidates in (_JSON_OBJECT.findall(text or ""), _FENCED.findall(text or "")):
+        for blob in reversed(candidates):
+            try:
+                obj = json.loads(blob)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                return obj
+    return None
+
+
+def bracket_score(text: str) -> float | None:
+    """Loong's ``extract_number``: the first ``[[n]]``, else the first ``[n]``, as a float."""
+    for pattern in (_DOUBLE, _SINGLE):
+        m = pattern.search(text or "")
+        if m:
+            return float(m.group(1))
+    return None
+
+
+@dataclass
+class Parsed:
+    status: str
+    fields: dict = field(default_factory=dict)
+
+
+def _int_fields(obj: dict | None, ranges: dict[str, tuple[int, int | None]]) -> Parsed:
+    """Required integer fields within [lo, hi] (hi None: no upper bound)."""
+    if obj is None:
+        return Parsed(NO_SCORE)
+    out = {}
+    for name, (lo, hi) in ranges.items():
+        if name not in obj:
+            return Parsed(MISSING_FIELD, {k: obj[k] for k in ranges if k in obj})
+        v = obj[name]
+        try:
+            num = float(v)
+        except (TypeError, ValueError):
+            return Parsed(MISSING_FIELD, {name: v})
+        if num != int(num) or num < lo or (hi is not None and num > hi):
+            return Parsed(OUT_OF_RANGE, {name: v})
+        out[name] = int(num)
+    return Parsed(OK, out)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a gold summary (period / question / exclamation mark + space + capital or digit)."""
+    parts = re.split(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])", " ".join((text or "").split()))
+    return [p.strip() for p in parts if len(p.strip()) > 3]
+
+
+# --------------------------------------------------------------------------- rubrics
+
+
+@dataclass(frozen=True)
+class JudgeInput:
+    question: str
+    answers: list[str]
+    output: str
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """How one kind of output is judged: the prompts it asks, and how the replies combine.
+
+    ``prompts(inp)`` -> {aspect: prompt}; ``combine(inp, {aspect: reply})`` -> (status,
+    value on the rubric's own scale, score in [0, 1], parsed fields, perfect or None).
+    """
+
+    name: str
+    version: str
+    scale: str  # what ``value`` means, for readers of the table
+    prompts: Callable[[JudgeInput], dict[str, str]]
+    combine: Callable[[JudgeInput, dict[str, str]], tuple[str, float | None, float | None, dict, bool | None]]
+
+
+def _worst(statuses: Sequence[str]) -> str:
+    return max(statuses, key=_SEVERITY.__getitem__) if statuses else NO_SCORE
+
+
+def _helmet_qa_prompts(inp: JudgeInput) -> dict[str, str]:
+    # HELMET grades the parsed answer line, newlines flattened (spec §4.1).
+    return {"qa": HELMET_QA_PROMPT.format(question=inp.question, answers=json.dumps(list(inp.answers)),
+                                          output=parse_answer(inp.output.replace("\n", " "), "Answer:"))}
+
+
+def _helmet_qa_combine(inp, replies):
+    p = _int_fields(last_json_object(replies["qa"]), {"fluency": (0, 1), "correctness": (0, 3)})
+    if p.status != OK:
+        return p.status, None, None, p.fields, None
+    value = p.fields["fluency"] * p.fields["correctness"]
+    return OK, float(value), value / 3, p.fields, None
+
+
+def _summ_prompts(inp: JudgeInput) -> dict[str, str]:
+    summary = inp.output.strip()
+    points = split_sentences(inp.answers[0])
+    return {
+        "fluency": SUMM_FLUENCY_PROMPT.format(summary=summary),
+        "recall": SUMM_RECALL_PROMPT.format(
+            key_points="\n".join(f"{i}. {kp}" for i, kp in enumerate(points, 1)), summary=summary),
+        "precision": SUMM_PRECISION_PROMPT.format(reference=inp.answers[0], summary=summary),
+    }
+
+
+def _summ_combine(inp, replies):
+    n_points = len(split_sentences(inp.answers[0]))
+    flu = _int_fields(last_json_object(replies["fluency"]), {"fluency": (0, 1)})
+    rec = _int_fields(last_json_object(replies["recall"]), {"recall": (0, n_points)})
+    pre = _int_fields(last_json_object(replies["precision"]), {"precision": (0, None), "sentence_count": (0, None)})
+    fields = {**flu.fields, **rec.fields, **pre.fields, "key_points": n_points}
+    status = _worst([flu.status, rec.status, pre.status])
+    if status == OK and pre.fields["precision"] > pre.fields["sentence_count"]:
+        status = OUT_OF_RANGE
+    if status != OK:
+        return status, None, None, fields, None
+    recall = rec.fields["recall"] / n_points if n_points else 0.0
+    precision = pre.fields["precision"] / pre.fields["sentence_count"] if pre.fields["sentence_count"] else 0.0
+    f1 = 2 * recall * precision / (recall + precision) if recall + precision else 0.0
+    value = flu.fields["fluency"] * f1
+    return OK, value, value, {**fields, "recall_ratio": recall, "precision_ratio": precision, "f1": f1}, None
+
+
+def _loong_prompts(inp: JudgeInput) -> dict[str, str]:
+    gold = inp.answers[0] if len(inp.answers) == 1 else json.dumps(list(inp.answers), ensure_ascii=False)
+    return {"score": LOONG_PROMPT.format(question=inp.question, answers=gold, output=inp.output)}
+
+
+def _loong_combine(inp, replies):
+    n = bracket_score(replies["score"])
+    if n is None:
+        return NO_SCORE, None, None, {}, None
+    if not 0 <= n <= 100:  # the prompt says 1-100, the paper's text 0-100: accept both ends
+        return OUT_OF_RANGE, None, None, {"score": n}, None
+    return OK, n, n / 100, {"score": n}, n == 100
+
+
+def _lb100_qa_prompts(inp: JudgeInput) -> dict[str, str]:
+    # 100-LongBench asks once per gold answer and keeps the best grade; the first line is graded.
+    out = inp.output.lstrip("\n").split("\n")[0]
+    return {f"gold{i}": LB100_QA_PROMPT.format(question=inp.question, answers=g, output=out)
+            for i, g in enumerate(inp.answers[:5])}
+
+
+def _lb100_qa_combine(inp, replies):
+    best, statuses, fields = None, [], {}
+    for aspect, reply in sorted(replies.items()):
+        p = _int_fields(last_json_object(reply), {"fluency": (0, 2), "correctness": (0, 3)})
+        statuses.append(p.status)
+        if p.status == OK and (best is None or p.fields["fluency"] * p.fields["correctness"] > best):
+            best, fields = p.fields["fluency"] * p.fields["correctness"], p.fields
+    if best is None:
+        return _worst(statuses), None, None, {}, None
+    return OK, float(best), best / 6, fields, None
+
+
+def _lb100_summ_prompts(inp: JudgeInput) -> dict[str, str]:
+    out = inp.output.lstrip("\n").split("\n")[0]
+    return {"fluency": SUMM_FLUENCY_PROMPT.format(summary=out),
+            "precision": SUMM_PRECISION_PROMPT.format(reference=inp.answers[0], summary=out)}
+
+
+def _lb100_summ_combine(inp, replies):
+    flu = _int_fields(last_json_object(replies["fluency"]), {"fluency": (0, 1)})
+    pre = _int_fields(last_json_object(replies["precision"]), {"precision": (0, None), "sentence_count": (0, None)})
+    fields = {**flu.fields, **pre.fields}
+    status = _worst([flu.status, pre.status])
+    if status == OK and pre.fields["precision"] > pre.fields["sentence_count"]:
+        status = OUT_OF_RANGE
+    if status != OK:
+        return status, None, None, fields, None
+    ratio = pre.fields["precision"] / pre.fields["sentence_count"] if pre.fields["sentence_count"] else 0.0
+    value = flu.fields["fluency"] * ratio
+    return OK, value, value, fields, None
+
+
+RUBRICS: dict[str, Rubric] = {
+    r.name: r
+    for r in (
+        Rubric("helmet_longqa", "1", "fluency (0/1) x correctness (0-3), 0-3", _helmet_qa_prompts, _helmet_qa_combine),
+        Rubric("helmet_summ", "1", "fluency (0/1) x F1(key-point recall, sentence precision), 0-1", _summ_prompts,
+               _summ_combine),
+        Rubric("loong", "1", "overall score 1-100", _loong_prompts, _loong_combine),
+        Rubric("lb100_qa", "1", "fluency (0-2) x correctness (0-3), 0-6", _lb100_qa_prompts, _lb100_qa_combine),
+        Rubric("lb100_summ", "1", "fluency (0/1) x supported sentences / sentences, 0-1", _lb100_summ_prompts,
+               _lb100_summ_combine),
+    )
+}
+
+# (suite, task) -> rubric; "*" matches any task of the suite. Instances without one are not judged.
+DEFAULT_RUBRICS: dict[str, str] = {
+    "helmet/longqa": "helmet_longqa",
+    "helmet/summ": "helmet_summ",
+    "longbench100/single_doc_qa": "lb100_qa",
+    "longbench100/multi_doc_qa": "lb100_qa",
+    "longbench100/single_doc_sum": "lb100_summ",
+    "longbench100/multi_doc_sum": "lb100_summ",
+    "qa/*": "loong",
+}
+NOT_JUDGED = "none"
+
+
+def rubric_for(suite: str, task: str, overrides: dict[str, str] | None = None) -> str | None:
+    """The rubric for an instance: an override for ``suite/task`` or ``suite/*`` wins over the
+    defaults; ``"none"`` turns judging off for it."""
+    table = {**DEFAULT_RUBRICS, **(overrides or {})}
+    name = table.get(f"{suite}/{task}", table.get(f"{suite}/*"))
+    if name is None or name == NOT_JUDGED:
+        return None
+    if name not in RUBRICS:
+        raise ValueError(f"rubric {name!r} for {suite}/{task}: unknown; known rubrics are {sorted(RUBRICS)}")
+    return name
+
+
+def rubric_fingerprint(names: Sequence[str] | None = None) -> str:
+    """Hash of the rubrics' names, versions and prompt texts: a reworded rubric re-judges."""
+    rubrics = [RUBRICS[n] for n in sorted(names or RUBRICS)]
+    texts = [HELMET_QA_PROMPT, SUMM_FLUENCY_PROMPT, SUMM_RECALL_PROMPT, SUMM_PRECISION_PROMPT, LOONG_PROMPT,
+             LB100_QA_PROMPT, SYSTEM_PROMPT]
+    return short_id(*[f"{r.name}:{r.version}" for r in rubrics], *texts)
+
+
+# --------------------------------------------------------------------------- planning and rows
+
+
+@dataclass(frozen=True)
+class JudgeCall:
+    key: str  # cache key: (judge model, rubric, version, aspect, prompt, decoding)
+    prompt: str
+
+
+@dataclass
+class Judgment:
+    """One generation to judge with one rubric: its calls, then its replies."""
+
+    generation_id: str
+    instance: dict
+    rubric: Rubric
+    inp: JudgeInput
+    calls: dict[str, JudgeCall]  # aspect -> call
+
+
+def call_key(judge_model: str, rubric: Rubric, aspect: str, prompt: str, decoding: dict) -> str:
+    blob = json.dumps([judge_model, rubric.name, rubric.version, aspect, prompt, SYSTEM_PROMPT, decoding],
+                      sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+_FIELDS = ("instance_id", "item_id", "suite", "task", "category", "depth", "question", "answers")
+
+
+def plan_judgments(
+    generations: pl.DataFrame,
+    instances: pl.DataFrame,
+    judge_model: str,
+    decoding: dict,
+    overrides: dict[str, str] | None = None,
+) -> list[Judgment]:
+    """One :class:`Judgment` per generation whose instance has a rubric (see :func:`rubric_for`)."""
+    missing = [c for c in _FIELDS if c not in instances.columns]
+    if missing:
+        raise ValueError(f"instances frame lacks column(s) {missing}")
+    by_id = {r["instance_id"]: r for r in instances.select(_FIELDS).iter_rows(named=True)}
+    out = []
+    for gid, iid, output in generations.select("generation_id", "instance_id", "output").iter_rows():
+        inst = by_id.get(iid)
+        if inst is None:
+            raise ValueError(f"generation {gid!r}: field instance_id={iid!r} not found in instances")
+        name = rubric_for(inst["suite"], inst["task"], overrides)
+        if name is None:
+            continue
+        if output is None:
+            raise ValueError(f"generation {gid!r}: field output is null")
+        if not inst["answers"]:
+            raise ValueError(f"instance {iid!r}: field answers is empty; the judge needs a reference")
+        rubric = RUBRICS[name]
+        inp = JudgeInput(inst["question"] or "", list(inst["answers"]), output)
+        calls = {a: JudgeCall(call_key(judge_model, rubric, a, p, decoding), p) for a, p in rubric.prompts(inp).items()}
+        out.append(Judgment(gid, inst, rubric, inp, calls))
+    return out
+
+
+def judgment_id(generation_id: str, rubric: Rubric, judge_model: str) -> str:
+    return short_id(generation_id, rubric.name, rubric.version, judge_model, length=16)
+
+
+def judge_frame(judgments: Sequence[Judgment], replies: dict[str, str], judge_model: str) -> pl.DataFrame:
+    """JUDGE_SCORES rows from the judgments and the replies by call key. Never raises on a
+    reply it cannot read: the row gets that parse status and a null score."""
+    rows = []
+    for j in judgments:
+        missing = [c.key for c in j.calls.values() if c.key not in replies]
+        if missing:
+            raise ValueError(f"generation {j.generation_id!r}: no reply for {len(missing)} judge call(s)")
+        raw = {a: replies[c.key] for a, c in j.calls.items()}
+        status, value, score, fields, perfect = j.rubric.combine(j.inp, raw)
+        inst = j.instance
+        rows.append({
+            "judgment_id": judgment_id(j.generation_id, j.rubric, judge_model),
+            "generation_id": j.generation_id,
+            "instance_id": inst["instance_id"],
+            "item_id": inst["item_id"],
+            "suite": inst["suite"],
+            "task": inst["task"],
+            "category": inst["category"],
+            "depth": inst["depth"],
+            "rubric": j.rubric.name,
+            "rubric_version": j.rubric.version,
+            "judge_model": judge_model,
+            "raw": next(iter(raw.values())) if len(raw) == 1 else json.dumps(raw, ensure_ascii=False),
+            "parsed_fields": json.dumps(fields, sort_keys=True, ensure_ascii=False),
+            "value": value,
+            "score": score,
+            "parse_status": status,
+            "perfect": perfect,
+            "judge_calls": len(raw),
+        })
+    return schemas.conform(pl.DataFrame(rows, schema=schemas.JUDGE_SCORES), "judge_scores")
+
+
+def judge_summary(frame: pl.DataFrame) -> dict:
+    """Counts for asset metadata: rows, parse failures, parse rate, mean score (and Loong's
+    perfect rate) per rubric. Parse failures are left out of the means, as in both papers."""
+    out: dict = {"judgments": frame.height, "parse_failures": int((frame["parse_status"] != OK).sum())}
+    out["parse_rate"] = (1 - out["parse_failures"] / frame.height) if frame.height else 1.0
+    out["parse_statuses"] = dict(sorted(frame.group_by("parse_status").len().iter_rows()))
+    for rubric, grp in frame.group_by("rubric"):
+        name = rubric[0]
+        ok = grp.filter(pl.col("parse_status") == OK)
+        out[f"mean_score_{name}"] = float(ok["score"].mean()) if ok.height else None
+        if name == "loong" and ok.height:
+            out["perfect_rate_loong"] = float(ok["perfect"].cast(pl.Float64).mean())
+    return out
