@@ -32,14 +32,17 @@ from lc_pipeline.sources.demo_corpus import build_demo_corpus
 BUILTIN = BUILTIN_MODELS["smollm2-135m"]
 
 
-def prompts(n: int) -> list[str]:
+def prompts(n: int, passage: bool = True) -> list[str]:
     docs, items = build_demo_corpus(n_entities=max(60, n * 2), seed=1)
     text = dict(docs.select("doc_id", "text").iter_rows())
     out = []
     for q, evidence in items.select("question", "evidence_doc_ids").head(n).iter_rows():
-        passage = " ".join(text[d] for d in evidence)
+        if not passage:  # decode-dominated: a short question and a long answer
+            out.append(f"Answer the question, then explain your answer in three sentences.\n\nQuestion: {q}")
+            continue
+        body = " ".join(text[d] for d in evidence)
         out.append(f"Read the passage, answer the question, then explain your answer in two sentences.\n\n"
-                   f"Passage: {passage}\n\nQuestion: {q}")
+                   f"Passage: {body}\n\nQuestion: {q}")
     return out
 
 
@@ -74,8 +77,9 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--max-new", type=int, default=48)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-passage", action="store_true", help="questions only (decode-dominated)")
     args = ap.parse_args()
-    ps = prompts(args.prompts)
+    ps = prompts(args.prompts, passage=not args.no_passage)
     requests = [GenerationRequest(str(i), p, args.max_new) for i, p in enumerate(ps)]
     server = None
     if args.backend == "transformers":
