@@ -66,6 +66,7 @@ def test_filters_on_length_and_model_prune_files(lake):
     "set threads = 1",
     "checkpoint",
     "select 1; drop view instances",
+    "alter table metric_scores add column c int default 1 + 1",  # MULTI, like a PIVOT, but not a query
 ])
 def test_write_statements_are_refused(lake, sql, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -73,6 +74,13 @@ def test_write_statements_are_refused(lake, sql, tmp_path, monkeypatch):
         query(lake, sql)
     assert not (tmp_path / "out.csv").exists()
     assert query(lake, "select count(*) from instances")[1] == [(4,)]
+
+
+def test_pivot_reads_even_without_an_in_list(lake):
+    sql = "pivot (select model, length, score from metric_scores) on length using avg(score) order by model"
+    cols, rows = query(lake, sql)
+    assert cols == ["model", "1k", "2k"]
+    assert rows == [("7b", 1.0, 0.75), ("smollm2-135m", 0.5, 0.25)]
 
 
 def test_syntax_error_is_duckdbs_own():

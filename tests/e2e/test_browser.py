@@ -1,0 +1,174 @@
+"""The Dagster UI in a real browser: headless Chromium (Debian's `chromium`, driven by playwright)
+against `lcp ui` on a tiny project.
+
+It checks that the asset graph shows every asset the webserver knows, then does what a user
+does: opens `source_documents`, launches a materialization of its `demo` partition from the
+Materialize dialog, follows the run to Success, and checks the partition landed in the lake.
+Screenshots go to ``$LCP_TEST_ARTIFACTS/e2e`` (default ``tests/artifacts/e2e``, git-ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, free_port
+
+CHROMIUM = os.environ.get("LCP_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (Debian: apt-get install chromium; "
+                                                "or set LCP_CHROMIUM); the browser test needs a real browser"),
+]
+playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev extra) is not installed")
+
+ARTIFACTS = Path(os.environ.get("LCP_TEST_ARTIFACTS") or REPO / "tests" / "artifacts") / "e2e"
+SERVER_START_S = 240  # code server import + webserver + daemon on a busy 2-core machine
+RUN_S = 300  # queued -> daemon dequeues -> subprocess run of the demo corpus source
+UI_S = 60  # one UI element to appear
+
+
+def graphql(port: int, query: str) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+@pytest.fixture
+def ui(repo, project_env):
+    """`lcp ui` on the tiny project; yields (port, env). The `demo` source partition exists up front
+    (the daemon's sensor would add it only on its first tick)."""
+    import dagster as dg
+
+    home = Path(project_env["DAGSTER_HOME"])
+    shutil.copyfile(repo / "dagster.yaml", home / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions("source", ["demo"])
+    port = free_port()
+    log = open(home / "ui.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "ui", "--port", str(port)], cwd=repo,
+                            env=project_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            try:
+                if graphql(port, "{ assetNodes { id } }")["data"]["assetNodes"]:
+                    break
+            except (OSError, KeyError, TypeError):
+                pass
+            assert proc.poll() is None, f"lcp ui exited {proc.returncode}: {(home / 'ui.log').read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"UI did not answer within {SERVER_START_S}s"
+            time.sleep(2)
+        # The "join the community" dialog would cover the page on 127.0.0.1; mark it seen, as its Skip does.
+        graphql(port, "mutation { setNuxSeen }")
+        yield port, project_env
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture
+def page():
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with playwright_api.sync_playwright() as p:
+        # --no-sandbox: CI containers run as root, where Chromium's sandbox cannot start.
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            pg = browser.new_page(viewport={"width": 1800, "height": 1000})
+            pg.set_default_timeout(UI_S * 1000)
+            yield pg
+        finally:
+            browser.close()
+
+
+def shows(label: str, name: str) -> bool:
+    """The UI middle-truncates long node labels ("minilongbe…_subset")."""
+    if "…" not in label:
+        return label == name
+    head, tail = label.split("…", 1)
+    return name.startswith(head) and name.endswith(tail) and len(name) > len(head) + len(tail)
+
+
+def graph_labels(pg) -> set[str]:
+    """Leaf texts to the right of the side bar, i.e. inside the graph."""
+    box = pg.get_by_placeholder("Jump to…").bounding_box()
+    return set(pg.evaluate(
+        """(x) => [...document.querySelectorAll('div, span')]
+             .filter(e => e.childElementCount === 0 && e.getBoundingClientRect().left > x)
+             .map(e => e.textContent.trim()).filter(t => t)""",
+        box["x"] + box["width"] + 10,
+    ))
+
+
+def test_asset_graph_and_materializing_a_partition_from_the_ui(ui, page):
+    port, env = ui
+    url = f"http://127.0.0.1:{port}"
+    nodes = graphql(port, "{ assetNodes { assetKey { path } groupName } }")["data"]["assetNodes"]
+    assets = {n["assetKey"]["path"][-1] for n in nodes}
+    groups = {n["groupName"] for n in nodes}
+    assert {"source_documents", "passages", "instances", "generations", "metric_scores", "long_scores",
+            "leaderboard"} <= assets
+
+    # 1. The asset graph lists every asset (groups expanded: Alt+E, the graph menu's "Expand all groups").
+    page.goto(f"{url}/asset-groups")
+    deadline = time.monotonic() + UI_S
+    while not groups <= graph_labels(page):  # the layout is computed in a web worker
+        assert time.monotonic() < deadline, f"groups {sorted(groups - graph_labels(page))} never appeared"
+        page.wait_for_timeout(250)
+    page.keyboard.press("Alt+e")
+    deadline = time.monotonic() + UI_S
+    while missing := {a for a in assets if not any(shows(lbl, a) for lbl in graph_labels(page))}:
+        assert time.monotonic() < deadline, f"assets missing from the graph: {sorted(missing)}"
+        page.wait_for_timeout(250)
+    page.keyboard.press("Escape")
+    page.screenshot(path=str(ARTIFACTS / "asset_graph.png"))
+
+    # 2. Materialize source_documents[demo] from its page, as a user would.
+    page.goto(f"{url}/assets/source_documents")
+    page.get_by_role("button", name="Materialize").first.click()
+    # source_documents is a multi-asset (with source_items, rejected_records): the UI asks to confirm.
+    page.get_by_role("button", name="Confirm").click()
+    dialog = page.get_by_role("dialog").filter(has_text="Launch runs to materialize")
+    dialog.get_by_text("Select a partition or create one").click()
+    checkbox = page.get_by_role("checkbox", name="demo")
+    page.locator(f"label[for={checkbox.get_attribute('id')}]").click()  # the input itself is drawn over
+    page.keyboard.press("Escape")
+    page.screenshot(path=str(ARTIFACTS / "launch_dialog.png"))
+    dialog.get_by_role("button", name="Launch 1 run").click()
+
+    # 3. Follow the run the toast names ("Launched run 1a2b3c4d") to Success on its page.
+    toast = page.get_by_text("Launched run")
+    toast.wait_for()
+    short_id = toast.inner_text().split()[-1]
+    runs = graphql(port, "{ runsOrError { ... on Runs { results { runId status tags { key value } } } } }")
+    run = next(r for r in runs["data"]["runsOrError"]["results"] if r["runId"].startswith(short_id))
+    assert {"key": "dagster/partition", "value": "demo"} in run["tags"]
+    page.goto(f"{url}/runs/{run['runId']}")
+    playwright_api.expect(page.get_by_text("Success", exact=True).first).to_be_visible(timeout=RUN_S * 1000)
+    page.screenshot(path=str(ARTIFACTS / "run_success.png"))
+    run = graphql(port, f'{{ runOrError(runId: "{run["runId"]}") {{ ... on Run {{ status }} }} }}')
+    assert run["data"]["runOrError"]["status"] == "SUCCESS"
+    lake = Path(env["LCP_LAKE"])
+    assert (lake / "source_documents" / "source=demo" / "data.parquet").exists()
+    assert (lake / "source_items" / "source=demo" / "data.parquet").exists()
+
+    # 4. The asset page now shows the materialized partition.
+    page.goto(f"{url}/assets/source_documents")
+    playwright_api.expect(page.get_by_text("Latest materialization")).to_be_visible()
+    page.get_by_text("Never materialized").wait_for(state="detached")
+    page.screenshot(path=str(ARTIFACTS / "source_documents.png"))
