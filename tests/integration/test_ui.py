@@ -14,12 +14,17 @@ import urllib.request
 from conftest import free_port
 
 ASSETS = {"source_documents", "source_items", "rejected_records", "passages", "passage_index", "hard_negatives", "instances",
-          "generations", "metric_scores", "long_scores", "leaderboard"}
+          "generations", "metric_scores", "long_scores", "leaderboard",
+          "confusing_facts", "replacement_rules", "lveval_ablation"}
 LINEAGE = {
     "passages": {"source_documents"},
     "passage_index": {"passages"},
     "hard_negatives": {"source_items", "passages", "passage_index"},
-    "instances": {"source_items", "source_documents", "passages", "hard_negatives"},
+    "confusing_facts": {"source_items", "source_documents"},
+    "replacement_rules": {"source_items", "source_documents", "confusing_facts"},
+    "instances": {"source_items", "source_documents", "passages", "hard_negatives", "confusing_facts",
+                  "replacement_rules"},
+    "lveval_ablation": {"metric_scores", "instances"},
     "generations": {"instances"},
     "metric_scores": {"generations", "instances"},
     "long_scores": {"metric_scores"},
