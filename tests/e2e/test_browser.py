@@ -4,7 +4,9 @@ against `lcp ui` on a tiny project.
 It checks that the asset graph shows every asset the webserver knows, then does what a user
 does: opens `source_documents`, launches a materialization of its `demo` partition from the
 Materialize dialog, follows the run to Success, and checks the partition landed in the lake.
-Screenshots go to ``$LCP_TEST_ARTIFACTS/e2e`` (default ``tests/artifacts/e2e``, git-ignored).
+It also opens the `leaderboard` materialization's score-vs-length plot (inline PNG metadata) and
+checks the browser draws it. Screenshots go to ``$LCP_TEST_ARTIFACTS/e2e`` (default
+``tests/artifacts/e2e``, git-ignored).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ ARTIFACTS = Path(os.environ.get("LCP_TEST_ARTIFACTS") or REPO / "tests" / "artif
 SERVER_START_S = 240  # code server import + webserver + daemon on a busy 2-core machine
 RUN_S = 300  # queued -> daemon dequeues -> subprocess run of the demo corpus source
 UI_S = 60  # one UI element to appear
+MODEL = "smollm2-135m"
 
 
 def graphql(port: int, query: str) -> dict:
@@ -44,16 +47,49 @@ def graphql(port: int, query: str) -> dict:
         return json.loads(resp.read())
 
 
-@pytest.fixture
+def materialize_leaderboard(repo: Path, env: dict[str, str], instance) -> None:
+    """The leaderboard asset, run in process into the UI's instance, over long_scores computed by the
+    pipeline's own LongScore code from generated scores (generation itself is covered by the asset tests)."""
+    import dagster as dg
+    import polars as pl
+
+    from lc_pipeline.definitions import build_pipeline
+    from lc_pipeline.resources.parquet_io import partition_path, write_parquet_atomic
+    from lc_pipeline.score.longscore import long_scores_frame
+    from lc_pipeline.settings import Settings
+
+    scores = pl.DataFrame({"task": ["qa"] * 4, "length": ["1k", "1k", "2k", "2k"], "score": [1.0, 1.0, 1.0, 0.0]})
+    lake = Path(env["LCP_LAKE"])
+    write_parquet_atomic(long_scores_frame(scores, ["1k"], ["2k"], metric="subem"),
+                         partition_path(lake, "long_scores", {"model": MODEL}))
+    instance.add_dynamic_partitions("model", [MODEL])
+    pipeline = build_pipeline(Settings(project_dir=repo, config=env["LCP_CONFIG"], lake_dir=lake,
+                                       models_file=Path(env["LCP_MODELS"]), dagster_home=Path(env["DAGSTER_HOME"])))
+    result = dg.materialize(pipeline.assets, selection=["leaderboard"], resources=pipeline.resources,
+                            instance=instance)
+    assert result.success
+
+
+@pytest.fixture(scope="module")
+def project_env(tmp_path_factory, tiny_config_file) -> dict[str, str]:
+    """As conftest's project_env, for one server shared by this module's tests."""
+    root = tmp_path_factory.mktemp("e2e")
+    (root / ".dagster").mkdir()
+    return dict(os.environ, LCP_CONFIG=str(tiny_config_file), LCP_LAKE=str(root / "data_lake"),
+                LCP_MODELS=str(root / "models.yaml"), DAGSTER_HOME=str(root / ".dagster"), LCP_PROJECT_DIR=str(REPO))
+
+
+@pytest.fixture(scope="module")
 def ui(repo, project_env):
     """`lcp ui` on the tiny project; yields (port, env). The `demo` source partition exists up front
-    (the daemon's sensor would add it only on its first tick)."""
+    (the daemon's sensor would add it only on its first tick), and `leaderboard` has a materialization."""
     import dagster as dg
 
     home = Path(project_env["DAGSTER_HOME"])
     shutil.copyfile(repo / "dagster.yaml", home / "dagster.yaml")
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions("source", ["demo"])
+        materialize_leaderboard(repo, project_env, instance)
     port = free_port()
     log = open(home / "ui.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "ui", "--port", str(port)], cwd=repo,
@@ -172,3 +208,16 @@ def test_asset_graph_and_materializing_a_partition_from_the_ui(ui, page):
     playwright_api.expect(page.get_by_text("Latest materialization")).to_be_visible()
     page.get_by_text("Never materialized").wait_for(state="detached")
     page.screenshot(path=str(ARTIFACTS / "source_documents.png"))
+
+
+def test_plots_in_asset_metadata_are_drawn_in_the_ui(ui, page):
+    port, _ = ui
+    page.goto(f"http://127.0.0.1:{port}/assets/leaderboard")
+    row = page.locator("tr", has_text="score_vs_length").first
+    row.get_by_text("Show Markdown").click()
+    plot = page.get_by_role("dialog").get_by_role("img", name="score_vs_length")
+    playwright_api.expect(plot).to_be_visible()
+    src, width = plot.evaluate("i => [i.src.slice(0, 22), i.naturalWidth]")
+    assert src == "data:image/png;base64,"
+    assert width > 300, "the browser could not decode the PNG"
+    page.get_by_role("dialog").screenshot(path=str(ARTIFACTS / "leaderboard_score_vs_length.png"))
