@@ -106,6 +106,8 @@ def make_corpus(n_people: int = 40, n_places: int = 40, seed: int = 3) -> tuple[
             "answer_keywords": [t[5] for t in items],
             "evidence_doc_ids": [t[6] for t in items],
             "hops": [t[7] for t in items],
+            "all_classes": [[] for _ in items],
+            "confusing_facts": [[] for _ in items],
         },
         schema=SOURCE_ITEMS,
     )
