@@ -301,6 +301,12 @@ from lc_pipeline.commands.score import score  # noqa: E402  (registered here, be
 
 main.add_command(score)
 
+from lc_pipeline.commands.longscore import longscore  # noqa: E402
+from lc_pipeline.commands.minilongbench import minilongbench  # noqa: E402
+
+main.add_command(longscore)
+main.add_command(minilongbench)
+
 from lc_pipeline.commands.report import report  # noqa: E402
 
 main.add_command(report)

@@ -178,6 +178,8 @@ class BenchmarkConfig:
     prior_knowledge: PriorKnowledgeConfig = field(default_factory=PriorKnowledgeConfig)
     lveval: LVEvalConfig = field(default_factory=LVEvalConfig)
     helmet: HelmetConfig = field(default_factory=HelmetConfig)
+    # MiniLongBench options (keys documented in lc_pipeline/assets/minilongbench.py).
+    minilongbench: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for lv in self.lengths:
@@ -243,6 +245,11 @@ def load_config(path: str | Path) -> BenchmarkConfig:
         for key in ("lengths", "base_lengths", "long_lengths", "depths", "models"):
             if key in raw:
                 raw[key] = tuple(raw[key])
+        if "minilongbench" in raw:
+            if raw["minilongbench"] is None:
+                raw["minilongbench"] = {}
+            elif not isinstance(raw["minilongbench"], dict):
+                raise ConfigError(f"{p}: minilongbench: expected a mapping")
         for key, cls in (("longbench100", LongBench100Config), ("prior_knowledge", PriorKnowledgeConfig),
                          ("helmet", HelmetConfig)):
             if key in raw:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from lc_pipeline.assets import generation, instances, lveval, retrieval, scoring, sources
+from lc_pipeline.assets import generation, instances, lveval, minilongbench, retrieval, scoring, sources
 from lc_pipeline.assets import judge as judge_assets
 from lc_pipeline.config import BenchmarkConfig, load_config
 from lc_pipeline.partitions import Partitions
@@ -52,6 +52,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
         *generation.build(parts),
         *scoring.build(parts),
         *judge_assets.build(parts),
+        *minilongbench.build(parts),
     ]
     lake = str(settings.lake_dir)
     resources = {

@@ -234,6 +234,33 @@ REPLACEMENT_RULES = pl.Schema(
     }
 )
 
+# MiniLongBench (score/minilongbench.py): the selected samples with their IRT parameters.
+MINILONGBENCH_SUBSET = pl.Schema(
+    {
+        "sample_id": Str,  # LongBench global sample index (as text) or our instance_id
+        "task": Str,
+        "category": Str,
+        "cluster_group": Str,  # the K-Means group the sample was chosen in (its category)
+        "cluster": pl.Int64,
+        "cluster_weight": pl.Float64,  # summed balance weight of the sample's cluster
+        "alpha": pl.List(pl.Float64),  # IRT discrimination (d dims)
+        "beta": pl.Float64,  # IRT difficulty (enters the logit as d * beta)
+    }
+)
+
+# One model's estimated full-benchmark scores from its scores on the subset (partitioned by model).
+MINILONGBENCH_ESTIMATES = pl.Schema(
+    {
+        "mode": Str,  # "predict" (IRT ability, predicted remainder) | "direct" (subset mean)
+        "scope": Str,  # "overall" | "category" | "task"
+        "name": Str,  # "overall", a category or a task
+        "estimate": pl.Float64,  # in [0, 1]: mean of category means of task means
+        "n_observed": pl.Int64,  # subset samples this model has a score on
+        "n_subset": pl.Int64,
+        "in_training": pl.Boolean,  # the model was one of the training models (an in-sample estimate)
+    }
+)
+
 # LV-Eval's CFI/KPR ablation of one model (partitioned by model): keyword-recall scores of the
 # same items per length level and variant (score/keyword_recall.py::ablation_table).
 LVEVAL_ABLATION = pl.Schema(
@@ -288,6 +315,8 @@ TABLES: dict[str, pl.Schema] = {
     "replacement_rules": REPLACEMENT_RULES,
     "lveval_ablation": LVEVAL_ABLATION,
     "judge_scores": JUDGE_SCORES,
+    "minilongbench_subset": MINILONGBENCH_SUBSET,
+    "minilongbench_estimates": MINILONGBENCH_ESTIMATES,
 }
 
 

@@ -1,0 +1,109 @@
+"""`lcp minilongbench fit | estimate`: build a MiniLongBench subset and score new models on it.
+
+    lcp minilongbench fit --scores FILE.parquet [--embeddings FILE.parquet | --texts FILE.parquet]
+                          [--ratio 0.95] [--dims 10] [--seed 42] [--epochs 2000] --out DIR
+    lcp minilongbench estimate --model-dir DIR --scores FILE.parquet [--mode predict|direct]
+
+``fit`` reads the training models' per-sample scores (columns ``model, task, category,
+global_sample, score``; score in [0, 1]) and sample representations: ``--embeddings`` (columns
+``global_sample, pc0, pc1, ...``; reduced by PCA to --dims when wider) or ``--texts`` (columns
+``global_sample, text``; embedded with the offline sentence-transformers model, then PCA). With
+neither, alpha starts at 0 (no text signal; the paper's ablation says this costs accuracy). It
+writes ``DIR/subset.parquet`` (``global_sample, task, category`` and the cluster of each sample)
+and the fitted parameters (``items.parquet``, ``abilities.parquet``, ``meta.json``; the format is
+described in :mod:`lc_pipeline.score.minilongbench`) and prints a JSON summary.
+
+``estimate`` reads new models' scores on the subset samples (``model, global_sample, score``;
+rows of other samples are ignored) and prints ``{model: {"overall": x, "categories": {...},
+"tasks": {...}}}``. ``predict`` (default) fits each model's ability on its subset scores and
+predicts the rest; ``direct`` averages its subset scores. Both aggregate task -> category ->
+overall (the mean of the category means).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import polars as pl
+
+from lc_pipeline.score import minilongbench as mlbm
+
+
+def read_table(path: str | Path) -> pl.DataFrame:
+    p = Path(path)
+    try:
+        return pl.read_csv(p) if p.suffix.lower() == ".csv" else pl.read_parquet(p)
+    except Exception as exc:  # noqa: BLE001  (polars raises several error types for unreadable files)
+        raise click.ClickException(f"{p}: cannot read it as {'CSV' if p.suffix.lower() == '.csv' else 'Parquet'}: {exc}")
+
+
+@click.group("minilongbench")
+def minilongbench() -> None:
+    """MiniLongBench: a ~5 % subset of a benchmark that estimates the full scores (IRT + K-Means)."""
+
+
+@minilongbench.command("fit")
+@click.option("--scores", "scores_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Parquet (or CSV): model, task, category, global_sample, score")
+@click.option("--embeddings", "emb_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Parquet (or CSV): global_sample, pc0, pc1, ... (sample representations)")
+@click.option("--texts", "texts_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Parquet (or CSV): global_sample, text (embedded offline, then PCA to --dims)")
+@click.option("--ratio", type=float, default=0.95, show_default=True, help="share of samples REMOVED")
+@click.option("--dims", type=int, default=10, show_default=True)
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--epochs", type=int, default=2000, show_default=True, help="IRT training epochs")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
+def fit_cmd(scores_path, emb_path, texts_path, ratio, dims, seed, epochs, out_dir) -> None:
+    """Fit the IRT model on the training models' scores and select the subset."""
+    if emb_path and texts_path:
+        raise click.UsageError("give --embeddings or --texts, not both")
+    try:
+        matrix = mlbm.ScoreMatrix.from_frame(read_table(scores_path))
+        if emb_path:
+            reps = mlbm.representations_from_frame(read_table(emb_path), matrix.samples, dims)
+            label = f"embeddings {Path(emb_path).name}"
+        elif texts_path:
+            texts = read_table(texts_path)
+            if not {mlbm.SAMPLE, "text"} <= set(texts.columns):
+                raise ValueError(f"{texts_path}: expected columns {mlbm.SAMPLE}, text; got {texts.columns}")
+            by_id = dict(zip(texts[mlbm.SAMPLE].to_list(), texts["text"].to_list()))
+            missing = [s for s in matrix.samples.tolist() if s not in by_id]
+            if missing:
+                raise ValueError(f"{len(missing)} scored sample(s) have no text, e.g. {missing[:5]}")
+            reps = mlbm.text_representations([by_id[s] for s in matrix.samples.tolist()], dims)
+            label = f"texts {Path(texts_path).name}, sentence-transformers + PCA-{dims}"
+        else:
+            reps = None
+            label = None
+            click.echo("no --embeddings/--texts: alpha starts at 0 (no text signal)", err=True)
+        mlb = mlbm.fit(matrix, reps, ratio=ratio, dims=dims, seed=seed, epochs=epochs, representation=label)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    out = mlb.save(out_dir)
+    click.echo(json.dumps({
+        "out": str(out),
+        "train_models": len(mlb.train_models),
+        "samples": len(mlb.samples),
+        "subset": len(mlb.subset),
+        "threshold": mlb.threshold,
+        "task_counts": mlb.subset_task_counts(),
+    }, indent=1))
+
+
+@minilongbench.command("estimate")
+@click.option("--model-dir", required=True, type=click.Path(exists=True, file_okay=False),
+              help="a directory written by `lcp minilongbench fit`")
+@click.option("--scores", "scores_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Parquet (or CSV): model, global_sample, score (subset samples)")
+@click.option("--mode", type=click.Choice(list(mlbm.MODES)), default="predict", show_default=True)
+def estimate_cmd(model_dir, scores_path, mode) -> None:
+    """Estimate new models' full-benchmark scores from their scores on the subset."""
+    try:
+        mlb = mlbm.MiniLongBench.load(model_dir)
+        est = mlbm.estimate_frame(mlb, read_table(scores_path), mode)
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(json.dumps({m: e.to_json() for m, e in est.items()}, indent=1))
