@@ -99,8 +99,13 @@ def _source_frames(config, source_items, source_documents):
 
 def _evidence_texts(items: pl.DataFrame, documents: pl.DataFrame) -> dict[str, list[str]]:
     text = dict(documents.select("doc_id", "text").iter_rows())
-    return {r["item_id"]: [text[d] for d in r["evidence_doc_ids"] if d in text]
-            for r in items.select("item_id", "evidence_doc_ids").iter_rows(named=True)}
+    out = {}
+    for r in items.select("item_id", "evidence_doc_ids").iter_rows(named=True):
+        unknown = [d for d in r["evidence_doc_ids"] if d not in text]
+        if unknown:
+            raise ValueError(f"item {r['item_id']!r}: field 'evidence_doc_ids' names unknown documents {unknown}")
+        out[r["item_id"]] = [text[d] for d in r["evidence_doc_ids"]]
+    return out
 
 
 def _reason_kind(reason: str) -> str:
