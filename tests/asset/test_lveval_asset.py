@@ -18,7 +18,11 @@ import yaml
 
 from lc_pipeline.assets.lveval import without_insertions
 from lc_pipeline.config import PACKAGED_CONFIGS, load_config
-from lc_pipeline.construct.replacement import apply_rules, remaining_terms, rules_by_item
+from lc_pipeline.construct.replacement import (
+    apply_rules,
+    remaining_terms,
+    rules_by_item,
+)
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner
 from lc_pipeline.score.metrics import score_frame
