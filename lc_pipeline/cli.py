@@ -201,7 +201,7 @@ def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str,
             done = wait_for_backfill(url, backfill_id, echo=lambda m: click.echo(m, err=True))
             if done["status"] not in ("COMPLETED", "COMPLETED_SUCCESS"):
                 raise click.ClickException(f"backfill {backfill_id} ended {done['status']}")
-            per_model = launch_backfill(url, ("prior_knowledge", "long_scores"), [model], f"long_scores {model}",
+            per_model = launch_backfill(url, ("prior_knowledge", "long_scores", "lveval_ablation"), [model], f"long_scores {model}",
                                         {"lcp/backfill": model})
             wait_for_backfill(url, per_model, echo=lambda m: click.echo(m, err=True))
     except (KeyError, ValueError, BackfillError, OSError) as exc:

@@ -147,14 +147,14 @@ class Runner:
             raise RuntimeError(f"instances for lengths {missing} are not built yet; run `lcp demo` (or build) first")
         spec_fp = self.pipeline.resources["models"].spec(slug).fingerprint()
         fps = {a: stage_fingerprint(a, cfg, spec_fp)
-               for a in ("generations", "metric_scores", "prior_knowledge", "long_scores")}
+               for a in ("generations", "metric_scores", "prior_knowledge", "long_scores", "lveval_ablation")}
         for level in lengths or cfg.lengths:
             key = length_model_key(level, slug)
             dims = {"length": level, MODEL_DIM: slug}
             self.step(f"generations + metric_scores [{level}|{slug}]", ["generations", "metric_scores"],
                       fps, key, dims)
-        self.step(f"prior_knowledge + long_scores [{slug}]", ["prior_knowledge", "long_scores"], fps, slug,
-                  {MODEL_DIM: slug})
+        self.step(f"prior_knowledge + long_scores + lveval_ablation [{slug}]",
+                  ["prior_knowledge", "long_scores", "lveval_ablation"], fps, slug, {MODEL_DIM: slug})
 
     def leaderboard(self) -> pl.DataFrame:
         # Always re-run: it is cheap and must reflect every model evaluated so far.
