@@ -82,7 +82,8 @@ class JudgeClient:
 
     def __init__(self, model: str, base_url: str | None, api_key_env: str = "OPENAI_API_KEY", *,
                  cache: JudgeCache | None = None, max_concurrency: int = 8, max_retries: int = 4,
-                 timeout_s: float = 120.0, temperature: float = 0.0, max_tokens: int = 512) -> None:
+                 timeout_s: float = 120.0, temperature: float = 0.0, max_tokens: int = 512,
+                 json_mode: bool = False) -> None:
         if not model:
             raise ValueError(f"judge: no model name: set JudgeResource.model or ${MODEL_ENV}")
         if max_concurrency < 1:
@@ -96,13 +97,14 @@ class JudgeClient:
         self.timeout_s = timeout_s
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.json_mode = json_mode
         self.calls = 0  # requests sent to the server (cache misses)
         self.cache_hits = 0
 
     @property
     def decoding(self) -> dict:
         """Part of every cache key: other decoding settings are other judgments."""
-        return {"temperature": self.temperature, "max_tokens": self.max_tokens}
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens, "json_mode": self.json_mode}
 
     def server(self) -> str:
         """Where the judge runs, for logs: scheme, host and port only (a URL may carry credentials)."""
@@ -149,10 +151,12 @@ class JudgeClient:
         async def one(call: JudgeCall) -> None:
             async with limit:
                 try:
+                    # JSON mode (OpenAI, vLLM and llama.cpp all take it) for rubrics whose verdict is JSON.
+                    forced = {"response_format": {"type": "json_object"}} if self.json_mode and call.json_reply else {}
                     resp = await client.chat.completions.create(
                         model=self.model,
                         messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": call.prompt}],
-                        temperature=self.temperature, max_tokens=self.max_tokens, seed=0,
+                        temperature=self.temperature, max_tokens=self.max_tokens, seed=0, **forced,
                     )
                 except Exception as exc:
                     # Not chained (``from None``): the original error may quote the key.
@@ -186,6 +190,9 @@ class JudgeResource(dg.ConfigurableResource):
     timeout_s: float = 120.0
     temperature: float = 0.0  # the papers' judges: Loong 0.0, HELMET/100-LongBench 0.1; we take 0 (reproducible)
     max_tokens: int = 512
+    # Ask the server to force a JSON reply for JSON rubrics (small judges rarely end with the
+    # JSON otherwise); off by default, the papers' judges answer freely.
+    json_mode: bool = False
     cache_path: str = ""  # SQLite reply cache; "" = no cache
     rubric_overrides: dict[str, str] = {}  # "suite/task" or "suite/*" -> rubric name, or "none"
 
@@ -197,5 +204,5 @@ class JudgeResource(dg.ConfigurableResource):
             self.resolved_model() or "", self.base_url or os.environ.get("OPENAI_BASE_URL") or None, self.api_key_env,
             cache=JudgeCache(self.cache_path) if self.cache_path else None, max_concurrency=self.max_concurrency,
             max_retries=self.max_retries, timeout_s=self.timeout_s, temperature=self.temperature,
-            max_tokens=self.max_tokens,
+            max_tokens=self.max_tokens, json_mode=self.json_mode,
         )

@@ -218,6 +218,7 @@ class Rubric:
     scale: str  # what ``value`` means, for readers of the table
     prompts: Callable[[JudgeInput], dict[str, str]]
     combine: Callable[[JudgeInput, dict[str, str]], tuple[str, float | None, float | None, dict, bool | None]]
+    json_reply: bool = True  # the verdict is a JSON object (a server may be asked to force JSON)
 
 
 def _worst(statuses: Sequence[str]) -> str:
@@ -326,7 +327,7 @@ RUBRICS: dict[str, Rubric] = {
         Rubric("helmet_longqa", "1", "fluency (0/1) x correctness (0-3), 0-3", _helmet_qa_prompts, _helmet_qa_combine),
         Rubric("helmet_summ", "1", "fluency (0/1) x F1(key-point recall, sentence precision), 0-1", _summ_prompts,
                _summ_combine),
-        Rubric("loong", "1", "overall score 1-100", _loong_prompts, _loong_combine),
+        Rubric("loong", "1", "overall score 1-100", _loong_prompts, _loong_combine, json_reply=False),
         Rubric("lb100_qa", "1", "fluency (0-2) x correctness (0-3), 0-6", _lb100_qa_prompts, _lb100_qa_combine),
         Rubric("lb100_summ", "1", "fluency (0/1) x supported sentences / sentences, 0-1", _lb100_summ_prompts,
                _lb100_summ_combine),
@@ -373,6 +374,7 @@ def rubric_fingerprint(names: Sequence[str] | None = None) -> str:
 class JudgeCall:
     key: str  # cache key: (judge model, rubric, version, aspect, prompt, decoding)
     prompt: str
+    json_reply: bool = False  # the rubric wants a JSON object (JSON mode may force it)
 
 
 @dataclass
@@ -421,7 +423,8 @@ def plan_judgments(
             raise ValueError(f"instance {iid!r}: field answers is empty; the judge needs a reference")
         rubric = RUBRICS[name]
         inp = JudgeInput(inst["question"] or "", list(inst["answers"]), output)
-        calls = {a: JudgeCall(call_key(judge_model, rubric, a, p, decoding), p) for a, p in rubric.prompts(inp).items()}
+        calls = {a: JudgeCall(call_key(judge_model, rubric, a, p, decoding), p, rubric.json_reply)
+                 for a, p in rubric.prompts(inp).items()}
         out.append(Judgment(gid, inst, rubric, inp, calls))
     return out
 

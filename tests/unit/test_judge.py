@@ -181,3 +181,11 @@ def test_judge_rubrics_join_the_leaderboard_as_their_own_metric():
     board, left_out = judge_leaderboard(pl.DataFrame(only_base), ["1k"], ["2k"])
     assert board.is_empty() and len(left_out) == 2 and "2k" in left_out[0]
     assert math.isclose(by_model["m1"]["old_metric"], 40.0)
+
+
+def test_json_mode_applies_to_json_rubrics_and_keys_the_cache():
+    generations, instances = frames()
+    plan = judge.plan_judgments(generations, instances, "m", JudgeClient("m", "http://x/v1", json_mode=True).decoding)
+    assert [c.json_reply for j in plan for c in j.calls.values()] == [False, True]  # Loong's [[n]] is not JSON
+    free = judge.plan_judgments(generations, instances, "m", JudgeClient("m", "http://x/v1").decoding)
+    assert plan[1].calls["qa"].key != free[1].calls["qa"].key  # forced-JSON replies are other replies
