@@ -71,6 +71,18 @@ class Generator(Protocol):
         ...
 
 
+def greedy_params(spec: ModelSpec, **extra) -> dict:
+    """The decoding settings every backend records: greedy, the window, the chat settings,
+    plus the backend's own (``extra``)."""
+    return {
+        "decoding": "greedy",
+        "max_model_len": spec.max_model_len,
+        "chat_template": spec.chat_template,
+        "system_prompt": spec.system_prompt,
+        **extra,
+    }
+
+
 def sampling_params_json(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 

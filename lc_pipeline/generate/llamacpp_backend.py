@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lc_pipeline.construct.truncation import FittedPrompt
-from lc_pipeline.generate.base import GenerationRequest, GenerationResult
+from lc_pipeline.generate.base import GenerationRequest, GenerationResult, greedy_params
 from lc_pipeline.generate.prompting import LlamaCppTokenizer, fit_request, load_llamacpp_vocab, render_ids
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
 
@@ -76,13 +76,7 @@ class LlamaCppGenerator:
         return fit_request(self.spec, self.prompt_tokenizer, request)
 
     def sampling_params(self) -> dict:
-        return {
-            "decoding": "greedy",
-            "temperature": 0.0,
-            "max_model_len": self.spec.max_model_len,
-            "chat_template": self.spec.chat_template,
-            "system_prompt": self.spec.system_prompt,
-        }
+        return greedy_params(self.spec, temperature=0.0)
 
     def generate(
         self,

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lc_pipeline.construct.truncation import FittedPrompt
-from lc_pipeline.generate.base import GenerationRequest, GenerationResult
+from lc_pipeline.generate.base import GenerationRequest, GenerationResult, greedy_params
 from lc_pipeline.generate.prompting import PromptTokenizer, fit_request, load_tokenizer, messages_for, render_ids
 from lc_pipeline.generate.registry import ModelSpec
 
@@ -108,15 +108,7 @@ class OpenAIGenerator:
                           policy=request.truncation, context=request.context, key=request.key)
 
     def sampling_params(self) -> dict:
-        return {
-            "decoding": "greedy",
-            "temperature": 0.0,
-            "api": self.spec.api,
-            "extra_body": self.spec.extra_body,
-            "max_model_len": self.spec.max_model_len,
-            "chat_template": self.spec.chat_template,
-            "system_prompt": self.spec.system_prompt,
-        }
+        return greedy_params(self.spec, temperature=0.0, api=self.spec.api, extra_body=self.spec.extra_body)
 
     # ------------------------------------------------------------------ generation
 

@@ -42,7 +42,7 @@ from transformers import (
 )
 
 from lc_pipeline.construct.truncation import FittedPrompt
-from lc_pipeline.generate.base import GenerationRequest, GenerationResult
+from lc_pipeline.generate.base import GenerationRequest, GenerationResult, greedy_params
 from lc_pipeline.generate.prompting import HFTokenizer, fit_request, render_ids
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
 
@@ -222,15 +222,7 @@ class TransformersGenerator:
     # ------------------------------------------------------------------ generation
 
     def sampling_params(self) -> dict:
-        return {
-            "decoding": "greedy",
-            "do_sample": False,
-            "num_beams": 1,
-            "max_model_len": self.spec.max_model_len,
-            "chat_template": self.spec.chat_template,
-            "system_prompt": self.spec.system_prompt,
-            "dtype": self.spec.dtype,
-        }
+        return greedy_params(self.spec, do_sample=False, num_beams=1, dtype=self.spec.dtype)
 
     def generate(
         self,

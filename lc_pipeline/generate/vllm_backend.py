@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lc_pipeline.construct.truncation import FittedPrompt
-from lc_pipeline.generate.base import GenerationRequest, GenerationResult
+from lc_pipeline.generate.base import GenerationRequest, GenerationResult, greedy_params
 from lc_pipeline.generate.prompting import PromptTokenizer, fit_request, load_tokenizer
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
 
@@ -90,14 +90,7 @@ class VLLMGenerator:
         return fit_request(self.spec, self.prompt_tokenizer, request)
 
     def sampling_params(self) -> dict:
-        return {
-            "decoding": "greedy",
-            "temperature": 0.0,
-            "max_model_len": self.spec.max_model_len,
-            "chat_template": self.spec.chat_template,
-            "system_prompt": self.spec.system_prompt,
-            "dtype": self.spec.dtype,
-        }
+        return greedy_params(self.spec, temperature=0.0, dtype=self.spec.dtype)
 
     def engine(self) -> Any:
         if self._llm is None:
