@@ -58,7 +58,7 @@ def test_query_is_read_only(project_env, tmp_path):
     pl.DataFrame({"x": [1]}).write_parquet(tmp_path / "data_lake" / "t" / "length=1k" / "data.parquet")
     assert "(1 rows)" in lcp(project_env, "query", "select x, length from t").stdout
     proc = lcp(project_env, "query", "create table hack as select 1", check=False)
-    assert proc.returncode != 0 and "read-only" in proc.stderr.lower()
+    assert proc.returncode != 0 and "refused: CREATE statements can change data" in proc.stderr
 
 
 def test_query_before_any_run_says_what_to_do(project_env):
