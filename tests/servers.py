@@ -1,6 +1,6 @@
 """Real servers for integration tests: llama-cpp-python's OpenAI-compatible server on 127.0.0.1.
 
-Shared by tests/integration/test_openai_backend.py and test_judge.py; each test module starts
+Shared by tests/integration/test_openai_backend.py and test_judge_server.py; each test module starts
 one server (a module-scoped fixture around :func:`llama_server`) and it is stopped after.
 """
 

@@ -1,6 +1,6 @@
 """Judge rubrics: prompts on the papers' scales, replies parsed into a value and a parse status
 (never an exception), rows for judge_scores, the reply cache, the leaderboard join, and the
-key kept out of everything recorded. The real server round trip is tests/integration/test_judge.py."""
+key kept out of everything recorded. The real server round trip is tests/integration/test_judge_server.py."""
 
 from __future__ import annotations
 
