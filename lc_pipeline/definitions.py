@@ -3,17 +3,25 @@
 ``build_pipeline(settings)`` builds everything for one config and lake (tests build their
 own with a tiny config); the module-level ``defs`` is what ``dagster dev`` / ``lcp ui`` load,
 configured from the environment (see :mod:`lc_pipeline.settings`).
+
+The lake may be a folder or a bucket URL; the executor is chosen by ``LCP_EXECUTOR``
+(``multiprocess``, the default; ``k8s``: dagster-k8s' ``k8s_job_executor``, a pod per step;
+``celery``: dagster-celery's ``celery_executor``), with its config from the YAML file named
+by ``LCP_EXECUTOR_CONFIG`` (``deploy/<profile>/executor.yaml``; see docs/deployment.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
+import yaml
 
 from lc_pipeline.assets import generation, instances, lveval, minilongbench, retrieval, scoring, sources
 from lc_pipeline.assets import judge as judge_assets
 from lc_pipeline.config import BenchmarkConfig, load_config
+from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import (
     BenchmarkResource,
@@ -29,6 +37,68 @@ from lc_pipeline.sensors import build_partitions_sensor
 from lc_pipeline.settings import Settings
 
 MODEL_JOB = "model_partitions_job"
+EXECUTORS = ("multiprocess", "k8s", "celery")
+GENERATION_STEP = "generations"  # the step key of the generations asset (one partition per run)
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def load_executor_config(path: Path | None) -> dict:
+    if path is None:
+        return {}
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"LCP_EXECUTOR_CONFIG: {path} does not exist")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict):
+        raise TypeError(f"LCP_EXECUTOR_CONFIG {path}: expected a mapping of executor settings, got {type(data).__name__}")
+    return data
+
+
+def generation_step_gpus(executor_config: dict) -> int | None:
+    """GPUs the k8s executor requests for a generation pod (its ``nvidia.com/gpu`` limit), if set."""
+    step = (executor_config.get("per_step_k8s_config") or {}).get(GENERATION_STEP) or {}
+    limits = ((step.get("container_config") or {}).get("resources") or {}).get("limits") or {}
+    return int(limits[GPU_RESOURCE]) if GPU_RESOURCE in limits else None
+
+
+def check_gpus_cover_tensor_parallel(executor_config: dict, registry: ModelRegistry, source: str) -> None:
+    """A vLLM model with tensor_parallel_size N needs N GPUs in its generation pod: a smaller
+    request would only fail hours later, on the cluster, so it is refused when the code loads."""
+    gpus = generation_step_gpus(executor_config)
+    if gpus is None:
+        return
+    for slug in registry.names():
+        spec = registry.get(slug)
+        if spec.backend == "vllm" and spec.tensor_parallel_size > gpus:
+            raise ValueError(
+                f"{source}: per_step_k8s_config.{GENERATION_STEP} requests {gpus} GPU(s) per generation pod, but model "
+                f"{slug!r} has tensor_parallel_size {spec.tensor_parallel_size}; raise {GPU_RESOURCE} to at least that"
+            )
+
+
+def build_executor(settings: Settings) -> dg.ExecutorDefinition:
+    """The executor profile of ``settings`` with its YAML config applied (validated by Dagster)."""
+    name = settings.executor
+    if name not in EXECUTORS:
+        raise ValueError(f"LCP_EXECUTOR={name!r}: expected one of {list(EXECUTORS)}")
+    config = load_executor_config(settings.executor_config)
+    source = str(settings.executor_config or "executor config")
+    if name == "multiprocess":
+        executor = dg.multiprocess_executor
+    elif name == "k8s":
+        try:
+            from dagster_k8s import k8s_job_executor
+        except ImportError as exc:
+            raise ImportError("LCP_EXECUTOR=k8s needs dagster-k8s: pip install 'lc_pipeline[k8s]'") from exc
+        check_gpus_cover_tensor_parallel(config, ModelRegistry(settings.models_file), source)
+        executor = k8s_job_executor
+    else:
+        try:
+            from dagster_celery import celery_executor
+        except ImportError as exc:
+            raise ImportError("LCP_EXECUTOR=celery needs dagster-celery: pip install 'lc_pipeline[celery]'") from exc
+        executor = celery_executor
+    return executor.configured(config, name=f"{executor.name}_lcp") if config else executor
 
 
 @dataclass(frozen=True)
@@ -54,17 +124,18 @@ def build_pipeline(settings: Settings) -> Pipeline:
         *judge_assets.build(parts),
         *minilongbench.build(parts),
     ]
-    lake = str(settings.lake_dir)
+    lake = settings.lake_url  # a folder or a bucket URL: every resource below takes either
     resources = {
         "io_manager": HiveParquetIOManager(base_dir=lake),
         "lake": LakeResource(base_dir=lake),
         "benchmark": BenchmarkResource(config=settings.config),
         "tokenizer": TokenizerResource(name=config.tokenizer),
         "embedder": EmbedderResource(model=config.embedding_model),
-        "vector_index": VectorIndexResource(path=str(settings.lake_dir / "passage_index" / "index.faiss")),
+        "vector_index": VectorIndexResource(path=f"{lake}/passage_index/index.faiss"),
         "models": ModelsResource(registry_path=str(settings.models_file)),
         # Judge server and model from $OPENAI_BASE_URL / $LCP_JUDGE_MODEL (or set them here); key from the env.
-        "judge": JudgeResource(cache_path=str(settings.lake_dir / "_cache" / "judge.sqlite")),
+        # Its reply cache is SQLite: beside the tables, or node-local when the lake is a bucket.
+        "judge": JudgeResource(cache_path=str(settings.judge_cache_path)),
     }
     # Everything a new model needs: its generations and scores, never anything upstream.
     model_job = dg.define_asset_job(
@@ -78,6 +149,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
         resources=resources,
         jobs=[model_job],
         sensors=[build_partitions_sensor(settings.config, str(settings.models_file), model_job)],
+        executor=build_executor(settings),
     )
     return Pipeline(settings, config, parts, assets, resources, defs)
 

@@ -9,6 +9,14 @@ data_lake/lake.duckdb``, notebooks). That file holds views only, no data: no pip
 opens it, and ``lcp query`` opens it for writing only when the set of tables changed (new
 partitions need nothing: the views glob the table folders). If another process holds it
 for writing, the query runs on the same views built in memory instead of waiting.
+
+A lake on an object store (``LCP_LAKE=s3://bucket/lake``) is read the same way, through the
+fsspec filesystem the pipeline writes with (registered on the connection; credentials from the
+environment, see :mod:`lc_pipeline.storage`). We do not use DuckDB's httpfs extension: DuckDB
+downloads it from its own extension site at first use, which a machine that reaches only
+package registries cannot do, and there is no pip wheel of it for this DuckDB version. Such a
+lake has no ``lake.duckdb`` (a database file cannot live in a bucket): the views are built in
+memory for each connection.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from pathlib import Path
 
 import duckdb
 
+from lc_pipeline import storage
 from lc_pipeline.resources.parquet_io import FILE_NAME
 
 DB_NAME = "lake.duckdb"
@@ -39,12 +48,12 @@ class QueryRefused(ValueError):
 
 def table_dirs(lake_dir: Path) -> dict[str, Path]:
     """Tables are top-level folders holding at least one data file (checkpoints are skipped)."""
-    lake_dir = Path(lake_dir)
+    lake_dir = storage.lake_path(lake_dir)
     if not lake_dir.exists():
         return {}
     return {
         d.name: d
-        for d in sorted(lake_dir.iterdir())
+        for d in sorted(lake_dir.iterdir(), key=lambda p: p.name)
         if d.is_dir() and not d.name.startswith(("_", ".")) and next(d.rglob(FILE_NAME), None) is not None
     }
 
@@ -55,12 +64,13 @@ def _quote(s: str) -> str:
 
 def view_source(table_dir: Path) -> str:
     """The ``read_parquet`` call behind a table's view."""
-    pattern = str(Path(table_dir).resolve() / "**" / FILE_NAME)
+    pattern = f"{storage.url(table_dir)}/**/{FILE_NAME}"
     return f"read_parquet({_quote(pattern)}, {READ_OPTIONS})"
 
 
 def create_views(con: duckdb.DuckDBPyConnection, tables: dict[str, Path]) -> None:
     for name, d in tables.items():
+        storage.register_filesystem(con, d)  # a no-op for local folders
         source = view_source(d)
         con.execute(f'create or replace view "{name}" as select * from {source}')
         # The comment records the source so a later refresh can tell whether the view is current.
@@ -77,6 +87,8 @@ def _current_views(db: Path) -> dict[str, str] | None:
 
 def refresh_views(lake_dir: Path) -> Path:
     """Bring ``lake.duckdb`` up to date with the lake's tables; writes only when they changed."""
+    if not storage.is_local(lake_dir):
+        raise ValueError(f"{lake_dir}: a lake on an object store has no views file; use lake.connect()")
     lake_dir = Path(lake_dir).resolve()
     db = lake_dir / DB_NAME
     tables = table_dirs(lake_dir)
@@ -113,10 +125,14 @@ def check_read_only(sql: str) -> None:
 def connect(lake_dir: Path) -> duckdb.DuckDBPyConnection:
     """A connection with one view per lake table: ``lake.duckdb`` opened read-only, or the same
     views in memory when another process holds that file for writing. Close it when done."""
-    lake_dir = Path(lake_dir)
+    lake_dir = storage.lake_path(lake_dir)
     tables = table_dirs(lake_dir)
     if not tables:
         raise FileNotFoundError(f"the lake {lake_dir} has no tables yet: run `lcp demo` (or materialize assets) first")
+    if not storage.is_local(lake_dir):
+        con = duckdb.connect()
+        create_views(con, tables)
+        return con
     try:
         return duckdb.connect(str(refresh_views(lake_dir)), read_only=True)
     except duckdb.IOException:  # "Could not set lock on file": someone else is writing to it

@@ -14,11 +14,11 @@ import socket
 import time
 import urllib.request
 from collections.abc import Callable
-from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
+from lc_pipeline import storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY
 from lc_pipeline.assets.lveval import facts_fingerprint
 from lc_pipeline.definitions import Pipeline
@@ -81,7 +81,7 @@ class Runner:
         recorded = meta.get(FINGERPRINT_KEY)
         if recorded is None or getattr(recorded, "value", recorded) != fingerprint:
             return False
-        path = partition_path(Path(self.lake), asset, dims)
+        path = partition_path(storage.lake_path(self.lake), asset, dims)
         return path.exists()
 
     def step(
@@ -136,7 +136,7 @@ class Runner:
             self.step(f"instances [{level}]", ["instances"], fp, level, {"length": level})
 
     def missing_instances(self) -> list[str]:
-        return [lv for lv in self.config.lengths if not partition_path(Path(self.lake), "instances", {"length": lv}).exists()]
+        return [lv for lv in self.config.lengths if not partition_path(storage.lake_path(self.lake), "instances", {"length": lv}).exists()]
 
     def evaluate_model(self, slug: str, lengths: list[str] | None = None) -> None:
         """Only this model's partitions: generations + metric_scores per length, then its long_scores."""
@@ -159,7 +159,7 @@ class Runner:
     def leaderboard(self) -> pl.DataFrame:
         # Always re-run: it is cheap and must reflect every model evaluated so far.
         self.step("leaderboard", ["leaderboard"], {"leaderboard": ""}, force=True)
-        return pl.read_parquet(partition_path(Path(self.lake), "leaderboard", {}))
+        return storage.read_parquet(partition_path(storage.lake_path(self.lake), "leaderboard", {}))
 
     def demo(self, models: list[str] | None = None) -> pl.DataFrame:
         self.build_benchmark()

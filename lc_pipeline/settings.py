@@ -1,9 +1,16 @@
 """Where things live, from the environment (with project-relative defaults).
 
-LCP_CONFIG   benchmark config: packaged name (demo, default) or YAML path   [demo]
-LCP_LAKE     Parquet lake directory                                        [./data_lake]
-LCP_MODELS   model registry file (models added with `lcp add-model`)        [./models.yaml]
-DAGSTER_HOME Dagster instance directory (SQLite storage)                    [./.dagster]
+LCP_CONFIG       benchmark config: packaged name (demo, default) or YAML path             [demo]
+LCP_LAKE         Parquet lake: a directory or any fsspec URL (s3://bucket/lake, gs://...)  [./data_lake]
+LCP_MODELS       model registry file (models added with `lcp add-model`)                   [./models.yaml]
+LCP_LOCAL_CACHE  node-local cache for what cannot live in an object store (the judge's
+                 SQLite reply cache when LCP_LAKE is a URL)                     [~/.cache/lc_pipeline]
+DAGSTER_HOME     Dagster instance directory (dagster.yaml: SQLite or Postgres storage)     [./.dagster]
+LCP_EXECUTOR     how a run's steps execute: multiprocess | k8s | celery                    [multiprocess]
+LCP_EXECUTOR_CONFIG  YAML file with that executor's config (deploy/<profile>/executor.yaml)  [none]
+
+A bucket's credentials are not settings: s3fs / gcsfs read them from the environment
+(see :mod:`lc_pipeline.storage`).
 """
 
 from __future__ import annotations
@@ -12,14 +19,21 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from lc_pipeline import storage
+
+DEFAULT_LOCAL_CACHE = Path("~/.cache/lc_pipeline").expanduser()
+
 
 @dataclass(frozen=True)
 class Settings:
     project_dir: Path
     config: str
-    lake_dir: Path
+    lake_dir: Path  # a local Path, or a upath.UPath for an fsspec URL (same pathlib API)
     models_file: Path
     dagster_home: Path
+    local_cache_dir: Path = DEFAULT_LOCAL_CACHE
+    executor: str = "multiprocess"
+    executor_config: Path | None = None
 
     @classmethod
     def from_env(cls, project_dir: str | Path | None = None) -> Settings:
@@ -30,10 +44,32 @@ class Settings:
             p = Path(env(var) or default)
             return (p if p.is_absolute() else root / p).resolve()
 
+        lake = storage.lake_path(env("LCP_LAKE") or "data_lake")
+        if storage.is_local(lake):
+            lake = (lake if lake.is_absolute() else root / lake).resolve()
         return cls(
             project_dir=root,
             config=env("LCP_CONFIG") or "demo",
-            lake_dir=path("LCP_LAKE", "data_lake"),
+            lake_dir=lake,
             models_file=path("LCP_MODELS", "models.yaml"),
             dagster_home=path("DAGSTER_HOME", ".dagster"),
+            local_cache_dir=path("LCP_LOCAL_CACHE", str(DEFAULT_LOCAL_CACHE)),
+            executor=(env("LCP_EXECUTOR") or "multiprocess").strip().lower(),
+            executor_config=path("LCP_EXECUTOR_CONFIG", "") if env("LCP_EXECUTOR_CONFIG") else None,
         )
+
+    @property
+    def lake_url(self) -> str:
+        """The lake as resources take it: an absolute directory or a URL."""
+        return storage.url(self.lake_dir)
+
+    @property
+    def lake_is_local(self) -> bool:
+        return storage.is_local(self.lake_dir)
+
+    @property
+    def judge_cache_path(self) -> Path:
+        """SQLite needs a real file system: beside the tables for a local lake, else node-local."""
+        if self.lake_is_local:
+            return Path(self.lake_dir) / "_cache" / "judge.sqlite"
+        return Path(self.local_cache_dir) / "judge.sqlite"

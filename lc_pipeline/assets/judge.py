@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from lc_pipeline import plots, schemas
+from lc_pipeline import plots, schemas, storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY, Progress, plot_metadata, preview
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, Partitions
@@ -27,7 +27,8 @@ def read_judge_scores(lake_dir: str | Path) -> pl.DataFrame:
     """Every materialized judge_scores partition with its ``length`` and ``model`` columns
     (empty when the judge never ran: judging is optional, the leaderboard must not need it)."""
     frames = []
-    for path in sorted(Path(lake_dir, TABLE).glob(f"{LENGTH_DIM}=*/{MODEL_DIM}=*/{FILE_NAME}")):
+    table = storage.lake_path(lake_dir) / TABLE
+    for path in sorted(table.glob(f"{LENGTH_DIM}=*/{MODEL_DIM}=*/{FILE_NAME}"), key=str):
         dims = dict(part.split("=", 1) for part in (path.parent.parent.name, path.parent.name))
         frames.append(read_partition(path, dims))
     if not frames:

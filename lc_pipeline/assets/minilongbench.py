@@ -38,19 +38,20 @@ models, of the subset's estimates against their true scores, beside the median o
 
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import dagster as dg
 import numpy as np
 import polars as pl
 
-from lc_pipeline import schemas
+from lc_pipeline import schemas, storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
 from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.fingerprints import short_id
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, EmbedderResource, LakeResource
-from lc_pipeline.resources.parquet_io import FILE_NAME
+from lc_pipeline.resources.parquet_io import read_table
 from lc_pipeline.score import minilongbench as mlbm
 
 CODE_VERSION = "1"
@@ -89,10 +90,7 @@ def _read(path: Path) -> pl.DataFrame:
 
 
 def _lake_table(lake: LakeResource, table: str) -> pl.DataFrame | None:
-    root = Path(lake.base_dir, table)
-    if next(root.rglob(FILE_NAME), None) is None:
-        return None
-    return pl.read_parquet(str(root / "**" / FILE_NAME), hive_partitioning=True)
+    return read_table(storage.lake_path(lake.base_dir) / table)
 
 
 def own_scores(lake: LakeResource, metrics: list[str]) -> pl.DataFrame | None:
@@ -123,7 +121,29 @@ def _own_texts(lake: LakeResource) -> dict[str, str]:
 
 
 def _model_dir(lake: LakeResource) -> Path:
-    return Path(lake.base_dir, MODEL_DIR)
+    return storage.lake_path(lake.base_dir) / MODEL_DIR
+
+
+def _save_model(mlb: mlbm.MiniLongBench, model_dir: Path) -> None:
+    """Replace the fitted model in the lake: a local folder is swapped by rename; on an object
+    store the files are written to a local folder first, then put one by one."""
+    if storage.is_local(model_dir):
+        tmp = model_dir.with_name(model_dir.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        mlb.save(tmp)
+        shutil.rmtree(model_dir, ignore_errors=True)
+        tmp.rename(model_dir)
+        return
+    with tempfile.TemporaryDirectory(prefix="lcp-minilongbench-") as tmp:
+        storage.upload_tree(mlb.save(Path(tmp) / MODEL_DIR), model_dir)
+
+
+def _load_model(model_dir: Path) -> mlbm.MiniLongBench:
+    if storage.is_local(model_dir):
+        return mlbm.MiniLongBench.load(model_dir)
+    with tempfile.TemporaryDirectory(prefix="lcp-minilongbench-") as tmp:
+        storage.download_tree(model_dir, Path(tmp))
+        return mlbm.MiniLongBench.load(tmp)
 
 
 def _fingerprint(stage: str, config: BenchmarkConfig) -> str:
@@ -186,11 +206,7 @@ def build(parts: Partitions) -> list:
             raise dg.Failure(f"minilongbench_subset ({source}): {exc}", allow_retries=False) from exc
         mlb.meta["source"] = source
         model_dir = _model_dir(lake)
-        tmp = model_dir.with_name(model_dir.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        mlb.save(tmp)
-        shutil.rmtree(model_dir, ignore_errors=True)
-        tmp.rename(model_dir)
+        _save_model(mlb, model_dir)
 
         # In-sample check on the training models, beside random stratified subsets (spec §7).
         truth = [e.overall for e in mlbm.aggregate(matrix.scores, matrix.tasks, matrix.categories)]
@@ -261,7 +277,7 @@ def build(parts: Partitions) -> list:
         opts = options(config)
         slug = context.partition_key
         try:
-            mlb = mlbm.MiniLongBench.load(_model_dir(lake))
+            mlb = _load_model(_model_dir(lake))
         except (FileNotFoundError, ValueError) as exc:
             raise dg.Failure(f"minilongbench_estimates {slug}: {exc}; materialize minilongbench_subset",
                              allow_retries=False) from exc

@@ -1,13 +1,11 @@
 """passages, passage_index, hard_negatives: the retrieval stage (HELMET-style hard negatives)."""
 
 
-from pathlib import Path
-
 import dagster as dg
 import numpy as np
 import polars as pl
 
-from lc_pipeline import schemas
+from lc_pipeline import schemas, storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY, Progress, preview
 from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.construct.chunking import chunk_documents
@@ -57,7 +55,7 @@ class PassageIndexConfig(dg.Config):
 
 def embedding_cache(lake: LakeResource, model: str) -> EmbeddingCache:
     # Beside the tables, never inside a table folder (DuckDB globs must not see it).
-    return EmbeddingCache(Path(lake.base_dir, "_cache", "embeddings"), model)
+    return EmbeddingCache(storage.lake_path(lake.base_dir) / "_cache" / "embeddings", model)
 
 
 EMBED_CHUNK = 1024  # passages per encode call: one progress step (and one cache shard) each

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 import polars as pl
 
-from lc_pipeline import plots
+from lc_pipeline import plots, storage
 from lc_pipeline.lake import connect, table_dirs
 
 STYLE = """
@@ -69,7 +69,7 @@ def build_report(lake_dir: Path) -> str:
         "<title>lc_pipeline report</title>"
         f"<style>{STYLE}</style></head><body>"
         "<h1>Long-context benchmark report</h1>"
-        f'<p class="note">Lake <code>{html.escape(str(Path(lake_dir).resolve()))}</code>, written {when}.</p>'
+        f'<p class="note">Lake <code>{html.escape(storage.url(lake_dir))}</code>, written {when}.</p>'
         + "\n".join(parts)
         + "</body></html>\n"
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import math
 import os
 import re
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from lc_pipeline import schemas
+from lc_pipeline import schemas, storage
 from lc_pipeline.text import contains_answer
 
 # Offline packages that carry a sentence-transformers model inside the wheel.
@@ -47,7 +48,7 @@ def resolve_embedding_model(name: str) -> str:
 class EmbeddingCache:
     """Embeddings on disk keyed by (model, text): re-embedding an unchanged passage is free.
 
-    One ``.npz`` shard per write (keys + float32 vectors), written atomically (temp + rename),
+    One ``.npz`` shard per write (keys + float32 vectors), written atomically (temp + rename; one PUT on an object store),
     in a folder per model; a killed run keeps every shard already written. Keys are
     sha256(model, text), so a changed passage or a different model never hits a stale vector.
     """
@@ -55,7 +56,7 @@ class EmbeddingCache:
     def __init__(self, directory: str | Path, model: str) -> None:
         self.model = model
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)[-60:]
-        self.directory = Path(directory) / f"{slug}-{hashlib.sha256(model.encode()).hexdigest()[:12]}"
+        self.directory = storage.lake_path(directory) / f"{slug}-{hashlib.sha256(model.encode()).hexdigest()[:12]}"
         self._rows: dict[str, tuple[int, int]] | None = None  # key -> (shard, row)
         self._shards: list[np.ndarray] = []
 
@@ -65,8 +66,9 @@ class EmbeddingCache:
     def _load(self) -> dict[str, tuple[int, int]]:
         if self._rows is None:
             self._rows, self._shards = {}, []
-            for path in sorted(self.directory.glob("*.npz")):
-                with np.load(path, allow_pickle=False) as z:
+            shards = sorted(self.directory.glob("*.npz"), key=lambda p: p.name) if self.directory.exists() else []
+            for path in shards:
+                with path.open("rb") as fh, np.load(fh, allow_pickle=False) as z:
                     keys, vectors = z["keys"], z["vectors"]
                 if len(keys) != len(vectors):
                     raise ValueError(f"embedding cache shard {path}: {len(keys)} keys but {len(vectors)} vectors")
@@ -87,16 +89,10 @@ class EmbeddingCache:
             raise ValueError(f"{len(keys)} keys for {len(vectors)} vectors")
         if not len(keys):
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
         name = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.npz"
-        tmp = self.directory / f".{name}.tmp"
-        try:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, keys=np.asarray(keys, dtype="U32"), vectors=np.asarray(vectors, dtype=np.float32))
-            os.replace(tmp, self.directory / name)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        buf = io.BytesIO()
+        np.savez(buf, keys=np.asarray(keys, dtype="U32"), vectors=np.asarray(vectors, dtype=np.float32))
+        storage.write_bytes_atomic(self.directory / name, buf.getvalue())  # temp + rename, or one PUT
         rows = self._load()
         shard = len(self._shards)
         self._shards.append(np.asarray(vectors, dtype=np.float32))
@@ -413,6 +409,9 @@ def search_device(index, use_gpu: bool | None = None):
 
 def save_index(index, path: Path) -> None:
     faiss = _faiss()
+    if not storage.is_local(path):  # object store: serialized, one PUT
+        storage.write_bytes_atomic(path, faiss.serialize_index(index).tobytes())
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
     try:
@@ -426,6 +425,8 @@ def save_index(index, path: Path) -> None:
 def load_index(path: Path):
     if not path.exists():
         raise FileNotFoundError(f"FAISS index {path} does not exist; materialize passage_index first")
+    if not storage.is_local(path):
+        return _faiss().deserialize_index(np.frombuffer(storage.read_bytes(path), dtype=np.uint8))
     return _faiss().read_index(str(path))
 
 

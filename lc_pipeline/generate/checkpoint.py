@@ -5,48 +5,49 @@ killed at any moment leaves only whole parts (plus, at worst, an ignored temp fi
 store is also the cache: rows stay after the partition is written, so a rerun with the same
 prompts, model settings and sampling parameters finds every row and generates nothing.
 ``compact`` folds the parts into one after a finished partition.
+
+The directory may be on an object store (a ``UPath``, see :mod:`lc_pipeline.storage`): there
+a part is one PUT, atomic by itself, and unique part names keep writers from colliding.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 import uuid
 from pathlib import Path
 
 import polars as pl
 
+from lc_pipeline import storage
+
 KEY = "cache_key"
 
 
 class GenerationCheckpoint:
-    def __init__(self, directory: Path, key: str = KEY):
-        self.directory = Path(directory)
+    def __init__(self, directory: str | Path, key: str = KEY):
+        self.directory = storage.lake_path(directory)
         self.key = key
 
     def parts(self) -> list[Path]:
         # Names start with a nanosecond timestamp: sorted = oldest first, so "last" wins below.
-        return sorted(self.directory.glob("part-*.parquet")) if self.directory.exists() else []
+        if not self.directory.exists():
+            return []
+        return sorted(self.directory.glob("part-*.parquet"), key=lambda p: p.name)
 
     def load(self) -> pl.DataFrame | None:
         parts = self.parts()
         if not parts:
             return None
-        frames = [pl.read_parquet(p) for p in parts]
+        frames = [storage.read_parquet(p) for p in parts]
         return pl.concat(frames, how="diagonal_relaxed").unique(self.key, keep="last", maintain_order=True)
 
     def append(self, rows: pl.DataFrame) -> Path:
         """Write ``rows`` as one new part, atomically. Unique names: concurrent writers never collide."""
         if self.key not in rows.columns:
             raise ValueError(f"checkpoint {self.directory}: rows have no {self.key!r} column")
-        self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
-        tmp = self.directory / f".{path.name}.tmp"
-        rows.write_parquet(tmp)
-        with open(tmp, "rb") as fh:  # durable before it becomes visible
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        # Local: temp file, fsync, rename (durable before it becomes visible); object store: one PUT.
+        storage.write_parquet(rows, path)
         return path
 
     def compact(self) -> None:
@@ -62,4 +63,4 @@ class GenerationCheckpoint:
             p.unlink(missing_ok=True)
 
     def clear(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
+        storage.remove_tree(self.directory)

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import dagster as dg
 
+from lc_pipeline import storage
+
 
 class LakeResource(dg.ConfigurableResource):
-    base_dir: str
+    base_dir: str  # a folder or a bucket URL (lc_pipeline.storage)
 
     def checkpoint_dir(self, asset: str, dims: dict[str, str]) -> Path:
         # Kept outside the table folders so DuckDB globs over tables never see partial parts.
-        return Path(self.base_dir, "_checkpoints", asset, *[f"{k}={dims[k]}" for k in sorted(dims)])
+        return storage.lake_path(self.base_dir).joinpath("_checkpoints", asset, *[f"{k}={dims[k]}" for k in sorted(dims)])

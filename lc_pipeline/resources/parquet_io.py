@@ -6,8 +6,10 @@ Layout (DuckDB and Polars read it with hive partitioning out of the box)::
     <base_dir>/<asset>/length=4k/data.parquet                        one dimension
     <base_dir>/<asset>/length=4k/model=smollm2-135m/data.parquet     length x model
 
-Writes are atomic (hidden temp file in the same directory, then ``os.replace``), so a reader
-or a killed run never sees half a file. Partition values live in the path, not the file;
+``base_dir`` is a local folder or any fsspec URL (``s3://bucket/lake``, ``gs://...``), with
+credentials from the environment (:mod:`lc_pipeline.storage`). Writes are atomic: locally a
+hidden temp file in the same directory, then ``os.replace``; on an object store a single PUT.
+So a reader or a killed run never sees half a file. Partition values live in the path, not the file;
 when an input is loaded from a partitioned asset the partition columns are added back,
 always, whether one partition or many is loaded, so downstream code sees one stable shape.
 
@@ -17,12 +19,12 @@ with Polars 2.x and its layout is not hive style (see specs/dagster.md).
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
+
+from lc_pipeline import storage
 
 FILE_NAME = "data.parquet"
 
@@ -44,21 +46,25 @@ def partition_path(base: Path, asset: str, dims: dict[str, str]) -> Path:
 
 
 def write_parquet_atomic(df: pl.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    try:
-        df.write_parquet(tmp, compression="zstd", statistics=True)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    storage.write_parquet(df, path)
 
 
 def read_partition(path: Path, dims: dict[str, str]) -> pl.DataFrame:
-    df = pl.read_parquet(path)
+    df = storage.read_parquet(path)
     # Add the partition columns the path carries (unless the data already has them, e.g. `source`).
     extra = [pl.lit(v, dtype=pl.String).alias(k) for k, v in sorted(dims.items()) if k not in df.columns]
     return df.with_columns(extra) if extra else df
+
+
+def read_table(table_dir: Path) -> pl.DataFrame | None:
+    """Every partition file of a table with its hive columns (``length=4k`` -> ``length``), or
+    None when the table has no file yet."""
+    root = storage.lake_path(table_dir)
+    frames = []
+    for path in sorted(root.rglob(FILE_NAME), key=str):
+        dims = dict(part.split("=", 1) for part in path.relative_to(root).parts[:-1] if "=" in part)
+        frames.append(read_partition(path, dims))
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
 class HiveParquetIOManager(dg.ConfigurableIOManager):
@@ -68,7 +74,7 @@ class HiveParquetIOManager(dg.ConfigurableIOManager):
 
     @property
     def base(self) -> Path:
-        return Path(self.base_dir)
+        return storage.lake_path(self.base_dir)
 
     def _asset_name(self, context: dg.InputContext | dg.OutputContext) -> str:
         return "/".join(context.asset_key.path)
@@ -106,7 +112,7 @@ class HiveParquetIOManager(dg.ConfigurableIOManager):
             path = partition_path(self.base, asset, {})
             if not path.exists():
                 raise FileNotFoundError(f"asset {asset}: {path} does not exist; materialize {asset} first")
-            return pl.read_parquet(path)
+            return storage.read_parquet(path)
         pdef = context.asset_partitions_def
         allow_missing = bool((context.definition_metadata or {}).get("allow_missing_partitions", False))
         frames, missing = [], []
