@@ -1,8 +1,12 @@
 """Generation through any OpenAI-compatible server: ``vllm serve``, llama.cpp's server, OpenAI.
 
 Requests go out concurrently (asyncio, at most ``spec.max_concurrency`` in flight), each with
-a timeout; failed calls (connection errors, 408/409/429/5xx) are retried by the openai
-client's own machinery with exponential backoff and jitter, ``spec.max_retries`` times.
+a timeout; failed calls (connection errors, timeouts, 408/409/429/5xx, honouring
+``Retry-After``) are retried by the openai client's own machinery with exponential backoff and
+jitter, ``spec.max_retries`` times. A 200 reply that is not a completion (a body cut off or not
+JSON, no choices), which the client hands back as is, is asked again on the same schedule
+(:func:`create_checked`). A call that still fails raises an error naming the model, the
+request and what the server did, with the key scrubbed from it (:func:`describe_failure`).
 Token usage comes from the server's ``usage`` field.
 
 Two modes (``spec.api``):
@@ -21,10 +25,13 @@ named by ``spec.api_key_env`` (default ``OPENAI_API_KEY``); it is never logged o
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
+import random
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from lc_pipeline.construct.truncation import FittedPrompt
@@ -36,6 +43,67 @@ log = logging.getLogger(__name__)
 
 # A self-hosted server without authentication still needs some key in the client.
 _NO_KEY = "no-key-needed"
+_KEY_LIKE = re.compile(r"sk-[A-Za-z0-9_*\-]{4,}")
+# Statuses the openai client retries; any other 4xx is the request's fault and is not retried.
+_RETRIED_STATUSES = (408, 409, 429)
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """``text`` without the key: the exact value, and key-like strings (servers echo masked keys)."""
+    if secret and secret != _NO_KEY:
+        text = text.replace(secret, "***")
+    return _KEY_LIKE.sub("sk-***", text)
+
+
+class MalformedReply(ValueError):
+    """The server answered 200, but not with a completion."""
+
+
+def _backoff_s(attempt: int) -> float:
+    # The openai client's own schedule: 0.5 s doubling up to 8 s, less up to 25 % jitter.
+    return min(0.5 * 2.0**attempt, 8.0) * (1 - 0.25 * random.random())
+
+
+async def create_checked(create: Callable[..., Awaitable[Any]], max_retries: int, **kwargs: Any) -> Any:
+    """``await create(**kwargs)`` (a chat or text completion) whose reply has choices.
+
+    The client retries failed calls itself but returns a 200 whose body is cut off, not JSON
+    or without choices as is (or raises on parsing it); such a reply is asked for again, up to
+    ``max_retries`` times with the client's backoff, then raises :class:`MalformedReply`.
+    """
+    import openai
+
+    for attempt in range(max_retries + 1):
+        try:
+            resp = await create(**kwargs)
+            if not getattr(resp, "choices", None):
+                raise MalformedReply("the reply has no choices")
+            return resp
+        except (json.JSONDecodeError, openai.APIResponseValidationError, MalformedReply) as exc:
+            if attempt == max_retries:
+                raise MalformedReply(
+                    f"{attempt + 1} replies in a row were not a completion, the last: {type(exc).__name__}: {exc}"
+                ) from None
+            await asyncio.sleep(_backoff_s(attempt))
+    raise AssertionError("unreachable")
+
+
+def describe_failure(exc: BaseException, max_retries: int, secret: str | None, timeout_s: float | None = None) -> str:
+    """How a server call ended, for an error message, without the key: refused (a 4xx the client
+    does not retry, e.g. a bad key) or failed after the retries (the last error)."""
+    import openai
+
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and status < 500 and status not in _RETRIED_STATUSES:
+        what = f"was refused (HTTP {status}, not retried)"
+    elif isinstance(exc, MalformedReply):
+        what = f"got no usable reply after {max_retries} retries"
+    else:
+        what = f"failed after {max_retries} retries"
+    detail = f"{type(exc).__name__}: {scrub(str(exc), secret)}"
+    if isinstance(exc, openai.APITimeoutError) and timeout_s is not None:
+        detail += f" (no reply within {timeout_s:g} s)"
+    return f"{what}: {detail}"
 
 
 class OpenAIGenerator:
@@ -129,6 +197,7 @@ class OpenAIGenerator:
         progress: Callable[[int], None] | None,
     ) -> list[GenerationResult]:
         client = self.client()
+        secret = client.api_key
         limit = asyncio.Semaphore(self.spec.max_concurrency)
 
         async def one(req: GenerationRequest, fit: FittedPrompt) -> GenerationResult:
@@ -137,10 +206,11 @@ class OpenAIGenerator:
                 try:
                     text, finish, usage = await self._call(client, req, fit)
                 except Exception as exc:
+                    # Not chained (``from None``): the original error may quote the key.
                     raise RuntimeError(
-                        f"model {self.spec.slug!r}, request {req.key!r}: the server call failed after "
-                        f"{self.spec.max_retries} retries: {type(exc).__name__}: {exc}"
-                    ) from exc
+                        f"model {self.spec.slug!r}, request {req.key!r}: the server call "
+                        f"{describe_failure(exc, self.spec.max_retries, secret, self.spec.request_timeout_s)}"
+                    ) from None
                 latency = time.perf_counter() - t0
             if progress is not None:
                 progress(1)
@@ -170,14 +240,17 @@ class OpenAIGenerator:
                   "frequency_penalty": 0.0, "presence_penalty": 0.0}
         if self.spec.extra_body:
             common["extra_body"] = self.spec.extra_body
+        retries = self.spec.max_retries
         if self.spec.api == "chat":
-            resp = await client.chat.completions.create(messages=messages_for(self.spec, fit.text), **common)
+            resp = await create_checked(client.chat.completions.create, retries,
+                                        messages=messages_for(self.spec, fit.text), **common)
             choice = resp.choices[0]
             return choice.message.content or "", choice.finish_reason, resp.usage
         if self.spec.send_token_ids:
-            resp = await client.completions.create(prompt=fit.ids, **common)
+            resp = await create_checked(client.completions.create, retries, prompt=fit.ids, **common)
         else:
-            resp = await client.completions.create(prompt=self.prompt_tokenizer.decode(fit.ids), **common)
+            resp = await create_checked(client.completions.create, retries,
+                                        prompt=self.prompt_tokenizer.decode(fit.ids), **common)
             if resp.usage is not None and resp.usage.prompt_tokens != len(fit.ids):
                 log.warning(
                     "model %r, request %r: the server counted %d prompt tokens for the text, we rendered %d "

@@ -2,8 +2,9 @@
 
 Like the openai generation backend (generate/openai_backend.py): the ``openai`` client, at
 most ``max_concurrency`` requests in flight (asyncio), a timeout per request, and the
-client's own retries with exponential backoff and jitter on connection errors, 408, 409,
-429 and 5xx. Where the server is: ``base_url``, else ``$OPENAI_BASE_URL``; the model:
+client's own retries with exponential backoff and jitter on connection errors, timeouts,
+408, 409, 429 (honouring ``Retry-After``) and 5xx; a 200 reply that is not a completion is
+asked again on the same schedule. Where the server is: ``base_url``, else ``$OPENAI_BASE_URL``; the model:
 ``model``, else ``$LCP_JUDGE_MODEL``; the key: the variable named by ``api_key_env``. The key
 is read when the client is made and goes nowhere else: not into fields, rows, logs or metadata.
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -27,20 +27,13 @@ from urllib.parse import urlsplit
 
 import dagster as dg
 
+from lc_pipeline.generate.openai_backend import create_checked, describe_failure, scrub
 from lc_pipeline.score.judge import SYSTEM_PROMPT, JudgeCall
+
+__all__ = ["MODEL_ENV", "JudgeCache", "JudgeClient", "JudgeResource", "scrub"]
 
 MODEL_ENV = "LCP_JUDGE_MODEL"
 _NO_KEY = "no-key-needed"  # a self-hosted server without authentication still needs some key in the client
-
-
-_KEY_LIKE = re.compile(r"sk-[A-Za-z0-9_*\-]{4,}")
-
-
-def scrub(text: str, secret: str | None) -> str:
-    """``text`` without the key: the exact value, and key-like strings (servers echo masked keys)."""
-    if secret and secret != _NO_KEY:
-        text = text.replace(secret, "***")
-    return _KEY_LIKE.sub("sk-***", text)
 
 
 class JudgeCache:
@@ -153,7 +146,8 @@ class JudgeClient:
                 try:
                     # JSON mode (OpenAI, vLLM and llama.cpp all take it) for rubrics whose verdict is JSON.
                     forced = {"response_format": {"type": "json_object"}} if self.json_mode and call.json_reply else {}
-                    resp = await client.chat.completions.create(
+                    resp = await create_checked(
+                        client.chat.completions.create, self.max_retries,
                         model=self.model,
                         messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": call.prompt}],
                         temperature=self.temperature, max_tokens=self.max_tokens, seed=0, **forced,
@@ -161,8 +155,8 @@ class JudgeClient:
                 except Exception as exc:
                     # Not chained (``from None``): the original error may quote the key.
                     raise RuntimeError(
-                        f"judge {self.model!r} at {self.server()}: call {call.key[:12]} failed after "
-                        f"{self.max_retries} retries: {type(exc).__name__}: {scrub(str(exc), secret)}"
+                        f"judge {self.model!r} at {self.server()}: call {call.key[:12]} "
+                        f"{describe_failure(exc, self.max_retries, secret, self.timeout_s)}"
                     ) from None
                 self.calls += 1
             reply = resp.choices[0].message.content or ""

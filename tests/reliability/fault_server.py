@@ -1,0 +1,210 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 that misbehaves on purpose.
+
+It speaks enough of the API (``GET /v1/models``, ``POST /v1/chat/completions`` and
+``/v1/completions``) for the openai backend and the judge to work against it, and answers
+deterministically: the same prompt always gets the same reply. Judge prompts get a verdict
+in the rubric's format (Loong's ``Rating: [[n]]`` or a JSON grade), everything else a short
+answer derived from the prompt.
+
+Faults are scheduled per request: ``server.plan("500", "429", "ok", ...)`` makes the next
+requests fail in that order, and ``server.always = "500"`` makes every later request fail.
+Kinds:
+
+    ok         a good answer
+    500        HTTP 500 with an OpenAI-style error body
+    slow       no answer for ``slow_s`` seconds (longer than the client's timeout), then a good one
+    reset      the connection is reset (TCP RST) after the request was read
+    malformed  HTTP 200, JSON content type, a body that is not JSON
+    429        HTTP 429 with ``Retry-After`` (``retry_after_s``)
+    auth       HTTP 401 whose message quotes the key it was sent (as some gateways do)
+
+Every request is recorded (path, parsed body, headers, arrival time, what it got), so tests
+can count what reached the server and prove what did not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FAULTS = ("ok", "500", "slow", "reset", "malformed", "429", "auth")
+
+
+@dataclass
+class Received:
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    at: float  # time.monotonic() on arrival
+    fault: str  # what the server did with it
+
+    @property
+    def prompt(self) -> str:
+        """The user text: the last chat message, or the completions prompt."""
+        if "messages" in self.body:
+            return str(self.body["messages"][-1]["content"])
+        return str(self.body.get("prompt", ""))
+
+
+def reply_for(prompt: str) -> str:
+    """A deterministic answer in the format the prompt asks for."""
+    digest = hashlib.sha256(prompt.encode()).hexdigest()
+    if "Rating: [[" in prompt:  # Loong's judge rubric
+        return f"Evaluation evidence: compared with the gold answer.\nRating: [[{int(digest[:4], 16) % 100 + 1}]]"
+    if '"correctness"' in prompt:  # HELMET / 100-LongBench QA rubrics
+        return 'The answer agrees with the reference. {"fluency": 1, "correctness": 3}'
+    if '"fluency"' in prompt:
+        return '{"fluency": 1}'
+    return f"answer {digest[:8]}"
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        # A client that gave up (its timeout) or closed a kept-alive connection is expected here.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+@dataclass
+class FaultyOpenAIServer:
+    """Start with ``with FaultyOpenAIServer() as server:``; ``server.url`` is the ``/v1`` base URL."""
+
+    slow_s: float = 3.0
+    retry_after_s: float = 0.3
+    answer_delay_s: float = 0.0  # before every good answer (makes a run slow enough to kill mid-way)
+    always: str = "ok"  # what requests get once the planned faults are used up
+    received: list[Received] = field(default_factory=list)
+    _planned: deque = field(default_factory=deque)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def plan(self, *faults: str) -> None:
+        unknown = [f for f in faults if f not in FAULTS]
+        if unknown:
+            raise ValueError(f"unknown faults {unknown}; known: {FAULTS}")
+        with self._lock:
+            self._planned.extend(faults)
+
+    def _next_fault(self) -> str:
+        with self._lock:
+            return self._planned.popleft() if self._planned else self.always
+
+    def answered(self) -> list[Received]:
+        """Requests that got a good answer."""
+        with self._lock:
+            return [r for r in self.received if r.fault in ("ok", "slow")]
+
+    def requests(self, path_suffix: str = "completions") -> list[Received]:
+        with self._lock:
+            return [r for r in self.received if r.path.endswith(path_suffix)]
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> FaultyOpenAIServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+
+            def log_message(self, *args) -> None:  # quiet: the test output stays readable
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._json(200, {"object": "list", "data": [{"id": "fault-model", "object": "model"}]})
+                else:
+                    self._json(404, {"error": {"message": f"no route {self.path}"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    self._json(400, {"error": {"message": "request body is not JSON"}})
+                    return
+                fault = server._next_fault()
+                with server._lock:
+                    server.received.append(Received(self.path, body, dict(self.headers), time.monotonic(), fault))
+                if fault == "500":
+                    self._json(500, {"error": {"message": "injected internal error", "type": "server_error"}})
+                elif fault == "429":
+                    self._json(429, {"error": {"message": "injected rate limit", "type": "rate_limit"}},
+                               {"Retry-After": f"{server.retry_after_s:g}"})
+                elif fault == "auth":
+                    key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                    self._json(401, {"error": {"message": f"Incorrect API key provided: {key}", "type": "auth"}})
+                elif fault == "reset":
+                    # SO_LINGER 0: close() sends RST instead of FIN, a "connection reset by peer".
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
+                    self.close_connection = True
+                elif fault == "malformed":
+                    self._raw(200, b'{"id": "x", "choices": [{"message": ', "application/json")
+                else:
+                    if fault == "slow":
+                        server._stop.wait(server.slow_s)
+                    elif server.answer_delay_s:
+                        server._stop.wait(server.answer_delay_s)
+                    self._json(200, self._answer(body))
+
+            def _answer(self, body: dict) -> dict:
+                chat = self.path.rstrip("/").endswith("/chat/completions")
+                prompt = str(body["messages"][-1]["content"]) if chat else str(body.get("prompt", ""))
+                text = reply_for(prompt)
+                usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
+                         "total_tokens": len(prompt.split()) + len(text.split())}
+                choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "logprobs": None}
+                if chat:
+                    choice["message"] = {"role": "assistant", "content": text}
+                else:
+                    choice["text"] = text
+                return {"id": "cmpl-fault", "object": "chat.completion" if chat else "text_completion",
+                        "created": int(time.time()), "model": body.get("model", "fault-model"),
+                        "choices": [choice], "usage": usage}
+
+            def _json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+                self._raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+            def _raw(self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None) -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (its timeout): nothing to answer
+
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()  # slow handlers return at once
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=10)
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"

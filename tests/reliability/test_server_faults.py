@@ -1,0 +1,147 @@
+"""Server faults, injected for real: a local HTTP server (fault_server.py) answers 500s, stalls
+past the client's timeout, resets connections, sends malformed JSON, rate-limits with
+Retry-After and refuses the key. The openai generation backend and the LLM judge retry with
+backoff and recover from one fault; a fault that persists ends in an error that says which
+request failed and how, without the key, and everything finished before it is kept: a rerun
+asks the server only for what is missing."""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+import pytest
+from fault_server import FaultyOpenAIServer, reply_for
+from lake_world import served_model
+
+from lc_pipeline.generate.base import GenerationRequest, make_generator
+from lc_pipeline.generate.checkpoint import GenerationCheckpoint
+from lc_pipeline.generate.partition import chunk_size, generate_partition, plan_partition
+from lc_pipeline.resources.judge import JudgeCache, JudgeClient
+from lc_pipeline.score.judge import LOONG_PROMPT, JudgeCall
+
+SECRET = "sk-planted-fault-test-0123456789abcdef"
+RETRIES = 2
+TIMEOUT_S = 1.0
+TRANSIENT = ["500", "slow", "reset", "malformed", "429"]
+# What the error says when a fault persists (after the model/request or judge/call prefix).
+PERSISTENT = {
+    "500": r"failed after 2 retries: InternalServerError: Error code: 500",
+    "slow": r"failed after 2 retries: APITimeoutError: Request timed out\. \(no reply within 1 s\)",
+    "reset": r"failed after 2 retries: APIConnectionError: Connection error",
+    "malformed": r"got no usable reply after 2 retries: MalformedReply: 3 replies in a row were not a completion",
+    "429": r"failed after 2 retries: RateLimitError: Error code: 429",
+    "auth": r"was refused \(HTTP 401, not retried\): AuthenticationError: .*Incorrect API key provided: \*\*\*",
+}
+ATTEMPTS = {fault: 1 if fault == "auth" else 1 + RETRIES for fault in PERSISTENT}
+
+
+@pytest.fixture
+def server(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)  # sent to the server; must never come back in an error
+    with FaultyOpenAIServer(slow_s=2.5, retry_after_s=0.3) as s:
+        yield s
+
+
+def generator(url: str):
+    return make_generator(served_model("served", url, max_retries=RETRIES, request_timeout_s=TIMEOUT_S))
+
+
+def instances(n: int) -> pl.DataFrame:
+    prompts = [f"Name a river that flows through city number {i}." for i in range(n)]
+    return pl.DataFrame({"instance_id": [f"inst-{i:02d}" for i in range(n)], "task": ["single_hop_qa"] * n,
+                         "prompt": prompts, "context": prompts, "max_new_tokens": [8] * n})
+
+
+def judge_calls(n: int) -> list[JudgeCall]:
+    return [JudgeCall(f"call-{i:02d}", LOONG_PROMPT.format(question=f"Who founded town {i}?", answers="Ada",
+                                                            output=f"Maybe person {i}.")) for i in range(n)]
+
+
+# ----------------------------------------------------------------------------- one fault, then recovery
+
+
+@pytest.mark.parametrize("fault", TRANSIENT)
+def test_generation_retries_past_one_fault(server, fault):
+    server.plan(fault)
+    [result] = generator(server.url).generate([GenerationRequest("k", "Which river?", 8)])
+    assert result.output == reply_for("Which river?")  # the answer of the retry, intact
+    seen = server.requests()
+    assert [r.fault for r in seen] == [fault, "ok"]
+    assert seen[0].body == seen[1].body  # the same request again
+    if fault == "429":  # the retry waited as long as Retry-After asked
+        assert seen[1].at - seen[0].at >= server.retry_after_s
+
+
+@pytest.mark.parametrize("fault", TRANSIENT)
+def test_judge_retries_past_one_fault(server, fault, tmp_path):
+    server.plan(fault)
+    client = JudgeClient("judge", server.url, cache=JudgeCache(tmp_path / "judge.sqlite"), max_concurrency=1,
+                         max_retries=RETRIES, timeout_s=TIMEOUT_S)
+    [call] = judge_calls(1)
+    assert client.ask([call]) == {call.key: reply_for(call.prompt)}
+    assert [r.fault for r in server.requests()] == [fault, "ok"] and client.calls == 1
+
+
+# ----------------------------------------------------------------------------- a fault that persists
+
+
+@pytest.mark.parametrize("fault", list(PERSISTENT))
+def test_generation_fails_clearly_and_keeps_finished_chunks(server, fault, tmp_path):
+    gen = generator(server.url)
+    plan = plan_partition(instances(6), gen.spec, gen)
+    store = GenerationCheckpoint(tmp_path / "store")
+    step = chunk_size(gen.spec)
+    assert step == 2  # max_concurrency 1: two requests per flushed chunk
+    server.plan(*["ok"] * 4)  # two chunks answered, then the server breaks for good
+    server.always = fault
+
+    with pytest.raises(RuntimeError, match=rf"model 'served', request '[0-9a-f]+': the server call {PERSISTENT[fault]}") as err:
+        generate_partition(plan, gen, store, step)
+    assert SECRET not in str(err.value) and err.value.__cause__ is None  # nothing left that quotes the key
+    failed_key = str(err.value).split("request '")[1].split("'")[0]
+    failed_prompt = next(p.request.prompt for p in plan.items if p.request.key == failed_key)
+    assert len([r for r in server.requests() if r.prompt == failed_prompt]) == ATTEMPTS[fault]
+
+    # The two finished chunks are on disk as whole Parquet parts, readable by DuckDB.
+    kept = store.load()
+    assert kept.height == 4 and len(store.parts()) == 2
+    assert duckdb.sql(f"select count(*) from read_parquet('{store.directory}/*.parquet')").fetchall() == [(4,)]
+    assert set(kept["output"]) == {reply_for(p.request.prompt) for p in plan.items[:4]}
+
+    # The server recovers: the rerun asks only for the two missing prompts.
+    server.always = "ok"
+    before = len(server.received)
+    outcome = generate_partition(plan, gen, store, step)
+    asked = [r.prompt for r in server.received[before:]]
+    assert (outcome.reused, outcome.generated) == (4, 2)
+    assert sorted(asked) == sorted(p.request.prompt for p in plan.items[4:])
+    assert outcome.rows["output"].to_list() == [reply_for(p.request.prompt) for p in plan.items]
+
+
+@pytest.mark.parametrize("fault", list(PERSISTENT))
+def test_judge_fails_clearly_and_keeps_answered_calls(server, fault, tmp_path):
+    cache = JudgeCache(tmp_path / "judge.sqlite")
+    calls = judge_calls(5)
+
+    def client() -> JudgeClient:
+        return JudgeClient("judge", server.url, cache=cache, max_concurrency=1, max_retries=RETRIES,
+                           timeout_s=TIMEOUT_S)
+
+    server.plan(*["ok"] * 3)
+    server.always = fault
+    first = client()
+    with pytest.raises(RuntimeError, match=rf"judge 'judge' at http://127\.0\.0\.1:\d+: call call-03 {PERSISTENT[fault]}") as err:
+        first.ask(calls)
+    assert SECRET not in str(err.value) and err.value.__cause__ is None
+    assert len([r for r in server.requests() if r.prompt == calls[3].prompt]) == ATTEMPTS[fault]
+    # Every reply that arrived before the failure is in the cache, the failed call is not.
+    stored = cache.get_many([c.key for c in calls])
+    assert set(stored) == {"call-00", "call-01", "call-02"}
+
+    server.always = "ok"
+    before = len(server.received)
+    second = client()
+    replies = second.ask(calls)
+    assert replies == {c.key: reply_for(c.prompt) for c in calls}
+    assert (second.calls, second.cache_hits) == (2, 3)
+    assert sorted(r.prompt for r in server.received[before:]) == sorted(c.prompt for c in calls[3:])
