@@ -14,6 +14,9 @@ from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResourc
 # Generation steps of all runs share this pool; its size is the number of GPUs
 # (`lcp` sets it, see runner.configure_gpu_pool), so two steps never fight over one device.
 GPU_POOL = "gpu"
+# Steps that load a model: on dagster-celery they go to the workers of the "gpu" queue (CPU workers
+# listen on "dagster"); on k8s their pods get GPUs from deploy/k8s/executor.yaml (docs/deployment.md).
+GPU_STEP_TAGS = {"dagster-celery/queue": "gpu"}
 
 
 def build(parts: Partitions) -> list:
@@ -22,6 +25,7 @@ def build(parts: Partitions) -> list:
         group_name="generation",
         kinds={"parquet"},
         pool=GPU_POOL,
+        op_tags=GPU_STEP_TAGS,
         description="Model outputs with prompt token counts, truncation (applied + policy), finish reason, latency, "
         "backend and sampling settings; resumes from its chunk store after a crash",
     )
