@@ -51,6 +51,11 @@ def load_executor_config(path: Path | None) -> dict:
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(data, dict):
         raise TypeError(f"LCP_EXECUTOR_CONFIG {path}: expected a mapping of executor settings, got {type(data).__name__}")
+    # Run-config shape (`execution: config: ...`), which dagster-celery workers read from the same file.
+    if "execution" in data:
+        data = (data["execution"] or {}).get("config") or {}
+        if not isinstance(data, dict):
+            raise TypeError(f"LCP_EXECUTOR_CONFIG {path}: execution.config must be a mapping")
     return data
 
 
@@ -98,7 +103,16 @@ def build_executor(settings: Settings) -> dg.ExecutorDefinition:
         except ImportError as exc:
             raise ImportError("LCP_EXECUTOR=celery needs dagster-celery: pip install 'lc_pipeline[celery]'") from exc
         executor = celery_executor
-    return executor.configured(config, name=f"{executor.name}_lcp") if config else executor
+    if not config:
+        return executor
+    # `configured` checks the config only when a run starts; a typo must fail `definitions validate`.
+    # (validate_config is what dagster-celery's worker CLI uses too; env: values resolve at run time.)
+    from dagster._config import validate_config
+
+    checked = validate_config(executor.config_schema.config_type, config)
+    if not checked.success:
+        raise dg.DagsterInvalidConfigError(f"{source}: invalid config for the {name} executor", checked.errors, config)
+    return executor.configured(config, name=f"{executor.name}_lcp")
 
 
 @dataclass(frozen=True)
