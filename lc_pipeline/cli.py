@@ -167,6 +167,17 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
 def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, config: str | None) -> None:
     """Generate and score only MODEL's partitions (nothing upstream re-runs), then refresh the leaderboard."""
     s = _settings(config)
+    if lengths:  # an unknown level would otherwise surface as Dagster's partition-key error
+        from lc_pipeline.config import load_config
+
+        try:
+            levels = list(load_config(s.config).lengths)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from exc
+        unknown = [lv for lv in lengths if lv not in levels]
+        if unknown:
+            raise click.ClickException(f"--length {unknown}: not a length level of config {s.config!r} "
+                                       f"(its levels: {levels})")
     if url:
         _backfill_via_graphql(s, model, list(lengths), url, wait)
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,7 +224,51 @@ def _source(raw: Any, where: str) -> SourceConfig:
     if not isinstance(raw, dict) or "name" not in raw:
         raise ConfigError(f"{where}: each source needs at least a 'name'")
     raw = dict(raw)
-    return SourceConfig(name=str(raw.pop("name")), kind=str(raw.pop("kind", "demo_corpus")), options=raw)
+    name = raw.pop("name")
+    # The name becomes a partition key and a directory (source=<name>): "../x" must not reach a path.
+    from lc_pipeline.generate.registry import validate_model_slug
+
+    try:
+        validate_model_slug(name)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: source {name!r}, field 'name': {str(exc).replace('model slug', 'source name')}"
+                          ) from None
+    return SourceConfig(name=name, kind=str(raw.pop("kind", "demo_corpus")), options=raw)
+
+
+def _type_problem(value: Any, hint: Any) -> str | None:
+    """Why ``value`` (from YAML) cannot be a ``hint``, or None (also for types checked elsewhere)."""
+    origin = typing.get_origin(hint)
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    if origin is tuple:
+        if not isinstance(value, list | tuple):  # a string would be split into characters
+            return f"expected a list, got {shown}"
+        for i, v in enumerate(value):
+            problem = _type_problem(v, typing.get_args(hint)[0])
+            if problem:
+                return f"element {i}: {problem}"
+        return None
+    checks = {
+        bool: (lambda v: isinstance(v, bool), "true or false"),
+        int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+        float: (lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number"),
+        str: (lambda v: isinstance(v, str), "a string"),
+        dict: (lambda v: v is None or isinstance(v, dict), "a mapping"),
+    }
+    if hint not in checks:
+        return None  # sections and sources: checked by _section / _source
+    ok, want = checks[hint]
+    return None if ok(value) else f"expected {want}, got {shown}"
+
+
+def _check_field_types(cls: type, raw: dict, where: str) -> None:
+    """A YAML value of the wrong type is an error naming its field (it would otherwise fail later
+    as a bare TypeError, or a string list would be taken apart character by character)."""
+    hints = typing.get_type_hints(cls)
+    for name, value in raw.items():
+        problem = _type_problem(value, hints.get(name))
+        if problem:
+            raise ConfigError(f"{where}: field {name!r}: {problem}")
 
 
 def load_config(path: str | Path) -> BenchmarkConfig:
@@ -240,6 +285,10 @@ def load_config(path: str | Path) -> BenchmarkConfig:
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{p}: unknown keys {unknown}; known keys are {sorted(known)}")
+    for key in ("lengths", "base_lengths", "long_lengths"):  # `lengths: [512, 1k]`: YAML reads 512 as a number
+        if isinstance(raw.get(key), list):
+            raw[key] = [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in raw[key]]
+    _check_field_types(BenchmarkConfig, raw, str(p))
     try:
         raw["sources"] = tuple(_source(s, str(p)) for s in raw.get("sources", []))
         for key in ("lengths", "base_lengths", "long_lengths", "depths", "models"):
@@ -280,6 +329,7 @@ def _section(raw: Any, cls: type, where: str):
         if isinstance(raw["tasks"], str):
             raise ConfigError(f"{where}: tasks must be a list (or 'all' for longbench100 / helmet)")
         raw["tasks"] = tuple(raw["tasks"])
+    _check_field_types(cls, raw, where)
     return cls(**raw)
 
 

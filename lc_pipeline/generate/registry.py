@@ -67,7 +67,8 @@ def validate_model_slug(slug: object) -> str:
     Dagster accepts almost any dynamic partition key, but ``|``, ``,`` and ``/`` break
     partition ranges, multi-partition keys and hive paths later, far from the cause.
     """
-    if not isinstance(slug, str) or not MODEL_SLUG.match(slug):
+    # fullmatch: ``match`` would let "$" accept a trailing newline ("m\n").
+    if not isinstance(slug, str) or not MODEL_SLUG.fullmatch(slug):
         raise ValueError(
             f"invalid model slug {slug!r}: a slug must match {MODEL_SLUG.pattern} "
             "(lower-case letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64 "

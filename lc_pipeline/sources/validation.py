@@ -28,6 +28,7 @@ from typing import Any, Literal, TypeVar
 
 __all__ = [
     "FILE",
+    "MAX_FIELD_CHARS",
     "RECORD",
     "Record",
     "RecordError",
@@ -45,6 +46,11 @@ T = TypeVar("T")
 
 RECORD = "<record>"  # field name for errors about the record as a whole (bad bytes, bad JSON)
 FILE = "<file>"  # field name for errors about the whole file
+
+# Longer string fields are refused: such a value is a broken export (records run together, a
+# whole corpus in one cell), not a document. At ~4 characters a token it exceeds every context
+# window, and it would otherwise be chunked and embedded, passage by passage, for hours.
+MAX_FIELD_CHARS = 16 * 1024 * 1024
 
 _FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
@@ -126,6 +132,8 @@ class Record:
             raise self.error(name, f"expected a string, got {_type_name(value)}")
         if non_empty and not value.strip():
             raise self.error(name, "empty (blank) string")
+        if len(value) > MAX_FIELD_CHARS:
+            raise self.error(name, f"{len(value):,} characters, more than the {MAX_FIELD_CHARS:,} a field may hold")
         return value
 
     def str_list(self, name: str, *, allow_json_string: bool = False, non_empty: bool = True) -> list[str]:
