@@ -166,6 +166,12 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
 @click.option("--config", default=None)
 def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, config: str | None) -> None:
     """Generate and score only MODEL's partitions (nothing upstream re-runs), then refresh the leaderboard."""
+    from lc_pipeline.generate.registry import validate_model_slug
+
+    try:  # before anything is opened or written: the name becomes a partition key and a path
+        validate_model_slug(model)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
     s = _settings(config)
     if lengths:  # an unknown level would otherwise surface as Dagster's partition-key error
         from lc_pipeline.config import load_config
