@@ -42,7 +42,7 @@ FAULTS = ("ok", "500", "slow", "reset", "malformed", "429", "auth")
 class Received:
     path: str
     body: dict[str, Any]
-    headers: dict[str, str]
+    headers: dict[str, str]  # names in lower case
     at: float  # time.monotonic() on arrival
     fault: str  # what the server did with it
 
@@ -137,7 +137,8 @@ class FaultyOpenAIServer:
                     return
                 fault = server._next_fault()
                 with server._lock:
-                    server.received.append(Received(self.path, body, dict(self.headers), time.monotonic(), fault))
+                    server.received.append(Received(self.path, body, {k.lower(): v for k, v in self.headers.items()},
+                                                       time.monotonic(), fault))
                 if fault == "500":
                     self._json(500, {"error": {"message": "injected internal error", "type": "server_error"}})
                 elif fault == "429":
