@@ -33,7 +33,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 FAULTS = ("ok", "500", "slow", "reset", "malformed", "429", "auth")
 
@@ -84,11 +84,18 @@ class FaultyOpenAIServer:
     slow_s: float = 3.0
     retry_after_s: float = 0.3
     answer_delay_s: float = 0.0  # before every good answer (makes a run slow enough to kill mid-way)
+    # While set, good answers wait (at most hold_s) until ``release()``: requests pile up, which
+    # proves that several clients were in flight at once.
+    hold_s: float = 0.0
     always: str = "ok"  # what requests get once the planned faults are used up
     received: list[Received] = field(default_factory=list)
     _planned: deque = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _released: threading.Event = field(default_factory=threading.Event)
+
+    def release(self) -> None:
+        self._released.set()
 
     def plan(self, *faults: str) -> None:
         unknown = [f for f in faults if f not in FAULTS]
@@ -112,7 +119,7 @@ class FaultyOpenAIServer:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def __enter__(self) -> FaultyOpenAIServer:
+    def __enter__(self) -> Self:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -159,6 +166,8 @@ class FaultyOpenAIServer:
                         server._stop.wait(server.slow_s)
                     elif server.answer_delay_s:
                         server._stop.wait(server.answer_delay_s)
+                    if server.hold_s:
+                        server._released.wait(server.hold_s)
                     self._json(200, self._answer(body))
 
             def _answer(self, body: dict) -> dict:
@@ -198,6 +207,7 @@ class FaultyOpenAIServer:
 
     def __exit__(self, *exc) -> None:
         self._stop.set()  # slow handlers return at once
+        self._released.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=10)
