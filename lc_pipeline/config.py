@@ -37,6 +37,20 @@ def level_tokens(level: str) -> int:
     return int(value)
 
 
+LENGTH_UNITS = ("tokens", "words")  # "words": LV-Eval's unit, words (English) / characters (Chinese)
+
+
+def level_size(level: str, unit: str = "tokens") -> int:
+    """A level's size in its unit: tokens with k = 1,024 (``"4k"`` -> 4096), or LV-Eval's words
+    (Chinese: characters) with k = 1,000 (``"16k"`` -> 16000)."""
+    if unit not in LENGTH_UNITS:
+        raise ConfigError(f"length unit {unit!r}: expected one of {list(LENGTH_UNITS)}")
+    tokens = level_tokens(level)
+    if unit == "tokens" or not level.strip().lower().endswith("k"):
+        return tokens
+    return round(tokens / 1024 * 1000)
+
+
 @dataclass(frozen=True)
 class SourceConfig:
     name: str
@@ -107,6 +121,10 @@ class LVEvalConfig:
     auto_rules: bool = True  # propose rules for the items the rules file does not cover
     max_rules: int = 4  # proposed rules per item
     metric_variant: str = "code"  # keyword-recall metric: the released code's (published numbers) or the paper's
+    # factrecall: one fact sentence (a needle) in a haystack of distractor documents, at this many
+    # evenly spaced positions per level (LV-Eval: 200); 0 = not built.
+    factrecall_positions: int = 0
+    factrecall_items: int = 1  # needles (LV-Eval: one per language)
     rules_file_sha256: str = field(default="", init=False)  # content hash: edited rules re-run the stage
 
     def __post_init__(self) -> None:
@@ -117,6 +135,8 @@ class LVEvalConfig:
                               f"{list(LVEVAL_VARIANTS)} including 'plain'")
         if self.n_facts < 1 or self.fact_attempts < 1 or self.max_rules < 1:
             raise ConfigError("lveval: n_facts, fact_attempts and max_rules must be >= 1")
+        if self.factrecall_positions < 0 or self.factrecall_items < 1:
+            raise ConfigError("lveval: factrecall_positions must be >= 0 and factrecall_items >= 1")
         if self.metric_variant not in LVEVAL_METRIC_VARIANTS:
             raise ConfigError(f"lveval.metric_variant {self.metric_variant!r}: expected one of "
                               f"{list(LVEVAL_METRIC_VARIANTS)}")
@@ -175,6 +195,9 @@ class BenchmarkConfig:
     models: tuple[str, ...] = ("smollm2-135m",)
     # Fill from other domains of the same language when same-domain documents run out.
     cross_domain_fill: bool = True
+    # Unit of the QA suite's levels: "tokens" (k = 1,024, evidence at the configured depths) or
+    # LV-Eval's "words" (k = 1,000 words, characters for Chinese; whole documents mixed and shuffled).
+    length_unit: str = "tokens"
     longbench100: LongBench100Config = field(default_factory=LongBench100Config)
     prior_knowledge: PriorKnowledgeConfig = field(default_factory=PriorKnowledgeConfig)
     lveval: LVEvalConfig = field(default_factory=LVEvalConfig)
@@ -203,6 +226,9 @@ class BenchmarkConfig:
             )
         if not 0 < self.length_tolerance < 1:
             raise ConfigError(f"config {self.name!r}: length_tolerance must be in (0, 1)")
+        if self.length_unit not in LENGTH_UNITS:
+            raise ConfigError(f"config {self.name!r}: length_unit {self.length_unit!r}: expected one of "
+                              f"{list(LENGTH_UNITS)}")
 
     def target_tokens(self, level: str) -> int:
         return level_tokens(level)

@@ -22,7 +22,7 @@ CODE_VERSIONS = {
     "hard_negatives": "1",
     "confusing_facts": "1",
     "replacement_rules": "1",
-    "instances": "4",
+    "instances": "5",
     "prior_knowledge": "1",
     "generations": "1",
     "metric_scores": "1",
@@ -37,7 +37,8 @@ _PASSAGES = _SOURCES + ("passage_words", "tokenizer")
 _INDEX = _PASSAGES + ("embedding_model",)
 _NEGATIVES = _INDEX + ("retrieval_top_k", "hard_negatives_per_item")
 # What changes the content of one instance (its item, level and depth are hashed separately).
-INSTANCE_CONTENT_FIELDS = _NEGATIVES + ("seed", "length_tolerance", "max_new_tokens", "cross_domain_fill")
+INSTANCE_CONTENT_FIELDS = _NEGATIVES + ("seed", "length_tolerance", "max_new_tokens", "cross_domain_fill",
+                                        "length_unit")
 _INSTANCES = INSTANCE_CONTENT_FIELDS + ("lengths", "depths", "items_per_length", "longbench100", "helmet")
 # LV-Eval variants: facts and rules are made for the items the QA suite selects.
 _LVEVAL = _SOURCES + ("seed", "tokenizer", "lengths", "items_per_length", "lveval")

@@ -178,7 +178,7 @@ def token_length_histogram(instances: pl.DataFrame, title: str = "") -> bytes:
     for ax, lv in zip(axes, lengths):
         sub = instances.filter(pl.col("length") == lv)
         ax.hist(sub["input_tokens"].to_list(), bins=min(20, max(5, sub.height)), color="tab:blue", alpha=0.8)
-        for target in sorted(sub["target_tokens"].unique()):
+        for target in sorted(sub["target_tokens"].drop_nulls().unique()):  # word levels have no token target
             ax.axvline(target, color="tab:red", linestyle="--", linewidth=1)
         ax.set_title(f"{lv} (n={sub.height})", fontsize=9)
         ax.set_xlabel("prompt tokens")

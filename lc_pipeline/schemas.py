@@ -122,6 +122,11 @@ INSTANCES = pl.Schema(
         "input_tokens": pl.Int64,  # exact token count of `prompt`
         "context_tokens": pl.Int64,  # exact token count of `context`
         "max_new_tokens": pl.Int32,
+        # The level's own unit: "tokens" (target_tokens above), or LV-Eval's "words" / "characters"
+        # (Chinese), where target_tokens is null; context_units is the context measured in it.
+        "length_unit": Str,
+        "target_units": pl.Int64,
+        "context_units": pl.Int64,
     }
 )
 

@@ -14,6 +14,12 @@ from lc_pipeline.construct.longbench100 import LABEL_TOKENS, build_longbench100
 from lc_pipeline.construct.longbench100 import SUITE as LB100_SUITE
 from lc_pipeline.construct.helmet import SUITE as HELMET_SUITE
 from lc_pipeline.construct.helmet import build_helmet, gold_depth_violations
+from lc_pipeline.construct.lveval_levels import (
+    build_factrecall_instances,
+    build_word_level_instances,
+    with_length_units,
+)
+from lc_pipeline.construct.word_levels import count_units
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, TokenizerResource
@@ -27,12 +33,18 @@ CHECK_RAG_DEPTHS = "helmet_rag_gold_at_depths"
 def length_violations(instances: pl.DataFrame, tolerance: float) -> pl.DataFrame:
     """Rows off their target length.
 
-    QA-suite rows must be within ``tolerance`` of the target (prompt tokens). 100-LongBench
+    QA-suite rows must be within ``tolerance`` of the target: prompt tokens, or for LV-Eval's
+    word levels (``length_unit`` words / characters) the context's words without inserted
+    facts (``context_units_without_facts`` when the frame has it). 100-LongBench
     rows follow the paper's greedy fill, which budgets raw document tokens strictly under
     the target and leaves labels unbudgeted: their context must stay under
     ``target + blocks * LABEL_TOKENS`` (spec 100longbench.md §11).
     """
-    err = (pl.col("input_tokens") - pl.col("target_tokens")).abs() / pl.col("target_tokens")
+    words = pl.col("length_unit").is_in(["words", "characters"]) if "length_unit" in instances.columns else pl.lit(False)
+    units = (pl.col("context_units_without_facts") if "context_units_without_facts" in instances.columns
+             else pl.col("context_units") if "context_units" in instances.columns else pl.lit(None))
+    err = pl.when(words).then((units - pl.col("target_units")).abs() / pl.col("target_units")).otherwise(
+        (pl.col("input_tokens") - pl.col("target_tokens")).abs() / pl.col("target_tokens"))
     lb100_limit = pl.col("target_tokens") + pl.col("context_doc_ids").list.len() * LABEL_TOKENS
     bad = pl.when(pl.col("suite") == LB100_SUITE).then(pl.col("context_tokens") >= lb100_limit).otherwise(
         pl.col("rel_error") > tolerance
@@ -148,12 +160,15 @@ def build(parts: Partitions) -> list:
             except ValueError as exc:
                 raise dg.Failure(f"HELMET instances at {level}: {exc}", allow_retries=False) from exc
         suites.close()
-        out = lveval.with_empty_variant_columns(pl.concat(frames))
+        out = with_length_units(lveval.with_empty_variant_columns(pl.concat(frames)), level, config)
         # CFI rows carry their facts on top of the level (LV-Eval inserts after mixing): the length
         # check measures them without the facts, whose tokens go to the metadata.
         fact_tokens = lveval.inserted_tokens(out, counter)
         meta.update(lveval.variant_metadata(out, fact_tokens))
-        rel = ((out["input_tokens"] - out["target_tokens"]).abs() / out["target_tokens"]).max()
+        rel = ((out["context_units"] - out["target_units"]).abs() / out["target_units"]).filter(
+            out["length_unit"] != "tokens").append(
+            ((out["input_tokens"] - out["target_tokens"]).abs() / out["target_tokens"]).filter(
+                out["length_unit"] == "tokens")).max()
         yield dg.Output(
             out,
             metadata={
@@ -161,7 +176,9 @@ def build(parts: Partitions) -> list:
                 "instances": out.height,
                 **{f"instances_{suite}": n for suite, n in out.group_by("suite").len().sort("suite").iter_rows()},
                 **meta,
-                "target_tokens": config.target_tokens(level),
+                "length_unit": config.length_unit,
+                **({"target_tokens": config.target_tokens(level)} if config.length_unit == "tokens" else
+                   {"target_words": int(out["target_units"].max())}),
                 "tokenizer": config.tokenizer,
                 "input_tokens_min": int(out["input_tokens"].min()),
                 "input_tokens_max": int(out["input_tokens"].max()),
@@ -171,7 +188,13 @@ def build(parts: Partitions) -> list:
                                 lambda: plots.token_length_histogram(out.with_columns(length=pl.lit(level)))),
             },
         )
-        too_far = length_violations(out.with_columns(input_tokens=pl.col("input_tokens") - fact_tokens),
+        without_facts = pl.Series([
+            count_units(lveval.without_insertions(ctx, ins, lang), lang if lang in ("en", "zh") else "en")
+            if unit != "tokens" and ins else n
+            for ctx, ins, lang, unit, n in out.select("context", "insertions", "language", "length_unit",
+                                                      "context_units").iter_rows()], dtype=pl.Int64)
+        too_far = length_violations(out.with_columns(input_tokens=pl.col("input_tokens") - fact_tokens,
+                                                     context_units_without_facts=without_facts),
                                      config.length_tolerance)
         yield dg.AssetCheckResult(
             check_name=CHECK_LENGTH,
@@ -207,6 +230,12 @@ def build(parts: Partitions) -> list:
 def _qa_suite(items, documents, passages, hard_negatives, level, config, counter) -> tuple[pl.DataFrame, dict]:
     # Items whose evidence alone overflows the smallest level are left out at every level
     # (levels share their items), and counted in the metadata.
+    if config.length_unit == "words":  # LV-Eval's construction (construct/lveval_levels.py)
+        try:
+            out, meta = build_word_level_instances(items, documents, level=level, config=config, counter=counter)
+        except ValueError as exc:
+            raise dg.Failure(f"instances {level} (words): {exc}", allow_retries=False) from exc
+        return _with_factrecall(out, items, documents, level, config, counter), meta
     smallest = min(level_tokens(lv) for lv in config.lengths)
     eligible, too_long = fitting_items(items, documents, counter, smallest)
     if eligible.height < config.items_per_length:
@@ -222,8 +251,19 @@ def _qa_suite(items, documents, passages, hard_negatives, level, config, counter
         for ev, ctx in out.select("evidence_doc_ids", "context_doc_ids").iter_rows()
         for own in [{domain[d] for d in ev}]
     )
-    return out, {
+    return _with_factrecall(out, items, documents, level, config, counter), {
         "items_eligible": eligible.height,
         "items_too_long_for_smallest_level": too_long.height,
         "instances_with_cross_domain_fillers": crossed,
     }
+
+
+def _with_factrecall(out, items, documents, level, config, counter) -> pl.DataFrame:
+    """The QA suite plus LV-Eval's factrecall rows when ``lveval.factrecall_positions`` asks for them."""
+    if not config.lveval.factrecall_positions:
+        return out
+    try:
+        return pl.concat([out, build_factrecall_instances(items, documents, level=level, config=config,
+                                                          counter=counter)])
+    except ValueError as exc:
+        raise dg.Failure(f"factrecall instances at {level}: {exc}", allow_retries=False) from exc

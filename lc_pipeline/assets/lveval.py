@@ -32,6 +32,7 @@ from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
 from lc_pipeline.assets.retrieval import ALL_SOURCES, configured_sources
 from lc_pipeline.config import KNOWLEDGE_BASE_FACTS, BenchmarkConfig, level_tokens
 from lc_pipeline.construct.assembly import derive_seed, fitting_items, select_items
+from lc_pipeline.construct.lveval_levels import factrecall_needles, word_level_items
 from lc_pipeline.construct.confusing_facts import (
     CandidateFact,
     accepted_facts,
@@ -75,10 +76,24 @@ def selected_qa_items(items: pl.DataFrame, documents: pl.DataFrame, config: Benc
     (evidence fits the smallest level, then a seeded choice): the same items at every level."""
     if not config.items_per_length or items.is_empty():
         return items.clear()
-    smallest = min(level_tokens(lv) for lv in config.lengths)
-    eligible, _ = fitting_items(items, documents, counter, smallest)
-    # Too few eligible items: instances fails and says so; facts for what there is cost nothing extra.
-    return select_items(eligible, min(config.items_per_length, eligible.height), config.seed)
+    if config.length_unit == "words":
+        try:
+            chosen, _ = word_level_items(items, documents, config)
+        except ValueError:  # too few fit: instances fails and says so
+            chosen = items.clear()
+    else:
+        smallest = min(level_tokens(lv) for lv in config.lengths)
+        eligible, _ = fitting_items(items, documents, counter, smallest)
+        # Too few eligible items: instances fails and says so; facts for what there is cost nothing extra.
+        chosen = select_items(eligible, min(config.items_per_length, eligible.height), config.seed)
+    if config.lveval.factrecall_positions:  # LV-Eval applies CFI and KPR to factrecall too
+        try:
+            needles = [item["item_id"] for item, _ in factrecall_needles(items, documents, config)]
+        except ValueError:
+            needles = []
+        chosen = pl.concat([chosen, items.filter(pl.col("item_id").is_in(needles)
+                                                 & ~pl.col("item_id").is_in(chosen["item_id"].implode()))])
+    return chosen
 
 
 def facts_fingerprint(stage: str, config: BenchmarkConfig, models: ModelsResource) -> str:
@@ -318,7 +333,8 @@ def evidence_problems(
             evidence = apply_rules({"evidence": evidence}, by_rule.get(row["item_id"], []))[0]["evidence"]
         if any(e.strip() not in context for e in evidence):
             missing.append(row["instance_id"])
-        joined = " ".join(evidence).casefold()
+        # No evidence documents (factrecall's needle is a sentence): the answer lives in the context.
+        joined = (" ".join(evidence) if evidence else context).casefold()
         if any(k.casefold() not in joined for k in row["answer_keywords"] or []):
             bad_keywords.append(row["instance_id"])
     return missing, bad_keywords

@@ -26,6 +26,7 @@ __all__ = [
     "count_units",
     "insert_sentence",
     "level_units",
+    "mix_order",
     "mix_to_level",
     "needle_depths",
     "place_needle",
@@ -147,6 +148,36 @@ class MixedContext:
     length: int  # realised words (en) / characters (zh) of all units
 
 
+def mix_order(
+    support_sizes: Sequence[int],
+    candidate_sizes: Sequence[int],
+    target: int,
+    rng: random.Random,
+    max_total: int | None = None,
+) -> tuple[list[tuple[str, int]], int]:
+    """The mixing step on sizes alone: candidates are taken in the order given until the total
+    (support included) reaches ``target``; then every unit is shuffled with ``rng``.
+
+    Returns the context order as ("support", i) / ("distractor", j) indices into the two
+    sequences, and the total. ``max_total`` skips a candidate that would push the total past
+    it (the next one is tried): LV-Eval itself stops at the first document that reaches the
+    target, overshooting by up to one document. Raises when the candidates run out short.
+    """
+    order = [("support", i) for i in range(len(support_sizes))]
+    total = sum(support_sizes)
+    for j, size in enumerate(candidate_sizes):
+        if total >= target:
+            break
+        if max_total is not None and total + size > max_total:
+            continue
+        order.append(("distractor", j))
+        total += size
+    if total < target:
+        raise ValueError(f"the distractor pool ({len(candidate_sizes)} documents) reaches only {total} of {target}")
+    rng.shuffle(order)
+    return order, total
+
+
 def mix_to_level(
     support_units: Sequence[str],
     distractor_pool: Sequence[str],
@@ -164,25 +195,15 @@ def mix_to_level(
     if not support_units:
         raise ValueError("mix_to_level: no supporting documents")
     rng = random.Random(seed)
-    units = list(support_units)
-    kinds = ["support"] * len(units)
-    total = sum(count_units(u, language) for u in units)
     candidates = [d for d in distractor_pool if d not in set(support_units)]
     rng.shuffle(candidates)
-    for doc in candidates:
-        if total >= target:
-            break
-        units.append(doc)
-        kinds.append("distractor")
-        total += count_units(doc, language)
-    if total < target:
-        raise ValueError(
-            f"mix_to_level: the distractor pool ({len(candidates)} documents) reaches only {total} of {target} "
-            f"{'characters' if language == 'zh' else 'words'}"
-        )
-    order = list(range(len(units)))
-    rng.shuffle(order)
-    return MixedContext([units[i] for i in order], [kinds[i] for i in order], total)
+    try:
+        order, total = mix_order([count_units(u, language) for u in support_units],
+                                 [count_units(d, language) for d in candidates], target, rng)
+    except ValueError as exc:
+        raise ValueError(f"mix_to_level: {exc} {'characters' if language == 'zh' else 'words'}") from None
+    units = [support_units[i] if kind == "support" else candidates[i] for kind, i in order]
+    return MixedContext(units, [kind for kind, _ in order], total)
 
 
 # --------------------------------------------------------------------------- needle

@@ -156,3 +156,29 @@ def test_same_seed_rebuilds_byte_identical_files(lake, tmp_path):
     assert len(files) == 2 + len(LEVELS)
     for f in files:
         assert (copy / f).read_bytes() == (lake / f).read_bytes(), f
+
+
+def test_word_levels_and_factrecall_through_the_pipeline(tmp_path):
+    """LV-Eval's own unit (``length_unit: words``, k = 1,000 words) with factrecall's needle at 3
+    positions, variants included: the blocking checks (length in words, evidence, no replaced term
+    left, facts at their offsets) pass and the rows say what unit they were built in."""
+    raw = yaml.safe_load((PACKAGED_CONFIGS / "lveval-demo.yaml").read_text())
+    raw["sources"][0].update(n_entities=60, seed=6)
+    raw.update(items_per_length=2, retrieval_top_k=40, hard_negatives_per_item=20, length_unit="words",
+               lengths=["1k"], base_lengths=["1k"], long_lengths=["1k"])
+    raw["lveval"].update(factrecall_positions=3)
+    (tmp_path / "words.yaml").write_text(yaml.safe_dump(raw))
+    settings = settings_for(tmp_path, tmp_path / "words.yaml")
+    with dg.instance_for_test() as instance:
+        Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()  # blocking checks passed
+        checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [dg.AssetCheckKey(dg.AssetKey("instances"), "within_length_tolerance")])
+    inst = table(settings.lake_dir, "instances", "1k")
+    plain = inst.filter(pl.col("variant") == "plain")
+    assert set(plain["length_unit"]) == {"words"} and plain["target_tokens"].null_count() == plain.height
+    assert set(plain["target_units"]) == {1000}
+    recall = plain.filter(pl.col("task") == "factrecall_en")
+    assert recall["depth"].sort().to_list() == [0.0, 0.5, 1.0]
+    assert plain.filter(pl.col("task") != "factrecall_en").height == 2  # one context per QA pair and level
+    assert set(inst["variant"]) == {"plain", "cfi", "kpr", "cfi_kpr"}
+    assert all(c.status.value == "SUCCEEDED" for c in checks.values())
