@@ -25,6 +25,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 from conftest import free_port
 from lc_pipeline.lake import query
 
@@ -135,29 +136,49 @@ def s3():
         server.stop()
 
 
+# The smallest world that still has every kind of asset (by source, unpartitioned, FAISS file, by
+# length, by length x model with its generation store, by model, cross-model): two short levels
+# (LongScore needs a base and a long one), one depth (single-hop evidence, ~350 tokens, fits 512),
+# two items, no prior-knowledge generation. Every step is a process that loads the project, so
+# the number of steps matters more than the size of the data.
+CONFIG = {
+    "name": "cluster-it",
+    "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 40, "seed": 3}],
+    "lengths": ["512", "1k"],
+    "base_lengths": ["512"],
+    "long_lengths": ["1k"],
+    "depths": [0.5],
+    "items_per_length": 2,
+    "retrieval_top_k": 40,
+    "hard_negatives_per_item": 20,
+    "max_new_tokens": 8,
+    "prior_knowledge": {"enabled": False},
+    "models": [MODEL],
+}
 # One run per partition (and per partitions definition), in dependency order: what a backfill launches.
 RUNS = [
     ("source_documents,source_items,rejected_records", "demo"),
     ("passages,passage_index,hard_negatives,confusing_facts,replacement_rules", None),
+    ("instances", "512"),
     ("instances", "1k"),
-    ("instances", "2k"),
+    ("generations,metric_scores", f"512|{MODEL}"),
     ("generations,metric_scores", f"1k|{MODEL}"),
-    ("generations,metric_scores", f"2k|{MODEL}"),
     ("prior_knowledge,long_scores,lveval_ablation", MODEL),
     ("leaderboard", None),
 ]
 
 
-def test_demo_graph_on_postgres_and_s3_with_the_multiprocess_executor(postgres, s3, tmp_path, tiny_config_file,
-                                                                       monkeypatch):
+def test_demo_graph_on_postgres_and_s3_with_the_multiprocess_executor(postgres, s3, tmp_path, monkeypatch):
     import s3fs
 
     s3_env, client = s3
+    config = tmp_path / "cluster-it.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copy(DEPLOY / "postgres" / "dagster.yaml", home / "dagster.yaml")
     env = {**os.environ, **postgres, **s3_env, "DAGSTER_HOME": str(home), "LCP_LAKE": LAKE,
-           "LCP_CONFIG": str(tiny_config_file), "LCP_MODELS": str(tmp_path / "models.yaml"),
+           "LCP_CONFIG": str(config), "LCP_MODELS": str(tmp_path / "models.yaml"),
            "LCP_PROJECT_DIR": str(tmp_path), "LCP_LOCAL_CACHE": str(tmp_path / "cache"),
            "LCP_EXECUTOR": "multiprocess", "LCP_EXECUTOR_CONFIG": str(DEPLOY / "postgres" / "executor.yaml")}
     for key in (*postgres, *s3_env, "DAGSTER_HOME"):
@@ -194,12 +215,12 @@ def test_demo_graph_on_postgres_and_s3_with_the_multiprocess_executor(postgres, 
         cur.execute("SELECT count(*) FROM runs")
         assert cur.fetchone()[0] == len(RUNS)
         cur.execute("SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'")
-        assert cur.fetchone()[0] >= 15
+        assert cur.fetchone()[0] == 3 + 5 + 2 + 2 * 2 + 3 + 1  # one per asset and partition
 
     # The lake is in the bucket: tables in hive layout, the FAISS index, the generation store, the
     # embedding cache; the local disk has no lake.
     keys = {o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET) for o in page["Contents"]}
-    for key in ("demo/instances/length=2k/data.parquet", f"demo/generations/length=1k/model={MODEL}/data.parquet",
+    for key in ("demo/instances/length=512/data.parquet", f"demo/generations/length=512/model={MODEL}/data.parquet",
                 f"demo/long_scores/model={MODEL}/data.parquet", "demo/leaderboard/data.parquet",
                 "demo/passage_index/index.faiss", "demo/source_documents/source=demo/data.parquet"):
         assert key in keys, key
@@ -211,14 +232,14 @@ def test_demo_graph_on_postgres_and_s3_with_the_multiprocess_executor(postgres, 
     # DuckDB reads the results from the object store, in-process and through `lcp query`.
     cols, rows = query(LAKE, "select model, length, count(*) n, count(distinct generation_id) d "
                              "from generations group by all order by all")
-    assert rows == [(MODEL, "1k", 4, 4), (MODEL, "2k", 4, 4)]
+    assert rows == [(MODEL, "1k", 2, 2), (MODEL, "512", 2, 2)]
     _, board = query(LAKE, "select distinct model from leaderboard")
     assert board == [(MODEL,)]
     cli = subprocess.run([sys.executable, "-m", "lc_pipeline.cli", "query",
-                          "select length, count(*) from metric_scores group by all order by all"],
+                          "select model, length, count(*) from metric_scores group by all order by all"],
                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert cli.returncode == 0, cli.stderr[-3000:]
-    assert "1k" in cli.stdout and "2k" in cli.stdout and "(2 rows)" in cli.stdout
+    assert MODEL in cli.stdout and "512" in cli.stdout and "1k" in cli.stdout and "(2 rows)" in cli.stdout
     # Credentials stay in the environment: none is in the instance's event log.
     with psycopg2.connect(host="127.0.0.1", port=int(postgres["DAGSTER_PG_PORT"]), user="dagster",
                           password=postgres["DAGSTER_PG_PASSWORD"], dbname=postgres["DAGSTER_PG_DB"]) as c:
