@@ -30,7 +30,7 @@ import polars as pl
 if TYPE_CHECKING:
     import duckdb
 
-LakePath = Path  # a pathlib.Path or a upath.UPath: both have the pathlib API used here
+LISTING_CACHE_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"}  # fsspec filesystems with a DirCache
 
 
 def is_url(location: str | os.PathLike) -> bool:
@@ -54,7 +54,11 @@ def lake_path(location: str | os.PathLike) -> Path:
     if text.startswith("file://"):
         return Path(text[len("file://"):])
     if is_url(text):
-        return UPath(text.rstrip("/"))
+        protocol = text.split("://", 1)[0]
+        # Other processes (step workers on other machines) write the lake: a listing cached by this
+        # process would hide their files for its whole life (e.g. a webserver or `lcp` session).
+        options = {"use_listings_cache": False} if protocol in LISTING_CACHE_PROTOCOLS else {}
+        return UPath(text.rstrip("/"), **options)
     return Path(text)
 
 

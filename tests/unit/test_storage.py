@@ -158,6 +158,16 @@ def test_a_real_s3_server_on_loopback(monkeypatch):
         assert storage.read_parquet(target)["output"].to_list() == ["yes"]
         assert query("s3://unit-lake/lake", "select output, length, model from generations") == (
             ["output", "length", "model"], [("yes", "4k", "m")])
+        # Another machine writes a table: this process, which has listed the lake, sees it at once.
+        import io
+
+        import boto3
+
+        buf = io.BytesIO()
+        pl.DataFrame({"score": [1.0]}).write_parquet(buf)
+        boto3.client("s3").put_object(Bucket="unit-lake", Key="lake/metric_scores/length=4k/model=m/data.parquet",
+                                      Body=buf.getvalue())
+        assert list(table_dirs("s3://unit-lake/lake")) == ["generations", "metric_scores"]
     finally:
         server.stop()
         import s3fs
