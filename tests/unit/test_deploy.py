@@ -143,3 +143,11 @@ def test_the_guide_names_every_deploy_file_and_every_file_it_names_exists():
 
 def test_readme_points_to_the_guide():
     assert "docs/deployment.md" in (REPO / "README.md").read_text()
+
+
+def test_the_local_profile_is_the_repository_default_instance():
+    # `lcp` copies the root dagster.yaml into .dagster/; deploy/local states the same settings.
+    root = yaml.safe_load((REPO / "dagster.yaml").read_text())
+    local = yaml.safe_load((DEPLOY / "local" / "dagster.yaml").read_text())
+    assert local["storage"] == {"sqlite": {"base_dir": {"env": "DAGSTER_HOME"}}}
+    assert {k: v for k, v in local.items() if k != "storage"} == root
