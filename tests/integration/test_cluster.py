@@ -94,7 +94,7 @@ def postgres():
     data, log = root / "data", root / "server.log"
 
     def run(*cmd: str) -> None:
-        out = subprocess.run([*prefix, *cmd], capture_output=True, text=True, timeout=120)
+        out = subprocess.run([*prefix, *cmd], capture_output=True, text=True, timeout=120, check=False)
         if out.returncode != 0:
             server_log = log.read_text() if log.exists() else ""
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stdout}\n{out.stderr}\n{server_log}")
@@ -112,7 +112,7 @@ def postgres():
                "DAGSTER_PG_PASSWORD": password, "DAGSTER_PG_DB": "lcp_dagster"}
     finally:
         subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
-                       capture_output=True, timeout=120)
+                       capture_output=True, timeout=120, check=False)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -197,7 +197,7 @@ def test_demo_graph_on_postgres_and_s3_with_the_multiprocess_executor(postgres, 
         if partition:
             cmd += ["--partition", partition]
         t_run = time.monotonic()
-        out = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        out = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
         assert out.returncode == 0, f"{select} [{partition}] failed:\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}"
         print(f"  {select} [{partition or '-'}]: {time.monotonic() - t_run:.0f}s")
     print(f"{len(RUNS)} runs on Postgres + S3 in {time.monotonic() - t0:.0f}s")
@@ -230,14 +230,14 @@ def test_demo_graph_on_postgres_and_s3_with_the_multiprocess_executor(postgres, 
     assert not (tmp_path / "data_lake").exists()
 
     # DuckDB reads the results from the object store, in-process and through `lcp query`.
-    cols, rows = query(LAKE, "select model, length, count(*) n, count(distinct generation_id) d "
-                             "from generations group by all order by all")
+    _, rows = query(LAKE, "select model, length, count(*) n, count(distinct generation_id) d "
+                          "from generations group by all order by all")
     assert rows == [(MODEL, "1k", 2, 2), (MODEL, "512", 2, 2)]
     _, board = query(LAKE, "select distinct model from leaderboard")
     assert board == [(MODEL,)]
     cli = subprocess.run([sys.executable, "-m", "lc_pipeline.cli", "query",
                           "select model, length, count(*) from metric_scores group by all order by all"],
-                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
     assert cli.returncode == 0, cli.stderr[-3000:]
     assert MODEL in cli.stdout and "512" in cli.stdout and "1k" in cli.stdout and "(2 rows)" in cli.stdout
     # Credentials stay in the environment: none is in the instance's event log.

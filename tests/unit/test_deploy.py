@@ -52,7 +52,7 @@ def test_dagster_definitions_validate_passes_for_each_executor_profile(profile, 
            "LCP_LAKE": str(tmp_path / "lake"), "LCP_EXECUTOR": executor,
            "LCP_EXECUTOR_CONFIG": str(DEPLOY / profile / "executor.yaml")}
     out = subprocess.run([str(DAGSTER), "definitions", "validate", "-w", str(DEPLOY / "workspace.yaml")],
-                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "All code locations passed validation" in out.stdout + out.stderr
 
