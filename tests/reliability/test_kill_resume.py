@@ -67,11 +67,11 @@ outcome.rows.write_parquet(sys.argv[3])
 print(json.dumps({"reused": outcome.reused, "generated": outcome.generated}))
 """
 
-N = 10
+N = 6  # small: every item costs seconds of CPU generation
 
 
 def instances() -> pl.DataFrame:
-    topics = ["rivers", "volcanoes", "owls", "bridges", "tea", "glaciers", "comets", "violins", "deserts", "bees"]
+    topics = ["rivers", "volcanoes", "owls", "bridges", "tea", "glaciers"]
     prompts = [f"Write three sentences about {t}." for t in topics]
     return pl.DataFrame({
         "instance_id": [f"inst-{i:02d}" for i in range(N)],
@@ -97,10 +97,10 @@ def test_kill_9_mid_partition_then_resume(tmp_path):
 
     child = run_child(args)
     deadline = time.monotonic() + 240
-    while len(store.parts()) < 3 and child.poll() is None and time.monotonic() < deadline:
+    while len(store.parts()) < 2 and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert child.poll() is None, f"the child ended before it could be killed:\n{child.communicate()[1][-2000:]}"
-    assert len(store.parts()) >= 3, "no chunk was written in time"
+    assert len(store.parts()) >= 2, "no chunk was written in time"
     os.kill(child.pid, signal.SIGKILL)  # mid-partition, no chance to clean up
     child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
@@ -109,7 +109,7 @@ def test_kill_9_mid_partition_then_resume(tmp_path):
     parts_before = {p.name: p.read_bytes() for p in store.parts()}
     assert readable_parquet(store_dir) == {p.name: 1 for p in store.parts()}  # whole parts only
     finished = set(before["cache_key"])
-    assert 3 <= len(finished) < N
+    assert 2 <= len(finished) < N
 
     again = run_child(args)
     stdout, stderr = again.communicate(timeout=300)
