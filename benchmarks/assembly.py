@@ -1,0 +1,237 @@
+"""Instance assembly: tokens/s of ``build_instances`` + Parquet write vs raw tiktoken, and peak memory per level.
+
+    python benchmarks/assembly.py [--quick] [--items 100] [--levels 32k,64k,128k,256k] [--json assembly.json]
+
+Inputs (built once, not timed): the demo corpus generator's invented encyclopedia (enough
+entities that a 256k context fills from its own domain), chunked like the pipeline chunks,
+and hard negatives chosen by the pipeline's own ``select_hard_negatives`` over TF-IDF + SVD
+vectors of the passages (cheap, text-derived; MiniLM would take hours here and the
+assembler only sees passage ids and ranks).
+
+Each level runs in a fresh child process; peak RSS is its VmHWM, reset once the inputs are loaded:
+
+* ``asset``: what the ``instances`` asset does today: ``build_instances`` for all items of the
+  level (one DataFrame), then one atomic Parquet write (``storage.write_parquet``);
+* ``streamed``: the same function on batches of ``--batch`` selected items, each batch
+  appended to one Parquet file as a row group (pyarrow ``ParquetWriter``). Same rows
+  (instance ids are equal; ``items_per_length`` is not part of them). This is a measured
+  sketch of how the asset could bound its memory, not pipeline code.
+
+Tokens/s counts the prompt tokens of the instances produced (``input_tokens``). The
+baseline encodes exactly those prompts with ``encode_ordinary`` one after another (one
+thread, the limit the assembler works against) and with ``encode_ordinary_batch``
+(tiktoken's thread pool). ``--quick``: 10 items x {4k, 16k}, a few seconds per level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from lc_pipeline.config import BenchmarkConfig, SourceConfig, level_tokens
+from lc_pipeline.construct.assembly import build_instances, fitting_items, select_items
+from lc_pipeline.construct.chunking import chunk_documents
+from lc_pipeline.construct.tokens import TokenCounter
+
+TOKENS_PER_ENTITY = 290  # measured: 1,200 entities -> 346k cl100k tokens of document text
+
+
+def _status_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def reset_peak_rss() -> None:
+    """Start a new peak-RSS window (Linux >= 4.0: writing 5 to clear_refs resets VmHWM)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def rss_mb() -> float:
+    return _status_mb("VmRSS")
+
+
+def peak_rss_mb() -> float:
+    return _status_mb("VmHWM")
+
+
+def uptime() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])  # 1, 5, 15 minute load averages
+
+
+# ---------------------------------------------------------------------------- inputs (parent)
+
+
+def tfidf_hard_negatives(items: pl.DataFrame, passages: pl.DataFrame, top_k: int, keep: int) -> pl.DataFrame:
+    """Hard negatives from the pipeline's selector over TF-IDF + SVD(128) vectors (text-derived, seconds)."""
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.preprocessing import normalize
+
+    from lc_pipeline.construct.retrieval import build_exact_index, select_hard_negatives
+
+    tfidf = TfidfVectorizer(sublinear_tf=True, min_df=2).fit(passages["text"].to_list())
+    svd = TruncatedSVD(128, random_state=0).fit(tfidf.transform(passages["text"].to_list()))
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return normalize(svd.transform(tfidf.transform(texts))).astype(np.float32)
+
+    index = build_exact_index(embed(passages["text"].to_list()))
+    return select_hard_negatives(items, passages, index, passages["passage_id"].to_list(),
+                                 embed(items["question"].to_list()), top_k, keep)
+
+
+def prepare(directory: Path, n_items: int, levels: list[str], seed: int) -> dict:
+    from lc_pipeline.sources.demo_corpus import build_demo_corpus
+
+    longest = max(level_tokens(lv) for lv in levels)
+    n_entities = max(200, int(longest * 1.6 / TOKENS_PER_ENTITY))  # answer-bearing documents leave the pool
+    t0 = time.perf_counter()
+    documents, items = build_demo_corpus(n_entities=n_entities, seed=seed)
+    counter = TokenCounter.load()
+    passages = chunk_documents(documents, 100, counter)
+    eligible, _ = fitting_items(items, documents, counter, min(level_tokens(lv) for lv in levels))
+    selected = select_items(eligible, n_items, seed)
+    negatives = tfidf_hard_negatives(selected, passages, top_k=100, keep=50)
+    for name, frame in (("documents", documents), ("items", selected), ("passages", passages),
+                        ("hard_negatives", negatives)):
+        frame.write_parquet(directory / f"{name}.parquet")
+    return {"entities": n_entities, "documents": documents.height, "document_tokens": int(passages["n_tokens"].sum()),
+            "passages": passages.height, "items": selected.height, "hard_negatives": negatives.height,
+            "prepare_s": round(time.perf_counter() - t0, 1)}
+
+
+# ---------------------------------------------------------------------------- one level (child)
+
+
+def run_level(directory: Path, level: str, mode: str, batch: int, seed: int) -> dict:
+    frames = {n: pl.read_parquet(directory / f"{n}.parquet") for n in ("documents", "items", "passages", "hard_negatives")}
+    items = frames["items"]
+    config = BenchmarkConfig(
+        name="assembly-bench", sources=(SourceConfig("demo"),), lengths=(level,), base_lengths=(level,),
+        long_lengths=(), depths=(0.5,), items_per_length=items.height, seed=seed, hard_negatives_per_item=50,
+    )
+    counter = TokenCounter.load()
+    counter.count("warm-up")  # BPE ranks loaded before the clock starts
+    out = directory / f"instances-{level}-{mode}.parquet"
+    rss_before = rss_mb()  # inputs loaded, imports done
+    reset_peak_rss()
+    t0 = time.perf_counter()
+    if mode == "asset":
+        df = build_instances(items, frames["documents"], frames["passages"], frames["hard_negatives"],
+                             level=level, config=config, counter=counter)
+        t_build = time.perf_counter() - t0
+        from lc_pipeline import storage
+
+        storage.write_parquet(df, out)
+        prompts_tokens = int(df["input_tokens"].sum())
+        n_rows, frame_mb = df.height, df.estimated_size("mb")
+    else:
+        import pyarrow.parquet as pq
+
+        writer, n_rows, prompts_tokens, t_build, frame_mb = None, 0, 0, 0.0, 0.0
+        for start in range(0, items.height, batch):
+            chunk = items.slice(start, batch)
+            tb = time.perf_counter()
+            df = build_instances(chunk, frames["documents"], frames["passages"], frames["hard_negatives"], level=level,
+                                 config=dataclasses.replace(config, items_per_length=chunk.height), counter=counter)
+            t_build += time.perf_counter() - tb
+            table = df.to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(out, table.schema, compression="zstd")
+            writer.write_table(table)
+            n_rows, prompts_tokens = n_rows + df.height, prompts_tokens + int(df["input_tokens"].sum())
+            frame_mb = max(frame_mb, df.estimated_size("mb"))
+            del df, table
+        writer.close()
+    total = time.perf_counter() - t0
+    rss_peak = peak_rss_mb()
+    # The baseline: the same prompts, encoded raw (read back so they are exactly what was written).
+    prompts = pl.read_parquet(out, columns=["prompt"])["prompt"].to_list()
+    enc = counter.encoding
+    t0 = time.perf_counter()
+    raw_tokens = sum(len(enc.encode_ordinary(p)) for p in prompts)
+    t_raw = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    enc.encode_ordinary_batch(prompts)
+    t_raw_batch = time.perf_counter() - t0
+    if raw_tokens != prompts_tokens:
+        raise SystemExit(f"{level}: input_tokens sum {prompts_tokens} != raw count {raw_tokens}")
+    return {
+        "level": level, "mode": mode, "instances": n_rows, "prompt_tokens": prompts_tokens,
+        "prompt_chars": sum(map(len, prompts)), "parquet_mb": round(out.stat().st_size / 2**20, 1),
+        "build_s": round(t_build, 2), "build_write_s": round(total, 2),
+        "tokens_per_s": round(prompts_tokens / total), "raw_encode_s": round(t_raw, 2),
+        "raw_tokens_per_s": round(raw_tokens / t_raw), "raw_batch_tokens_per_s": round(raw_tokens / t_raw_batch),
+        "ratio_vs_raw": round(t_raw / total, 3), "ratio_vs_raw_batch": round(t_raw_batch / total, 3),
+        "rss_before_mb": round(rss_before), "rss_peak_mb": round(rss_peak),
+        "rss_growth_mb": round(rss_peak - rss_before), "largest_frame_mb": round(frame_mb, 1),
+    }
+
+
+# ---------------------------------------------------------------------------- parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="10 items x {4k, 16k}")
+    ap.add_argument("--items", type=int, default=100)
+    ap.add_argument("--levels", default="32k,64k,128k,256k")
+    ap.add_argument("--modes", default="asset,streamed")
+    ap.add_argument("--batch", type=int, default=10, help="items per batch in streamed mode")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--json", default="assembly.json")
+    ap.add_argument("--child", nargs=3, metavar=("DIR", "LEVEL", "MODE"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        directory, level, mode = args.child
+        print(json.dumps(run_level(Path(directory), level, mode, args.batch, args.seed)))
+        return
+    if args.quick:
+        args.items, args.levels = 10, "4k,16k"
+    levels = args.levels.split(",")
+    modes = args.modes.split(",")
+    report: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+                    "load_before": uptime(), "items": args.items, "levels": levels, "rows": []}
+    with tempfile.TemporaryDirectory(prefix="lcp-assembly-") as tmp:
+        report["inputs"] = prepare(Path(tmp), args.items, levels, args.seed)
+        print(f"inputs: {report['inputs']}", flush=True)
+        for level in levels:
+            for mode in modes:
+                proc = subprocess.run([sys.executable, __file__, "--batch", str(args.batch), "--seed", str(args.seed),
+                                       "--child", tmp, level, mode], capture_output=True, text=True, check=False)
+                if proc.returncode:
+                    raise SystemExit(f"{level} {mode} failed:\n{proc.stderr[-3000:]}")
+                row = json.loads(proc.stdout.strip().splitlines()[-1])
+                report["rows"].append(row)
+                print(f"  {level} {mode}: {row['tokens_per_s']:,} tok/s ({row['ratio_vs_raw']:.2f}x raw), "
+                      f"peak RSS {row['rss_peak_mb']} MB", flush=True)
+    report["load_after"] = uptime()
+
+    print(f"\n{args.items} items x depth 0.5 per level; tokens/s over build + Parquet write; "
+          f"raw = encode_ordinary of the same prompts (1 thread) / encode_ordinary_batch")
+    print(f"{'level':<6} {'mode':<9} {'rows':>5} {'prompt tok':>11} {'build+write s':>13} {'tok/s':>10} "
+          f"{'raw tok/s':>10} {'vs raw':>7} {'vs batch':>8} {'peak RSS MB':>11} {'growth MB':>9} {'parquet MB':>10}")
+    for r in report["rows"]:
+        print(f"{r['level']:<6} {r['mode']:<9} {r['instances']:>5} {r['prompt_tokens']:>11,} {r['build_write_s']:>13.1f} "
+              f"{r['tokens_per_s']:>10,} {r['raw_tokens_per_s']:>10,} {r['ratio_vs_raw']:>6.2f}x "
+              f"{r['ratio_vs_raw_batch']:>7.2f}x {r['rss_peak_mb']:>11} {r['rss_growth_mb']:>9} {r['parquet_mb']:>10}")
+    print(f"load average before {report['load_before']}, after {report['load_after']}")
+    Path(args.json).write_text(json.dumps(report, indent=2))
+    print(f"written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
