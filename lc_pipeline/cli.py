@@ -194,9 +194,13 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
     runner = _runner(s)
     runner.tags = {"lcp/backfill": model}
     try:
-        runner.evaluate_model(model, list(lengths) or None)
+        complete = runner.evaluate_model(model, list(lengths) or None)
     except (KeyError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
+    if not complete:  # its LongScore waits for the other lengths: the leaderboard has nothing new
+        click.echo(f"{model}: scored {list(lengths)}; its LongScore and leaderboard row follow once every length "
+                   "is scored", err=True)
+        return
     _print_leaderboard(runner.leaderboard())
 
 

@@ -226,6 +226,10 @@ class BenchmarkConfig:
             )
         if not 0 < self.length_tolerance < 1:
             raise ConfigError(f"config {self.name!r}: length_tolerance must be in (0, 1)")
+        if self.max_new_tokens < 1 or self.passage_words < 1 or self.retrieval_top_k < 1 \
+                or self.hard_negatives_per_item < 0:
+            raise ConfigError(f"config {self.name!r}: max_new_tokens, passage_words and retrieval_top_k must be "
+                              ">= 1, hard_negatives_per_item >= 0")
         if self.length_unit not in LENGTH_UNITS:
             raise ConfigError(f"config {self.name!r}: length_unit {self.length_unit!r}: expected one of "
                               f"{list(LENGTH_UNITS)}")

@@ -138,8 +138,9 @@ class Runner:
     def missing_instances(self) -> list[str]:
         return [lv for lv in self.config.lengths if not partition_path(storage.lake_path(self.lake), "instances", {"length": lv}).exists()]
 
-    def evaluate_model(self, slug: str, lengths: list[str] | None = None) -> None:
-        """Only this model's partitions: generations + metric_scores per length, then its long_scores."""
+    def evaluate_model(self, slug: str, lengths: list[str] | None = None) -> bool:
+        """Only this model's partitions: generations + metric_scores per length, then its long_scores
+        (False when that last step waits for lengths not scored yet)."""
         cfg = self.config
         self.register_models([slug])
         missing = self.missing_instances()
@@ -153,8 +154,17 @@ class Runner:
             dims = {"length": level, MODEL_DIM: slug}
             self.step(f"generations + metric_scores [{level}|{slug}]", ["generations", "metric_scores"],
                       fps, key, dims)
+        # LongScore and the ablation read every length: with some still unscored (a backfill of
+        # one length), they wait for the backfill that completes the set instead of failing.
+        unscored = [lv for lv in cfg.lengths if not partition_path(
+            storage.lake_path(self.lake), "metric_scores", {"length": lv, MODEL_DIM: slug}).exists()]
+        if unscored:
+            self.echo(f"  - prior_knowledge + long_scores + lveval_ablation [{slug}]: waiting for lengths {unscored} "
+                      f"(lcp backfill {slug} --length ...)")
+            return False
         self.step(f"prior_knowledge + long_scores + lveval_ablation [{slug}]",
                   ["prior_knowledge", "long_scores", "lveval_ablation"], fps, slug, {MODEL_DIM: slug})
+        return True
 
     def leaderboard(self) -> pl.DataFrame:
         # Always re-run: it is cheap and must reflect every model evaluated so far.
@@ -197,9 +207,16 @@ def gpu_pool_slots() -> int:
 def configure_gpu_pool(instance: dg.DagsterInstance, slots: int | None = None) -> int:
     """Size the ``gpu`` pool in this instance (it lives in the instance's storage, not in YAML)."""
     slots = gpu_pool_slots() if slots is None else slots
-    info = instance.event_log_storage.get_concurrency_info(GPU_POOL)
-    if info.slot_count != slots:
-        instance.event_log_storage.set_concurrency_slots(GPU_POOL, slots)
+    for attempt in range(2):
+        info = instance.event_log_storage.get_concurrency_info(GPU_POOL)
+        if info.slot_count == slots:
+            break
+        try:
+            instance.event_log_storage.set_concurrency_slots(GPU_POOL, slots)
+            break
+        except Exception as exc:  # two lcp processes creating the pool at once: the other one won, re-read
+            if attempt or "UNIQUE" not in str(exc).upper():
+                raise
     return slots
 
 

@@ -129,6 +129,8 @@ BAD_CONFIGS = {
     "flag of the wrong type": ({"cross_domain_fill": "yes"}, "field 'cross_domain_fill': expected true or false"),
     "section field of the wrong type": ({"helmet": {"tasks": ["rag"], "n_per_task": "2"}},
                                         "helmet: field 'n_per_task': expected an integer, got '2'"),
+    "negative answer budget": ({"max_new_tokens": -3}, "max_new_tokens, passage_words and retrieval_top_k must be >= 1"),
+    "unknown length unit": ({"length_unit": "pages"}, "length_unit 'pages'"),
     "unknown key": ({"lenghts": ["1k"]}, "unknown keys ['lenghts']"),
     "source without a name": ({"sources": [{"kind": "demo_corpus"}]}, "each source needs at least a 'name'"),
 }
@@ -206,3 +208,20 @@ def test_lcp_backfill_refuses_unknown_levels_and_models_before_running(tmp_path)
     assert "its levels: ['1k', '2k']" in level.stderr and "Traceback" not in level.stderr
     assert model.returncode == 1 and "unknown model 'nobody'" in model.stderr and "Traceback" not in model.stderr
     assert not (world.lake / "generations").exists()
+
+
+def test_a_backfill_of_one_length_waits_for_the_rest_before_long_scores(tmp_path):
+    """``--length 1k`` alone scores 1k; LongScore (it needs every length) waits, and the backfill of
+    the remaining length then completes it — no traceback on the way."""
+    world = make_world(tmp_path / "project", per_length=2)
+    with FaultyOpenAIServer() as server:
+        world.add_model(served_model("served", server.url))
+        first = world.lcp("backfill", "--model", "served", "--length", "1k")
+        assert first.returncode == 0, first.stderr[-2000:]
+        assert "waiting for lengths ['2k']" in first.stdout + first.stderr and "Traceback" not in first.stderr
+        assert not (world.lake / "long_scores").exists()
+        second = world.lcp("backfill", "--model", "served", "--length", "2k")
+        assert second.returncode == 0, second.stderr[-2000:]
+    assert (world.lake / "long_scores" / "model=served" / "data.parquet").exists()
+    assert {p.parent.parent.name for p in (world.lake / "metric_scores").rglob("data.parquet")} == {"length=1k",
+                                                                                                  "length=2k"}
