@@ -6,7 +6,7 @@ import polars as pl
 
 from lc_pipeline import plots, schemas
 from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
-from lc_pipeline.assets.generation import GPU_STEP_TAGS
+from lc_pipeline.assets.generation import GPU_POOL, GPU_STEP_TAGS
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
@@ -61,7 +61,8 @@ def build(parts: Partitions) -> list:
         ins={"instances": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
         group_name="scoring",
         kinds={"parquet"},
-        op_tags=GPU_STEP_TAGS,  # it generates (questions without context) with the model
+        pool=GPU_POOL,  # it loads the model and generates (questions without context): a GPU step
+        op_tags=GPU_STEP_TAGS,
         description=(
             "100-LongBench's QA prior-knowledge filter: each QA item asked WITHOUT context; items the model answers "
             "with score >= threshold (and not 'unanswerable') are left out of its scores at every length"

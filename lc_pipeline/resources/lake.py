@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from lc_pipeline import storage
+from lc_pipeline.resources.parquet_io import partition_segments
 
 
 class LakeResource(dg.ConfigurableResource):
@@ -14,4 +15,4 @@ class LakeResource(dg.ConfigurableResource):
 
     def checkpoint_dir(self, asset: str, dims: dict[str, str]) -> Path:
         # Kept outside the table folders so DuckDB globs over tables never see partial parts.
-        return storage.lake_path(self.base_dir).joinpath("_checkpoints", asset, *[f"{k}={dims[k]}" for k in sorted(dims)])
+        return storage.lake_path(self.base_dir).joinpath("_checkpoints", asset, *partition_segments(dims))

@@ -39,10 +39,22 @@ def partition_dims(pdef: dg.PartitionsDefinition | None, key: str) -> dict[str, 
     return {name: key}
 
 
+def partition_segments(dims: dict[str, str]) -> list[str]:
+    """``name=value`` folder names, sorted by dimension (as Dagster orders multi-partition keys).
+
+    A value that could leave its folder (a separator, ``.``/``..``, a leading dot) is refused
+    here, the one place every lake path is made: the registry and the config check names too,
+    but a partition key can also come straight from the Dagster instance (the UI, GraphQL).
+    """
+    for name, value in dims.items():
+        value = str(value)
+        if not value or "/" in value or "\\" in value or "\x00" in value or value.startswith("."):
+            raise ValueError(f"partition {name}={value!r}: not a safe folder name (no '/', '\\', NUL or leading '.')")
+    return [f"{name}={dims[name]}" for name in sorted(dims)]
+
+
 def partition_path(base: Path, asset: str, dims: dict[str, str]) -> Path:
-    # Dimension order is sorted by name, as Dagster orders multi-partition keys.
-    parts = [f"{name}={dims[name]}" for name in sorted(dims)]
-    return base.joinpath(asset, *parts, FILE_NAME)
+    return base.joinpath(asset, *partition_segments(dims), FILE_NAME)
 
 
 def write_parquet_atomic(df: pl.DataFrame, path: Path) -> None:

@@ -83,6 +83,16 @@ def test_odd_valid_names_stay_one_directory_inside_the_lake(tmp_path, name):
         assert path.name == f"{MODEL_DIM}={name}"
 
 
+@pytest.mark.parametrize("name", ["../x", "a/b", "..", ".", ".hidden", "a\\b", ""])
+def test_lake_paths_refuse_values_that_could_leave_their_folder(tmp_path, name):
+    # The last line of defence: every table and checkpoint path is made by these two.
+    lake = tmp_path / "data_lake"
+    with pytest.raises(ValueError, match="not a safe folder name"):
+        partition_path(lake, "generations", {"length": "1k", MODEL_DIM: name})
+    with pytest.raises(ValueError, match="not a safe folder name"):
+        LakeResource(base_dir=str(lake)).checkpoint_dir("generations", {"length": name, MODEL_DIM: "m"})
+
+
 def test_partition_keys_added_behind_lcps_back_write_nothing(project, tmp_path):
     settings = Settings(project_dir=project.root, config=str(project.root / "config.yaml"), lake_dir=project.lake,
                         models_file=project.models_file, dagster_home=project.dagster_home)
@@ -104,5 +114,6 @@ def test_partition_keys_added_behind_lcps_back_write_nothing(project, tmp_path):
             assert not result.success, (selection, key)
             errors = [e.step_failure_data.error for e in result.get_step_failure_events()]
             text = " ".join(e.message + (e.cause.message if e.cause else "") for e in errors)
-            assert "unknown model" in text or "no data under" in text or "is not in config" in text, text
+            reasons = ("unknown model", "no data under", "is not in config", "not a safe folder name")
+            assert any(why in text for why in reasons), text
     assert files_under(tmp_path) == before
