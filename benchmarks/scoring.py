@@ -12,7 +12,8 @@ metric arithmetic alone; the ratio is what ``score_frame`` adds: lookups, checks
 Judge: llama-cpp-python's OpenAI-compatible server on 127.0.0.1 with the built-in
 SmolLM2-135M (started here, 2 threads), the Loong rubric (the QA suite's default) on
 --judge-calls generations, through ``JudgeClient`` (the judge_scores asset's client) with
-``max_concurrency`` 1 and 4, no cache; then the same calls again with a warm reply cache.
+``max_concurrency`` 1 (no cache) and 4 (filling a reply cache, as the asset does); then the
+same calls again with that cache warm.
 That server runs one request at a time behind a lock, so 4 in flight measures the client's
 concurrency machinery against a serial server, not a parallel engine (vLLM / ``llama-server
 -np N`` would answer them side by side). ``--quick``: 5,000 rows, 4 judge calls.
@@ -141,11 +142,10 @@ def judge_throughput(n_calls: int, max_tokens: int, threads: int, seed: int) -> 
 
         warm = JudgeClient(JUDGE_MODEL, url, max_tokens=4)
         warm.ask(list(plan_judgments(generations.head(1), instances, JUDGE_MODEL, {"warm-up": True})[0].calls.values()))
-        rows.append(run(1, None, "1 in flight"))
-        rows.append(run(4, None, "4 in flight"))
         with tempfile.TemporaryDirectory() as tmp:
-            cache = JudgeCache(Path(tmp) / "judge.sqlite")
-            run(4, cache, "fill cache")  # not reported: a third cold pass
+            rows.append(run(1, None, "1 in flight"))
+            # As the judge_scores asset runs: every reply stored in the SQLite cache as it arrives.
+            rows.append(run(4, JudgeCache(Path(tmp) / "judge.sqlite"), "4 in flight"))
             rows.append(run(4, JudgeCache(Path(tmp) / "judge.sqlite"), "warm cache"))
     finally:
         os.killpg(server.pid, signal.SIGTERM)
