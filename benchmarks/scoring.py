@@ -12,11 +12,14 @@ metric arithmetic alone; the ratio is what ``score_frame`` adds: lookups, checks
 Judge: llama-cpp-python's OpenAI-compatible server on 127.0.0.1 with the built-in
 SmolLM2-135M (started here, 2 threads), the Loong rubric (the QA suite's default) on
 --judge-calls generations, through ``JudgeClient`` (the judge_scores asset's client) with
-``max_concurrency`` 1 (no cache) and 4 (filling a reply cache, as the asset does); then the
-same calls again with that cache warm.
+``max_concurrency`` 1 (no cache) and 4 (filling a reply cache, as the asset does), in
+alternating rounds (``--judge-rounds``; each round judges other generations, so the server
+cannot reuse a previous request's KV cache) so both see the same machine load; the replies of
+both are compared (greedy: the same replies mean the same work); then the last round's calls
+again from the warm cache.
 That server runs one request at a time behind a lock, so 4 in flight measures the client's
 concurrency machinery against a serial server, not a parallel engine (vLLM / ``llama-server
--np N`` would answer them side by side). ``--quick``: 5,000 rows, 4 judge calls.
+-np N`` would answer them side by side). ``--quick``: 5,000 rows, 4 judge calls, one round.
 """
 
 from __future__ import annotations
@@ -116,15 +119,16 @@ def metric_throughput(n: int, seed: int) -> list[dict]:
     return rows
 
 
-def judge_throughput(n_calls: int, max_tokens: int, threads: int, seed: int) -> dict:
+def judge_throughput(n_calls: int, max_tokens: int, threads: int, seed: int, rounds: int) -> dict:
+    """Judge calls/s, 1 vs 4 in flight, in ``rounds`` alternating rounds (each round its own
+    generations, so no reply is a repeat of an earlier prompt), then the last round's calls from a warm cache."""
     from lc_pipeline.resources.judge import JudgeCache, JudgeClient
 
-    generations, instances = made_up_rows(n_calls, seed)
-    generations = generations.filter(pl.col("output") != "")  # an empty answer is not worth a judge call
     server, url = start_server(threads)
     rows: list[dict] = []
     try:
-        def run(concurrency: int, cache: JudgeCache | None, label: str) -> dict:
+        def run(generations, instances, concurrency: int, cache: JudgeCache | None, label: str,
+                round_no: int) -> tuple[dict, dict[str, str]]:
             client = JudgeClient(JUDGE_MODEL, url, cache=cache, max_concurrency=concurrency, max_tokens=max_tokens,
                                  timeout_s=600)
             judgments = plan_judgments(generations, instances, JUDGE_MODEL, client.decoding)
@@ -133,26 +137,35 @@ def judge_throughput(n_calls: int, max_tokens: int, threads: int, seed: int) -> 
             replies = client.ask(calls)
             seconds = time.perf_counter() - t0
             frame = judge_frame(judgments, replies, JUDGE_MODEL)
-            row = {"mode": label, "max_concurrency": concurrency, "calls": len(calls), "sent": client.calls,
-                   "cache_hits": client.cache_hits, "seconds": seconds,
-                   "calls_per_s": round(len(calls) / seconds, 3),
+            row = {"round": round_no, "mode": label, "max_concurrency": concurrency, "calls": len(calls),
+                   "sent": client.calls, "cache_hits": client.cache_hits, "seconds": seconds,
+                   "calls_per_s": round(len(calls) / seconds, 3), "reply_chars": sum(map(len, replies.values())),
                    "parsed_ok": int((frame["parse_status"] == "ok").sum())}
-            print(f"  judge {label}: {row['calls_per_s']} calls/s ({row['seconds']} s)", flush=True)
-            return row
+            print(f"  judge round {round_no} {label}: {row['calls_per_s']} calls/s ({seconds:.1f} s)", flush=True)
+            return row, replies
 
-        warm = JudgeClient(JUDGE_MODEL, url, max_tokens=4)
-        warm.ask(list(plan_judgments(generations.head(1), instances, JUDGE_MODEL, {"warm-up": True})[0].calls.values()))
+        warm_gens, warm_inst = made_up_rows(1, seed + 1000)
+        JudgeClient(JUDGE_MODEL, url, max_tokens=4).ask(
+            list(plan_judgments(warm_gens, warm_inst, JUDGE_MODEL, {"warm-up": True})[0].calls.values()))
         with tempfile.TemporaryDirectory() as tmp:
-            rows.append(run(1, None, "1 in flight"))
-            # As the judge_scores asset runs: every reply stored in the SQLite cache as it arrives.
-            rows.append(run(4, JudgeCache(Path(tmp) / "judge.sqlite"), "4 in flight"))
-            rows.append(run(4, JudgeCache(Path(tmp) / "judge.sqlite"), "warm cache"))
+            for round_no in range(1, rounds + 1):
+                generations, instances = made_up_rows(n_calls, seed + round_no)
+                generations = generations.filter(pl.col("output") != "")  # an empty answer is not worth a call
+                one, one_replies = run(generations, instances, 1, None, "1 in flight", round_no)
+                # As the judge_scores asset runs: every reply stored in the SQLite cache as it arrives.
+                cache_file = Path(tmp) / f"judge-{round_no}.sqlite"
+                four, four_replies = run(generations, instances, 4, JudgeCache(cache_file), "4 in flight", round_no)
+                # Same replies = the same work was done (greedy decoding, same prompts).
+                four["same_replies_as_1"] = sum(four_replies[k] == v for k, v in one_replies.items())
+                for r in (one, four):
+                    r["speedup_vs_1"] = round(one["seconds"] / r["seconds"], 2)
+                rows += [one, four]
+            warm, _ = run(generations, instances, 4, JudgeCache(cache_file), "warm cache", rounds)
+            warm["speedup_vs_1"] = round(one["seconds"] / warm["seconds"])
+            rows.append(warm)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
-    base = rows[0]["seconds"]
-    for r in rows:
-        r["speedup_vs_1"] = round(base / r["seconds"], 2)
     return {"server": "llama-cpp-python server (serializes requests)", "model": "SmolLM2-135M-Instruct GGUF",
             "rubric": "loong", "max_tokens": max_tokens, "server_threads": threads, "rows": rows}
 
@@ -164,30 +177,37 @@ def main() -> None:
     ap.add_argument("--judge-calls", type=int, default=16)
     ap.add_argument("--judge-max-tokens", type=int, default=48)
     ap.add_argument("--threads", type=int, default=2, help="llama.cpp server threads")
+    ap.add_argument("--judge-rounds", type=int, default=2, help="alternating rounds of 1 and 4 in flight")
     ap.add_argument("--no-judge", action="store_true")
+    ap.add_argument("--no-metrics", action="store_true")
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--json", default="scoring.json")
     args = ap.parse_args()
     if args.quick:
-        args.rows, args.judge_calls = 5000, 4
+        args.rows, args.judge_calls, args.judge_rounds = 5000, 4, 1
     report: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
                     "load_before": load_average()}
-    report["metrics"] = metric_rows = metric_throughput(args.rows, args.seed)
-    print(f"\nmetric scoring, {args.rows:,} generations")
-    print(f"{'rows':<36} {'scorer':<20} {'seconds':>8} {'generations/s':>14} {'score rows':>10} {'score rows/s':>13}")
-    for m in metric_rows:
-        print(f"{m['rows']:<36} {'score_frame':<20} {m['score_frame_s']:>8.2f} {m['generations_per_s']:>14,} "
-              f"{m['score_rows']:>10,} {m['score_rows_per_s']:>13,}")
-        if "bare_score_qa_s" in m:
-            print(f"{'':<36} {'bare score_qa loop':<20} {m['bare_score_qa_s']:>8.2f} {m['bare_generations_per_s']:>14,}")
-            print(f"{'':<36} score_frame / bare loop: {m['score_frame_over_bare']:.2f}x")
+    if not args.no_metrics:
+        report["metrics"] = metric_rows = metric_throughput(args.rows, args.seed)
+        print(f"\nmetric scoring, {args.rows:,} generations")
+        print(f"{'rows':<36} {'scorer':<20} {'seconds':>8} {'generations/s':>14} {'score rows':>10} {'score rows/s':>13}")
+        for m in metric_rows:
+            print(f"{m['rows']:<36} {'score_frame':<20} {m['score_frame_s']:>8.2f} {m['generations_per_s']:>14,} "
+                  f"{m['score_rows']:>10,} {m['score_rows_per_s']:>13,}")
+            if "bare_score_qa_s" in m:
+                print(f"{'':<36} {'bare score_qa loop':<20} {m['bare_score_qa_s']:>8.2f} "
+                      f"{m['bare_generations_per_s']:>14,}")
+                print(f"{'':<36} score_frame / bare loop: {m['score_frame_over_bare']:.2f}x")
     if not args.no_judge:
-        report["judge"] = j = judge_throughput(args.judge_calls, args.judge_max_tokens, args.threads, args.seed)
+        report["judge"] = j = judge_throughput(args.judge_calls, args.judge_max_tokens, args.threads, args.seed,
+                                               args.judge_rounds)
         print(f"\njudge: {j['server']}, {j['model']}, rubric {j['rubric']}, max_tokens {j['max_tokens']}")
-        print(f"{'mode':<14} {'calls':>6} {'sent':>5} {'seconds':>8} {'calls/s':>8} {'vs 1':>6} {'parsed ok':>9}")
+        print(f"{'round':>5} {'mode':<14} {'calls':>6} {'sent':>5} {'seconds':>8} {'calls/s':>9} {'vs 1':>8} "
+              f"{'same replies':>12} {'parsed ok':>9}")
         for r in j["rows"]:
-            print(f"{r['mode']:<14} {r['calls']:>6} {r['sent']:>5} {r['seconds']:>8.2f} {r['calls_per_s']:>8.3f} "
-                  f"{r['speedup_vs_1']:>5}x {r['parsed_ok']:>9}")
+            print(f"{r['round']:>5} {r['mode']:<14} {r['calls']:>6} {r['sent']:>5} {r['seconds']:>8.2f} "
+                  f"{r['calls_per_s']:>9.3f} {r['speedup_vs_1']:>7}x {r.get('same_replies_as_1', ''):>12} "
+                  f"{r['parsed_ok']:>9}")
     report["load_after"] = load_average()
     print(f"load average before {report['load_before']}, after {report['load_after']}")
     Path(args.json).write_text(json.dumps(report, indent=2))
