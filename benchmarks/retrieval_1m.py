@@ -24,6 +24,10 @@ up to 2,048 instead of the pipeline's 512. Queries/s is given for one query at a
 the collection size, not the embedding model; what recall costs at a given efSearch does
 depend on the vectors, so the efSearch chosen here is not MiniLM's at 1M.
 ``--quick``: 20,000 passages, 200 queries (under a minute).
+
+``--minilm-cache DIR --passages 100000``: the same measurements on retrieval_ann.py's real
+MiniLM vectors, read from its embedding cache (nothing is embedded here; run retrieval_ann.py
+with ``--cache DIR`` first): exact numpy vs HNSW on the embeddings the pipeline uses, at 100k.
 """
 
 from __future__ import annotations
@@ -87,6 +91,31 @@ def text_vectors(texts: list[str], queries: list[str], seed: int) -> tuple[np.nd
     return out, normalize(svd.transform(tfidf.transform(queries))).astype(np.float32)
 
 
+def cached_minilm(n_passages: int, n_queries: int, seed: int, cache_dir: str) -> tuple[np.ndarray, np.ndarray]:
+    """retrieval_ann.py's passages and queries, their MiniLM vectors read from its embedding cache
+    (never embedded here: a miss is an error; run retrieval_ann.py with the same --cache first)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from retrieval_ann import MODEL, corpus as ann_corpus  # the same passages and query sample
+
+    from lc_pipeline.construct.retrieval import EmbeddingCache
+
+    texts, questions = ann_corpus(n_passages, seed)
+    rng = np.random.default_rng(seed)
+    questions = [questions[i] for i in rng.choice(len(questions), size=min(n_queries, len(questions)), replace=False)]
+    cache = EmbeddingCache(cache_dir, MODEL)
+    out = []
+    for label, group in (("passages", texts), ("queries", questions)):
+        keys = [cache.key(t) for t in group]
+        found = cache.get(keys)
+        if len(found) < len(keys):
+            raise SystemExit(f"{len(keys) - len(found)} of {len(keys)} {label} are not in the MiniLM cache "
+                             f"{cache.directory}; run retrieval_ann.py --passages {n_passages} --cache {cache_dir} first")
+        out.append(np.stack([found[k] for k in keys]).astype(np.float32))
+    return out[0], out[1]
+
+
 def numpy_search(vectors: np.ndarray, queries: np.ndarray, k: int, batch: int = 64) -> np.ndarray:
     """Exact top-k by inner product: a matrix product and argpartition, ``batch`` queries at a time."""
     out = np.empty((len(queries), k), dtype=np.int64)
@@ -111,24 +140,32 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--single", type=int, default=200, help="queries timed one at a time")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--minilm-cache", default="",
+                    help="use retrieval_ann.py's MiniLM vectors from this embedding cache instead of TF-IDF + SVD")
     ap.add_argument("--json", default="retrieval_1m.json")
     args = ap.parse_args()
     if args.quick:
         args.passages, args.queries, args.single = 20_000, 200, 100
     report: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
                     "passages": args.passages, "queries": args.queries, "k": K, "load_before": load_average()}
+    report["vectors"] = "minilm (cached)" if args.minilm_cache else "tfidf+svd"
     t0 = time.perf_counter()
-    texts, questions = corpus(args.passages, args.seed)
-    rng = np.random.default_rng(args.seed)
-    questions = [questions[i] for i in rng.choice(len(questions), size=min(args.queries, len(questions)), replace=False)]
-    report["corpus_s"] = round(time.perf_counter() - t0, 1)
-    t0 = time.perf_counter()
-    vectors, queries = text_vectors(texts, questions, args.seed)
-    report["vectors_s"] = round(time.perf_counter() - t0, 1)
+    if args.minilm_cache:
+        vectors, queries = cached_minilm(args.passages, args.queries, args.seed, args.minilm_cache)
+        report["corpus_s"] = round(time.perf_counter() - t0, 1)
+    else:
+        texts, questions = corpus(args.passages, args.seed)
+        rng = np.random.default_rng(args.seed)
+        questions = [questions[i] for i in rng.choice(len(questions), size=min(args.queries, len(questions)),
+                                                       replace=False)]
+        report["corpus_s"] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
+        vectors, queries = text_vectors(texts, questions, args.seed)
+        report["vectors_s"] = round(time.perf_counter() - t0, 1)
+        del texts
     report["dims"] = int(vectors.shape[1])
-    del texts
-    print(f"{len(vectors):,} passage vectors x {vectors.shape[1]} dims ({report['corpus_s']} s corpus, "
-          f"{report['vectors_s']} s vectors), {len(queries)} queries", flush=True)
+    print(f"{len(vectors):,} passage vectors ({report['vectors']}) x {vectors.shape[1]} dims "
+          f"({time.perf_counter() - t0:.0f} s to make), {len(queries)} queries", flush=True)
 
     single = queries[: args.single]
     rows = []
@@ -166,7 +203,7 @@ def main() -> None:
     report["indexes"] = rows
     report["load_after"] = load_average()
 
-    print(f"\n{len(vectors):,} passages x {vectors.shape[1]} dims (TF-IDF + SVD), {len(queries)} queries, "
+    print(f"\n{len(vectors):,} passages x {vectors.shape[1]} dims ({report['vectors']}), {len(queries)} queries, "
           f"recall@{K} vs exact FAISS flat; one at a time over {len(single)} queries")
     print(f"{'index':<20} {'build s':>8} {'recall@10':>10} {'q/s single':>11} {'vs numpy':>9} "
           f"{'q/s batch':>10} {'vs numpy':>9}  params")
