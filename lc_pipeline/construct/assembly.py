@@ -24,11 +24,13 @@ import json
 import random
 import string
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
+import tiktoken
 
 from lc_pipeline.config import BenchmarkConfig, level_tokens
 from lc_pipeline.construct.chunking import word_spans
@@ -258,6 +260,40 @@ class _Cutter:
         return text[:end]
 
 
+@functools.lru_cache(maxsize=None)
+def _token_byte_lengths(encoding: tiktoken.Encoding) -> np.ndarray:
+    """Bytes of each token id of ``encoding`` (0 for ids it does not use)."""
+    lengths = np.zeros(encoding.n_vocab, dtype=np.int64)
+    for i in range(encoding.n_vocab):
+        try:
+            lengths[i] = len(encoding.decode_single_token_bytes(i))
+        except KeyError:  # a gap in the id space; encode_ordinary never yields it
+            pass
+    return lengths
+
+
+class _TokenPositions:
+    """Where character positions of an encoded text fall in its token ids.
+
+    Lets the one exact encoding of a prompt also give the token offset of every block, instead
+    of re-encoding prefixes. Each token decodes to a whole number of bytes, so a character
+    position is a token boundary exactly when its UTF-8 byte offset is a cumulative token length.
+    """
+
+    def __init__(self, counter: TokenCounter, text: str, ids: Sequence[int]) -> None:
+        self.text = text
+        self.ascii = text.isascii()  # then byte offset == character offset
+        self.token_ends = np.cumsum(_token_byte_lengths(counter.encoding)[np.asarray(ids, dtype=np.int64)])
+
+    def tokens_before(self, char_pos: int) -> int | None:
+        """How many tokens the text before ``char_pos`` spans, or None if a token straddles it."""
+        if char_pos == 0:
+            return 0
+        byte_pos = char_pos if self.ascii else len(self.text[:char_pos].encode("utf-8"))
+        i = int(np.searchsorted(self.token_ends, byte_pos))
+        return i + 1 if i < len(self.token_ends) and self.token_ends[i] == byte_pos else None
+
+
 def _fail(item: dict, target: int, why: str) -> ValueError:
     return ValueError(f"item {item['item_id']!r}, target {target} tokens: {why}")
 
@@ -417,15 +453,16 @@ def assemble_instance(
     def score(n: int) -> tuple[int, int]:
         return (0, target - n) if n <= target else (1, n - target)
 
-    best: tuple[tuple[int, int], str, str, int, str] | None = None
+    best: tuple[tuple[int, int], str, str, int, str, list[int]] | None = None
     tried: set[str] = set()
 
     def measure() -> int:
         nonlocal best
         context, prompt = render()
-        n = counter.count(prompt)
+        ids = counter.encode(prompt)  # kept: the block offsets below come from the same encoding
+        n = len(ids)
         if best is None or score(n) < best[0]:
-            best = (score(n), context, prompt, n, cut_block.text if cut_block else "")
+            best = (score(n), context, prompt, n, cut_block.text if cut_block else "", ids)
         if cut_block is not None:
             tried.add(cut_block.text)
         return n
@@ -455,7 +492,9 @@ def assemble_instance(
             cut_block.text = cutter.row["text"][:end]
             if measure() > target:
                 break
-    _, context, prompt, input_tokens, _ = best
+    _, context, prompt, input_tokens, best_cut_text, prompt_ids = best
+    if cut_block is not None:  # the resizing may have stopped on another attempt than the best
+        cut_block.text = best_cut_text
 
     error = abs(input_tokens - target) / target
     if error > length_tolerance:
@@ -470,16 +509,28 @@ def assemble_instance(
             f"{why}: got {input_tokens} prompt tokens, {error:.1%} off, beyond length_tolerance {length_tolerance:.1%}",
         )
 
-    # Measured depths: exact token offset of each evidence block's start / context tokens.
+    # Measured depths: exact token offset of each evidence block's start / context tokens,
+    # read off the prompt's own encoding. A block starts a new pre-token (it follows "\n\n"),
+    # so the prompt's tokens from the context start to a block start are the tokens of that
+    # context prefix alone. The context alone differs only in its last block, whose end
+    # merges with the "\n\n" after it in the prompt: that block is encoded alone.
+    context_start = build_prompt("\x00", item["question"]).index("\x00")  # what precedes the context
     starts: dict[str, int] = {}
-    pos = 0
+    pos = last_start = 0
     for i, b in enumerate(sequence, start=1):
         if b.kind == "evidence":
             starts[b.block_id] = pos
+        last_start = pos
         pos += len(format_block(i, b.title, b.text)) + len(BLOCK_SEPARATOR)
     ev_ids = [d["doc_id"] for d in evidence_docs]
-    counts = counter.count_many([context] + [context[: starts[d]] for d in ev_ids])
-    context_tokens = counts[0]
+    positions = _TokenPositions(counter, prompt, prompt_ids)
+    at = [positions.tokens_before(context_start + p) for p in (0, last_start, *(starts[d] for d in ev_ids))]
+    if None in at:  # a token straddles a block start (never seen): count the prefixes alone
+        counts = counter.count_many([context] + [context[: starts[d]] for d in ev_ids])
+        context_tokens, evidence_offsets = counts[0], counts[1:]
+    else:
+        context_tokens = at[1] - at[0] + counter.count(context[last_start:])
+        evidence_offsets = [a - at[0] for a in at[2:]]
 
     return {
         "item_id": item["item_id"],
@@ -490,7 +541,7 @@ def assemble_instance(
         "language": item["language"],
         "variant": variant,
         "depth": float(depth),
-        "evidence_depths": [c / context_tokens for c in counts[1:]],
+        "evidence_depths": [c / context_tokens for c in evidence_offsets],
         "question": item["question"],
         "answers": answers,
         "answer_keywords": list(item["answer_keywords"] or []),
@@ -557,6 +608,66 @@ def fitting_items(
     return items.filter(pl.Series(fits, dtype=pl.Boolean)), too_long
 
 
+ITEMS_PER_BATCH = 50  # a batch is one Parquet row group: zstd shares filler text across its rows
+
+
+def iter_instance_batches(
+    items: pl.DataFrame,
+    documents: pl.DataFrame,
+    passages: pl.DataFrame,
+    hard_negatives: pl.DataFrame,
+    *,
+    level: str,
+    config: BenchmarkConfig,
+    counter: TokenCounter,
+    items_per_batch: int = ITEMS_PER_BATCH,
+) -> Iterator[pl.DataFrame]:
+    """The instances of one length level (the selected items x the configured depths), as
+    INSTANCES frames of ``items_per_batch`` items each, in item order.
+
+    A level at 256k tokens x 100 items is ~230 MB of strings; a caller that writes each batch
+    before asking for the next holds one batch at a time. The rows do not depend on the batch
+    size: items are selected once, and each instance depends only on its item and the level.
+    """
+    if counter.name != config.tokenizer:
+        raise ValueError(f"config tokenizer {config.tokenizer!r} but the counter is {counter.name!r}")
+    if items_per_batch < 1:
+        raise ValueError(f"items_per_batch must be >= 1, got {items_per_batch}")
+    target = level_tokens(level)
+    selected = select_items(items, config.items_per_length, config.seed)
+    docs = DocumentIndex(documents)
+    negatives = _hard_negative_rows(hard_negatives, passages, selected["item_id"].to_list())
+    fingerprint = config.fingerprint(*INSTANCE_CONTENT_FIELDS)
+    token_cache: dict[str, int] = {}  # block counts, shared by every batch of the level
+    for batch in selected.iter_slices(items_per_batch):
+        rows = []
+        for item in batch.iter_rows(named=True):
+            evidence = docs.evidence(item)
+            evidence_ids = {d["doc_id"] for d in evidence}
+            item_negatives = [h for h in negatives.get(item["item_id"], []) if h["doc_id"] not in evidence_ids]
+            pool = docs.filler_pool(item, config.cross_domain_fill)
+            # Shared by all depths of (item, level): depth is then the only thing that differs.
+            seed = derive_seed(config.seed, item["item_id"], level, target)
+            for depth in config.depths:
+                row = assemble_instance(
+                    item,
+                    evidence,
+                    item_negatives,
+                    pool,
+                    target_tokens=target,
+                    depth=depth,
+                    seed=seed,
+                    counter=counter,
+                    max_new_tokens=config.max_new_tokens,
+                    length_tolerance=config.length_tolerance,
+                    token_cache=token_cache,
+                )
+                row["instance_id"] = instance_id(item["item_id"], level, target, float(depth), row["variant"],
+                                                 fingerprint)
+                rows.append(row)
+        yield conform(pl.DataFrame(rows, schema=INSTANCES), "instances")
+
+
 def build_instances(
     items: pl.DataFrame,
     documents: pl.DataFrame,
@@ -567,37 +678,7 @@ def build_instances(
     config: BenchmarkConfig,
     counter: TokenCounter,
 ) -> pl.DataFrame:
-    """All instances of one length level: the selected items x the configured depths."""
-    if counter.name != config.tokenizer:
-        raise ValueError(f"config tokenizer {config.tokenizer!r} but the counter is {counter.name!r}")
-    target = level_tokens(level)
-    selected = select_items(items, config.items_per_length, config.seed)
-    docs = DocumentIndex(documents)
-    negatives = _hard_negative_rows(hard_negatives, passages, selected["item_id"].to_list())
-    fingerprint = config.fingerprint(*INSTANCE_CONTENT_FIELDS)
-    token_cache: dict[str, int] = {}
-    rows = []
-    for item in selected.iter_rows(named=True):
-        evidence = docs.evidence(item)
-        evidence_ids = {d["doc_id"] for d in evidence}
-        item_negatives = [h for h in negatives.get(item["item_id"], []) if h["doc_id"] not in evidence_ids]
-        pool = docs.filler_pool(item, config.cross_domain_fill)
-        # Shared by all depths of (item, level): depth is then the only thing that differs.
-        seed = derive_seed(config.seed, item["item_id"], level, target)
-        for depth in config.depths:
-            row = assemble_instance(
-                item,
-                evidence,
-                item_negatives,
-                pool,
-                target_tokens=target,
-                depth=depth,
-                seed=seed,
-                counter=counter,
-                max_new_tokens=config.max_new_tokens,
-                length_tolerance=config.length_tolerance,
-                token_cache=token_cache,
-            )
-            row["instance_id"] = instance_id(item["item_id"], level, target, float(depth), row["variant"], fingerprint)
-            rows.append(row)
-    return conform(pl.DataFrame(rows, schema=INSTANCES), "instances")
+    """All instances of one length level as one frame (see :func:`iter_instance_batches`)."""
+    batches = list(iter_instance_batches(items, documents, passages, hard_negatives, level=level, config=config,
+                                         counter=counter))
+    return pl.concat(batches) if batches else conform(pl.DataFrame([], schema=INSTANCES), "instances")

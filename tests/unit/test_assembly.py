@@ -20,10 +20,11 @@ from lc_pipeline.construct.assembly import (
     build_instances,
     derive_seed,
     filler_pool,
+    iter_instance_batches,
     select_items,
 )
 from lc_pipeline.construct.chunking import chunk_documents
-from lc_pipeline.construct.prompts import QA_INSTRUCTION
+from lc_pipeline.construct.prompts import QA_INSTRUCTION, build_prompt, format_block, join_blocks
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.schemas import HARD_NEGATIVES, INSTANCES, SOURCE_DOCUMENTS, SOURCE_ITEMS
 from lc_pipeline.text import contains_answer
@@ -362,10 +363,58 @@ def test_levels_get_longer_contexts(built):
     assert built["4k"]["n_filler_documents"].max() >= 1
 
 
-def test_4k_level_is_fast(corpus, counter):
-    t0 = time.perf_counter()
-    build_instances(*corpus, level="4k", config=make_config(seed=5), counter=counter)
-    assert time.perf_counter() - t0 < 5.0
+def measured_the_slow_way(row: dict, documents: pl.DataFrame, passages: pl.DataFrame, counter) -> dict:
+    """input_tokens, context_tokens and evidence_depths of a row recomputed the obvious way: rebuild
+    context and prompt from the block ids, and encode the whole context before each evidence block."""
+    bodies = block_bodies(row)
+    titles = {**dict(documents.select("doc_id", "title").iter_rows()),
+              **dict(passages.select("passage_id", "title").iter_rows())}
+    blocks = [format_block(i, titles[b.removesuffix(":cut")], body)
+              for i, (b, body) in enumerate(zip(row["context_doc_ids"], bodies), start=1)]
+    context = join_blocks(blocks)
+    assert context == row["context"] and build_prompt(context, row["question"]) == row["prompt"]
+    context_tokens = counter.count(context)
+    depths = []
+    for doc_id in row["evidence_doc_ids"]:
+        k = row["context_doc_ids"].index(doc_id)
+        start = len(join_blocks(blocks[:k])) + (len("\n\n") if k else 0)
+        assert context[start:].startswith(f"Document [{k + 1}] ")
+        depths.append(counter.count(context[:start]) / context_tokens)
+    return {"input_tokens": counter.count(row["prompt"]), "context_tokens": context_tokens, "evidence_depths": depths}
+
+
+def test_token_counts_and_depths_equal_the_slow_way(built, corpus, counter):
+    # The assembler reads block offsets off the prompt's one encoding; they must be exactly
+    # what encoding each context prefix alone gives, for every evidence document (multi-hop
+    # items have two) at every depth.
+    _, documents, passages, _ = corpus
+    for df in built.values():
+        for row in df.iter_rows(named=True):
+            fast = {k: row[k] for k in ("input_tokens", "context_tokens", "evidence_depths")}
+            assert fast == measured_the_slow_way(row, documents, passages, counter), row["instance_id"]
+
+
+def test_token_offsets_are_exact_in_non_ascii_text(corpus, counter):
+    # Multi-byte characters (some split across tokens) shift byte offsets away from
+    # character offsets: the offsets must still match the slow way.
+    items, documents, passages, hard_negatives = corpus
+    accented = pl.col("text").str.replace_all(" and ", " and — «Ünïcödé» 東京の川 ")
+    documents = documents.with_columns(accented, pl.col("title") + "·é")
+    passages = passages.with_columns(accented, pl.col("title") + "·é")
+    config = make_config(depths=(0.0, 0.3, 0.7, 1.0), items_per_length=6)
+    df = build_instances(items, documents, passages, hard_negatives, level="2k", config=config, counter=counter)
+    assert not any(p.isascii() for p in df["prompt"])
+    for row in df.iter_rows(named=True):
+        fast = {k: row[k] for k in ("input_tokens", "context_tokens", "evidence_depths")}
+        assert fast == measured_the_slow_way(row, documents, passages, counter), row["instance_id"]
+
+
+def test_batches_hold_the_same_rows_as_one_frame(built, corpus, counter):
+    batches = list(iter_instance_batches(*corpus, level="2k", config=make_config(), counter=counter,
+                                         items_per_batch=3))
+    assert [b["item_id"].n_unique() for b in batches] == [3, 1]  # 4 items per level, 3 depths each
+    assert all(b.schema == INSTANCES for b in batches)
+    assert pl.concat(batches).equals(built["2k"])
 
 
 # --------------------------------------------------------------------------- errors
