@@ -18,10 +18,12 @@ Pure logic: no Dagster import.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import shutil
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -114,6 +116,105 @@ def write_parquet(df: pl.DataFrame, path: str | os.PathLike) -> None:
     buf = io.BytesIO()
     df.write_parquet(buf, compression="zstd", statistics=True)
     write_bytes_atomic(p, buf.getvalue())
+
+
+ZSTD_LEVEL = 3  # polars' default; pyarrow's own (1) makes instance files ~2x larger
+
+
+@dataclass(frozen=True)
+class StagedParquet:
+    """A complete Parquet file on local disk, waiting to become a lake file (:func:`publish_parquet`).
+
+    What an asset returns instead of a DataFrame when its table is too large to hold: the IO
+    manager publishes the file as it is, without reading it back."""
+
+    path: Path
+    rows: int
+    schema: pl.Schema
+
+
+class ParquetStager:
+    """Frames written as the row groups of one local Parquet file, then closed as a :class:`StagedParquet`.
+
+    ``directory`` is local scratch space (a temp dir): the file is not a lake file until it is
+    published, so a reader or a killed run never sees part of it. Every frame must have the
+    schema of the first (or of ``schema``); each :meth:`write` is one row group, so a group's
+    rows share zstd's dictionary (a level's contexts share many filler documents).
+    """
+
+    def __init__(self, directory: str | os.PathLike, schema: pl.Schema | None = None) -> None:
+        self.path = Path(directory) / f".staged-{uuid.uuid4().hex}.parquet"
+        self.schema = schema
+        self.rows = 0
+        self._writer = None
+
+    def write(self, df: pl.DataFrame) -> None:
+        import pyarrow.parquet as pq
+
+        if self.schema is not None and df.schema != self.schema:
+            ours, theirs = dict(self.schema), dict(df.schema)
+            diff = {c: f"{ours.get(c)} in the file, {theirs.get(c)} in the frame"
+                    for c in [*ours, *(c for c in theirs if c not in ours)] if ours.get(c) != theirs.get(c)}
+            raise ValueError(f"staged Parquet file: a frame does not match the file's columns: "
+                             f"{diff or 'same columns in another order'}")
+        self.schema = df.schema
+        table = df.to_arrow()
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, table.schema, compression="zstd",
+                                            compression_level=ZSTD_LEVEL)
+        self._writer.write_table(table)  # one row group (pyarrow's row-group cap is 1Mi rows)
+        self.rows += df.height
+
+    def finish(self) -> StagedParquet:
+        """Close the file (an empty table when nothing was written) and sync it to disk."""
+        if self._writer is None:
+            if self.schema is None:
+                raise ValueError(f"{self.path.name}: nothing written and no schema given")
+            self.write(pl.DataFrame(schema=self.schema))
+        self._writer.close()
+        with open(self.path, "rb") as fh:
+            os.fsync(fh.fileno())
+        return StagedParquet(self.path, self.rows, self.schema)
+
+    def discard(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> ParquetStager:
+        return self
+
+    def __exit__(self, exc_type, *_) -> None:
+        if exc_type is not None:
+            self.discard()
+
+
+def publish_parquet(staged: StagedParquet, path: str | os.PathLike) -> None:
+    """Make a staged file the file at ``path``, atomically; the staged file is moved or copied.
+
+    Locally a rename when both are on one filesystem, else a copy to a hidden temp file beside
+    ``path`` and a rename; on an object store one upload (multipart uploads too become visible
+    whole or not at all)."""
+    p = lake_path(path)
+    if not is_local(p):
+        p.fs.put_file(str(staged.path), p.path)
+        return
+    p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(staged.path, p)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:  # only "another filesystem" is solved by copying
+            raise
+    tmp = p.parent / f".{p.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        shutil.copyfile(staged.path, tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def read_parquet(path: str | os.PathLike, **kwargs) -> pl.DataFrame:

@@ -1,15 +1,23 @@
-"""instances: the benchmark itself, one partition per length level, with its quality checks."""
+"""instances: the benchmark itself, one partition per length level, with its quality checks.
 
+A level is built and written in batches (the QA suite ``ITEMS_PER_BATCH`` items at a time, each
+other suite as one batch): each batch gets its LV-Eval variants, is checked, and becomes one
+row group of a staged Parquet file that the IO manager publishes whole. Only a batch and a
+small per-row summary (ids, lengths) are in memory at a time, whatever the level's size.
+"""
+
+import tempfile
+from collections.abc import Iterator
 
 import dagster as dg
 import polars as pl
 
-from lc_pipeline import plots, schemas
+from lc_pipeline import plots, schemas, storage
 from lc_pipeline.assets import lveval
 from lc_pipeline.assets.common import FINGERPRINT_KEY, Progress, plot_metadata, preview
 from lc_pipeline.assets.retrieval import ALL_SOURCES, configured_sources
 from lc_pipeline.config import level_tokens
-from lc_pipeline.construct.assembly import build_instances, fitting_items
+from lc_pipeline.construct.assembly import ITEMS_PER_BATCH, fitting_items, iter_instance_batches
 from lc_pipeline.construct.longbench100 import LABEL_TOKENS, build_longbench100
 from lc_pipeline.construct.longbench100 import SUITE as LB100_SUITE
 from lc_pipeline.construct.helmet import SUITE as HELMET_SUITE
@@ -19,6 +27,8 @@ from lc_pipeline.construct.lveval_levels import (
     build_word_level_instances,
     with_length_units,
 )
+from lc_pipeline.construct.replacement import rules_by_item
+from lc_pipeline.construct.variants import kpr_problems
 from lc_pipeline.construct.word_levels import count_units
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
@@ -130,140 +140,181 @@ def build(parts: Partitions) -> list:
             schemas.SOURCE_DOCUMENTS.names()
         )
         counter = tokenizer.counter()
-        frames, meta = [], {}
-        suites = Progress(context.log, bool(config.items_per_length) + bool(config.longbench100.tasks),
-                          f"instances {level}", unit="suite", every_s=0)
-        if config.items_per_length:
-            qa, meta = _qa_suite(items, documents, passages, hard_negatives, level, config, counter)
-            try:  # LV-Eval: CFI / KPR rows after each plain row, as the config's lveval.variants asks
-                qa, variant_meta = lveval.add_variants(qa, confusing_facts, replacement_rules, config, counter)
-            except ValueError as exc:
-                raise dg.Failure(f"LV-Eval variants at {level}: {exc}", allow_retries=False) from exc
-            meta.update(variant_meta)
-            frames.append(qa)
-            suites.update()
-        if config.longbench100.tasks:
-            try:
-                frames.append(build_longbench100(
-                    documents, items, level=level, n_per_task=config.longbench100.n_per_task, seed=config.seed,
-                    counter=counter, tasks=config.longbench100.tasks,
-                ))
-            except ValueError as exc:
-                raise dg.Failure(f"100-LongBench instances at {level}: {exc}", allow_retries=False) from exc
-            suites.update()
-        if config.helmet.tasks:
-            try:
-                frames.append(build_helmet(
-                    documents, items, passages, hard_negatives, level=level, config=config.helmet, seed=config.seed,
-                    counter=counter, length_tolerance=config.length_tolerance,
-                ))
-            except ValueError as exc:
-                raise dg.Failure(f"HELMET instances at {level}: {exc}", allow_retries=False) from exc
-        suites.close()
-        out = with_length_units(lveval.with_empty_variant_columns(pl.concat(frames)), level, config)
-        # CFI rows carry their facts on top of the level (LV-Eval inserts after mixing): the length
-        # check measures them without the facts, whose tokens go to the metadata.
-        fact_tokens = lveval.inserted_tokens(out, counter)
-        meta.update(lveval.variant_metadata(out, fact_tokens))
-        rel = ((out["context_units"] - out["target_units"]).abs() / out["target_units"]).filter(
-            out["length_unit"] != "tokens").append(
-            ((out["input_tokens"] - out["target_tokens"]).abs() / out["target_tokens"]).filter(
-                out["length_unit"] == "tokens")).max()
-        yield dg.Output(
-            out,
-            metadata={
+        meta: dict = {}
+        checks = _Checks(config, documents, confusing_facts, replacement_rules)
+        summaries = []
+        with tempfile.TemporaryDirectory(prefix="lcp-instances-") as scratch:
+            with storage.ParquetStager(scratch, schema=schemas.INSTANCES) as stage:
+                for batch in _batches(context, items, documents, passages, hard_negatives, confusing_facts,
+                                      replacement_rules, level, config, counter, meta):
+                    out = schemas.conform(with_length_units(lveval.with_empty_variant_columns(batch), level, config),
+                                          "instances")
+                    # CFI rows carry their facts on top of the level (LV-Eval inserts after mixing): the length
+                    # check measures them without the facts, whose tokens go to the metadata.
+                    fact_tokens = lveval.inserted_tokens(out, counter)
+                    checks.add(out, fact_tokens)
+                    summaries.append(out.select(*SUMMARY_COLUMNS).with_columns(fact_tokens=fact_tokens))
+                    stage.write(out)
+                    del batch, out  # the next batch is built without this one in memory
+                staged = stage.finish()
+            summary = pl.concat(summaries)
+            yield dg.Output(staged, metadata={
                 FINGERPRINT_KEY: stage_fingerprint("instances", config),
-                "instances": out.height,
-                **{f"instances_{suite}": n for suite, n in out.group_by("suite").len().sort("suite").iter_rows()},
-                **meta,
-                "length_unit": config.length_unit,
-                **({"target_tokens": config.target_tokens(level)} if config.length_unit == "tokens" else
-                   {"target_words": int(out["target_units"].max())}),
-                "tokenizer": config.tokenizer,
-                "input_tokens_min": int(out["input_tokens"].min()),
-                "input_tokens_max": int(out["input_tokens"].max()),
-                "max_relative_length_error": float(rel),
-                "preview": preview(out.select("instance_id", "suite", "task", "depth", "input_tokens", "question")),
-                **plot_metadata(context, "token_length_histogram",
-                                lambda: plots.token_length_histogram(out.with_columns(length=pl.lit(level)))),
-            },
-        )
+                **_metadata(context, summary, meta, level, config),
+            })
+        yield from checks.results()
+
+    return [instances]
+
+
+# Per-row columns kept for the metadata once a batch is written: small (no context or prompt).
+SUMMARY_COLUMNS = ("instance_id", "suite", "task", "variant", "insertions", "depth", "question", "input_tokens",
+                   "target_tokens", "length_unit", "target_units", "context_units")
+
+
+def _metadata(context, summary: pl.DataFrame, meta: dict, level: str, config) -> dict:
+    rel = ((summary["context_units"] - summary["target_units"]).abs() / summary["target_units"]).filter(
+        summary["length_unit"] != "tokens").append(
+        ((summary["input_tokens"] - summary["target_tokens"]).abs() / summary["target_tokens"]).filter(
+            summary["length_unit"] == "tokens")).max()
+    return {
+        "instances": summary.height,
+        **{f"instances_{suite}": n for suite, n in summary.group_by("suite").len().sort("suite").iter_rows()},
+        **meta,
+        **lveval.variant_metadata(summary, summary["fact_tokens"]),
+        "length_unit": config.length_unit,
+        **({"target_tokens": config.target_tokens(level)} if config.length_unit == "tokens" else
+           {"target_words": int(summary["target_units"].max())}),
+        "tokenizer": config.tokenizer,
+        "input_tokens_min": int(summary["input_tokens"].min()),
+        "input_tokens_max": int(summary["input_tokens"].max()),
+        "max_relative_length_error": float(rel),
+        "preview": preview(summary.select("instance_id", "suite", "task", "depth", "input_tokens", "question")),
+        **plot_metadata(context, "token_length_histogram",
+                        lambda: plots.token_length_histogram(summary.with_columns(length=pl.lit(level)))),
+    }
+
+
+class _Checks:
+    """The asset checks of ``instances``, run on each batch; violations accumulate across batches."""
+
+    def __init__(self, config, documents: pl.DataFrame, facts: pl.DataFrame, rules: pl.DataFrame) -> None:
+        self.config, self.documents, self.facts, self.rules = config, documents, facts, rules
+        self.rules_by_item = rules_by_item(rules)
+        self.too_far: list[str] = []
+        self.missing: list[str] = []
+        self.bad_keywords: list[str] = []
+        self.kpr: list[str] = []
+        self.spans: list[str] = []
+        self.rag: list[pl.DataFrame] = []  # HELMET RAG rows' ids and block ids: the depth check spans rows
+
+    def add(self, out: pl.DataFrame, fact_tokens: pl.Series) -> None:
         without_facts = pl.Series([
             count_units(lveval.without_insertions(ctx, ins, lang), lang if lang in ("en", "zh") else "en")
             if unit != "tokens" and ins else n
             for ctx, ins, lang, unit, n in out.select("context", "insertions", "language", "length_unit",
                                                       "context_units").iter_rows()], dtype=pl.Int64)
-        too_far = length_violations(out.with_columns(input_tokens=pl.col("input_tokens") - fact_tokens,
-                                                     context_units_without_facts=without_facts),
-                                     config.length_tolerance)
-        yield dg.AssetCheckResult(
-            check_name=CHECK_LENGTH,
-            passed=too_far.height == 0,
-            metadata={"violations": too_far.height, "tolerance": config.length_tolerance,
-                      "examples": dg.MetadataValue.json(too_far.head(5)["instance_id"].to_list())},
-        )
+        self.too_far += length_violations(out.with_columns(input_tokens=pl.col("input_tokens") - fact_tokens,
+                                                           context_units_without_facts=without_facts),
+                                          self.config.length_tolerance)["instance_id"].to_list()
         whole_docs = out.filter(pl.col("suite") != HELMET_SUITE)  # HELMET holds passages, cut documents, pairs
-        missing = evidence_violations(whole_docs, documents, replacement_rules)
-        yield dg.AssetCheckResult(
-            check_name=CHECK_EVIDENCE,
-            passed=not missing,
-            metadata={"violations": len(missing), "examples": dg.MetadataValue.json(missing[:5])},
-        )
-        bad_kw = keyword_violations(whole_docs, documents, replacement_rules)
-        yield dg.AssetCheckResult(
-            check_name=CHECK_KEYWORDS,
-            passed=not bad_kw,
-            metadata={"violations": len(bad_kw), "examples": dg.MetadataValue.json(bad_kw[:5])},
-        )
-        yield from lveval.variant_check_results(out, confusing_facts, replacement_rules)
-        misplaced = gold_depth_violations(out, config.helmet.n_depths)
-        yield dg.AssetCheckResult(
-            check_name=CHECK_RAG_DEPTHS,
-            passed=not misplaced,
-            metadata={"violations": len(misplaced), "examples": dg.MetadataValue.json(misplaced[:5]),
-                      "rag_instances": out.filter((pl.col("suite") == HELMET_SUITE) & (pl.col("task") == "rag")).height},
-        )
+        self.missing += evidence_violations(whole_docs, self.documents, self.rules)
+        self.bad_keywords += keyword_violations(whole_docs, self.documents, self.rules)
+        self.kpr += kpr_problems(out.filter(pl.col("variant").str.contains("kpr")).iter_rows(named=True),
+                                 self.rules_by_item)
+        self.spans += lveval.insertion_problems(out, self.facts, self.rules)
+        self.rag.append(out.filter((pl.col("suite") == HELMET_SUITE) & (pl.col("task") == "rag")).select(
+            "instance_id", "item_id", "suite", "task", "depth", "target_tokens", "evidence_doc_ids", "context_doc_ids"))
 
-    return [instances]
+    def results(self) -> Iterator[dg.AssetCheckResult]:
+        def result(name: str, problems: list[str], **extra) -> dg.AssetCheckResult:
+            return dg.AssetCheckResult(check_name=name, passed=not problems, metadata={
+                "violations": len(problems), **extra, "examples": dg.MetadataValue.json(problems[:5])})
+
+        yield result(CHECK_LENGTH, self.too_far, tolerance=self.config.length_tolerance)
+        yield result(CHECK_EVIDENCE, self.missing)
+        yield result(CHECK_KEYWORDS, self.bad_keywords)
+        yield result(lveval.CHECK_KPR, self.kpr)
+        yield result(lveval.CHECK_INSERTIONS, self.spans)
+        rag = pl.concat(self.rag)
+        yield result(CHECK_RAG_DEPTHS, gold_depth_violations(rag, self.config.helmet.n_depths),
+                     rag_instances=rag.height)
 
 
-def _qa_suite(items, documents, passages, hard_negatives, level, config, counter) -> tuple[pl.DataFrame, dict]:
+def _batches(context, items, documents, passages, hard_negatives, facts, rules, level, config, counter,
+             meta: dict) -> Iterator[pl.DataFrame]:
+    """The level's rows batch by batch: the QA suite (plain rows, each followed by its LV-Eval
+    variants; factrecall rows last), then 100-LongBench, then HELMET. Fills ``meta`` as it goes."""
+    n_qa = -(-config.items_per_length // ITEMS_PER_BATCH) if config.length_unit == "tokens" else 1
+    progress = Progress(context.log, (n_qa + bool(config.lveval.factrecall_positions)) * bool(config.items_per_length)
+                        + bool(config.longbench100.tasks) + bool(config.helmet.tasks),
+                        f"instances {level}", unit="batch", every_s=0)
+    if config.items_per_length:
+        for plain in _qa_batches(items, documents, passages, hard_negatives, level, config, counter, meta):
+            try:  # LV-Eval: CFI / KPR rows after each plain row, as the config's lveval.variants asks
+                qa, variant_meta = lveval.add_variants(plain, facts, rules, config, counter)
+            except ValueError as exc:
+                raise dg.Failure(f"LV-Eval variants at {level}: {exc}", allow_retries=False) from exc
+            for key, n in variant_meta.items():
+                meta[key] = meta.get(key, 0) + n
+            yield qa
+            progress.update()
+    if config.longbench100.tasks:
+        try:
+            yield build_longbench100(
+                documents, items, level=level, n_per_task=config.longbench100.n_per_task, seed=config.seed,
+                counter=counter, tasks=config.longbench100.tasks,
+            )
+        except ValueError as exc:
+            raise dg.Failure(f"100-LongBench instances at {level}: {exc}", allow_retries=False) from exc
+        progress.update()
+    if config.helmet.tasks:
+        try:
+            yield build_helmet(
+                documents, items, passages, hard_negatives, level=level, config=config.helmet, seed=config.seed,
+                counter=counter, length_tolerance=config.length_tolerance,
+            )
+        except ValueError as exc:
+            raise dg.Failure(f"HELMET instances at {level}: {exc}", allow_retries=False) from exc
+        progress.update()
+    progress.close()
+
+
+def _qa_batches(items, documents, passages, hard_negatives, level, config, counter, meta: dict
+                ) -> Iterator[pl.DataFrame]:
+    """The QA suite's plain rows in batches of ITEMS_PER_BATCH items, then LV-Eval's factrecall
+    rows when ``lveval.factrecall_positions`` asks for them."""
     # Items whose evidence alone overflows the smallest level are left out at every level
     # (levels share their items), and counted in the metadata.
     if config.length_unit == "words":  # LV-Eval's construction (construct/lveval_levels.py)
         try:
-            out, meta = build_word_level_instances(items, documents, level=level, config=config, counter=counter)
+            out, word_meta = build_word_level_instances(items, documents, level=level, config=config, counter=counter)
         except ValueError as exc:
             raise dg.Failure(f"instances {level} (words): {exc}", allow_retries=False) from exc
-        return _with_factrecall(out, items, documents, level, config, counter), meta
-    smallest = min(level_tokens(lv) for lv in config.lengths)
-    eligible, too_long = fitting_items(items, documents, counter, smallest)
-    if eligible.height < config.items_per_length:
-        raise dg.Failure(
-            f"only {eligible.height} of {items.height} items fit the smallest level ({smallest} tokens) with their "
-            f"evidence; items_per_length is {config.items_per_length}: lower it or raise the smallest level",
-            allow_retries=False,
-        )
-    out = build_instances(eligible, documents, passages, hard_negatives, level=level, config=config, counter=counter)
-    domain = dict(documents.select("doc_id", "domain").iter_rows())
-    crossed = sum(
-        any(domain.get(d.removesuffix(":cut"), own) not in own for d in ctx)
-        for ev, ctx in out.select("evidence_doc_ids", "context_doc_ids").iter_rows()
-        for own in [{domain[d] for d in ev}]
-    )
-    return _with_factrecall(out, items, documents, level, config, counter), {
-        "items_eligible": eligible.height,
-        "items_too_long_for_smallest_level": too_long.height,
-        "instances_with_cross_domain_fillers": crossed,
-    }
-
-
-def _with_factrecall(out, items, documents, level, config, counter) -> pl.DataFrame:
-    """The QA suite plus LV-Eval's factrecall rows when ``lveval.factrecall_positions`` asks for them."""
-    if not config.lveval.factrecall_positions:
-        return out
-    try:
-        return pl.concat([out, build_factrecall_instances(items, documents, level=level, config=config,
-                                                          counter=counter)])
-    except ValueError as exc:
-        raise dg.Failure(f"factrecall instances at {level}: {exc}", allow_retries=False) from exc
+        meta.update(word_meta)
+        yield out
+    else:
+        smallest = min(level_tokens(lv) for lv in config.lengths)
+        eligible, too_long = fitting_items(items, documents, counter, smallest)
+        if eligible.height < config.items_per_length:
+            raise dg.Failure(
+                f"only {eligible.height} of {items.height} items fit the smallest level ({smallest} tokens) with "
+                f"their evidence; items_per_length is {config.items_per_length}: lower it or raise the smallest level",
+                allow_retries=False,
+            )
+        meta.update(items_eligible=eligible.height, items_too_long_for_smallest_level=too_long.height,
+                    instances_with_cross_domain_fillers=0)
+        domain = dict(documents.select("doc_id", "domain").iter_rows())
+        for out in iter_instance_batches(eligible, documents, passages, hard_negatives, level=level, config=config,
+                                         counter=counter, items_per_batch=ITEMS_PER_BATCH):
+            meta["instances_with_cross_domain_fillers"] += sum(
+                any(domain.get(d.removesuffix(":cut"), own) not in own for d in ctx)
+                for ev, ctx in out.select("evidence_doc_ids", "context_doc_ids").iter_rows()
+                for own in [{domain[d] for d in ev}]
+            )
+            yield out
+    if config.lveval.factrecall_positions:
+        try:
+            yield build_factrecall_instances(items, documents, level=level, config=config, counter=counter)
+        except ValueError as exc:
+            raise dg.Failure(f"factrecall instances at {level}: {exc}", allow_retries=False) from exc

@@ -80,7 +80,9 @@ def read_table(table_dir: Path) -> pl.DataFrame | None:
 
 
 class HiveParquetIOManager(dg.ConfigurableIOManager):
-    """Stores polars DataFrames as hive-partitioned Parquet under ``base_dir``."""
+    """Stores polars DataFrames as hive-partitioned Parquet under ``base_dir``; an asset whose
+    table is too large to hold returns a :class:`storage.StagedParquet` it wrote in row groups,
+    which is published whole (moved or uploaded, never read back)."""
 
     base_dir: str
 
@@ -91,29 +93,37 @@ class HiveParquetIOManager(dg.ConfigurableIOManager):
     def _asset_name(self, context: dg.InputContext | dg.OutputContext) -> str:
         return "/".join(context.asset_key.path)
 
-    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | None) -> None:
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame | storage.StagedParquet | None) -> None:
         if obj is None:  # assets that write their own artifacts return MaterializeResult
             return
-        if not isinstance(obj, pl.DataFrame):
-            raise TypeError(f"asset {self._asset_name(context)}: expected a polars DataFrame, got {type(obj).__name__}")
+        if isinstance(obj, pl.DataFrame):
+            schema, rows = obj.schema, obj.height
+        elif isinstance(obj, storage.StagedParquet):  # a table written batch by batch: published as is
+            schema, rows = obj.schema, obj.rows
+        else:
+            raise TypeError(f"asset {self._asset_name(context)}: expected a polars DataFrame or a StagedParquet, "
+                            f"got {type(obj).__name__}")
         dims = (
             partition_dims(context.asset_partitions_def, context.asset_partition_key)
             if context.has_asset_partitions
             else {}
         )
-        leaked = [d for d in dims if d in obj.columns and d != "source"]
+        leaked = [d for d in dims if d in schema and d != "source"]
         if leaked:
             raise ValueError(
                 f"asset {self._asset_name(context)}: partition columns {leaked} belong in the path, not the data"
             )
         path = partition_path(self.base, self._asset_name(context), dims)
-        write_parquet_atomic(obj, path)
+        if isinstance(obj, pl.DataFrame):
+            write_parquet_atomic(obj, path)
+        else:
+            storage.publish_parquet(obj, path)
         context.add_output_metadata(
             {
-                "dagster/row_count": obj.height,
+                "dagster/row_count": rows,
                 "path": dg.MetadataValue.path(str(path)),
                 "dagster/column_schema": dg.TableSchema(
-                    columns=[dg.TableColumn(n, str(t)) for n, t in obj.schema.items()]
+                    columns=[dg.TableColumn(n, str(t)) for n, t in schema.items()]
                 ),
             }
         )

@@ -1,0 +1,105 @@
+"""The instances asset builds a level in batches and writes each as a row group of one staged file.
+
+Real upstream tables (the demo corpus, its passages, LV-Eval facts and rules from the knowledge
+base) without the embedding model: hard negatives are left empty, so contexts fill from
+same-domain documents. The level built 2 items at a time must be the table built in one batch,
+with the same checks passing, and nothing may be left in the scratch space.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+import dagster as dg
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from lc_pipeline import schemas, storage
+from lc_pipeline.assets import instances as instances_asset
+from lc_pipeline.config import PACKAGED_CONFIGS
+from lc_pipeline.construct.assembly import build_instances, fitting_items
+from lc_pipeline.construct.tokens import TokenCounter
+from lc_pipeline.definitions import build_pipeline
+from lc_pipeline.partitions import SOURCE_DIM
+from lc_pipeline.resources.parquet_io import HiveParquetIOManager, partition_path
+from lc_pipeline.settings import Settings
+
+LEVEL = "2k"
+UPSTREAM = ["source_documents", "source_items", "rejected_records", "passages", "confusing_facts", "replacement_rules"]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("batches")
+    raw = yaml.safe_load((PACKAGED_CONFIGS / "lveval-demo.yaml").read_text())
+    raw["sources"][0].update(n_entities=120, seed=6)
+    raw.update(items_per_length=5, depths=[0.0, 1.0])
+    raw["lveval"]["factrecall_positions"] = 2
+    (root / "c.yaml").write_text(yaml.safe_dump(raw))
+    settings = Settings(project_dir=root, config=str(root / "c.yaml"), lake_dir=root / "lake",
+                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    pipeline = build_pipeline(settings)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(SOURCE_DIM, ["demo"])
+        assert dg.materialize(pipeline.assets, selection=UPSTREAM[:3], partition_key="demo",
+                              resources=pipeline.resources, instance=instance).success
+        assert dg.materialize(pipeline.assets, selection=UPSTREAM[3:], resources=pipeline.resources,
+                              instance=instance).success
+    storage.write_parquet(schemas.empty("hard_negatives"), partition_path(settings.lake_dir, "hard_negatives", {}))
+    return pipeline
+
+
+def build_level(pipeline, lake, items_per_batch: int, monkeypatch, scratch):
+    """Materialize instances at LEVEL into ``lake``; returns (table, row groups, materialization, checks)."""
+    monkeypatch.setattr(instances_asset, "ITEMS_PER_BATCH", items_per_batch)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the asset stages its file
+    resources = {**pipeline.resources, "io_manager": HiveParquetIOManager(base_dir=str(lake))}
+    for upstream in ("source_documents", "source_items", "passages", "hard_negatives", "confusing_facts",
+                     "replacement_rules"):
+        src = pipeline.settings.lake_dir / upstream
+        for f in src.rglob("data.parquet"):
+            dest = lake / upstream / f.relative_to(src)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(f.read_bytes())
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(SOURCE_DIM, ["demo"])
+        result = dg.materialize(pipeline.assets, selection=["instances"], partition_key=LEVEL, resources=resources,
+                                instance=instance)
+    assert result.success
+    path = partition_path(lake, "instances", {"length": LEVEL})
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    return (pl.read_parquet(path), pq.ParquetFile(path).metadata.num_row_groups,
+            result.asset_materializations_for_node("instances")[0].metadata, checks)
+
+
+def test_a_level_built_in_batches_is_the_level_built_at_once(project, tmp_path, monkeypatch):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    batched, groups, meta, checks = build_level(project, tmp_path / "batched", 2, monkeypatch, scratch)
+    whole, whole_groups, whole_meta, whole_checks = build_level(project, tmp_path / "whole", 100, monkeypatch, scratch)
+
+    # 5 QA items in batches of 2 (each batch with its CFI / KPR rows), then the factrecall rows.
+    assert (groups, whole_groups) == (4, 2)
+    assert batched.equals(whole) and batched.schema == schemas.INSTANCES
+    assert set(batched["variant"]) == {"plain", "cfi", "kpr", "cfi_kpr"}
+    assert set(batched["task"]) > {"factrecall_en"}
+    assert all(checks.values()) and checks == whole_checks and len(checks) == 6
+    assert meta["dagster/row_count"].value == meta["instances"].value == batched.height
+    same = ["instances", "instances_qa", "input_tokens_min", "input_tokens_max", "max_relative_length_error",
+            "instances_variant_cfi", "cfi_fact_tokens_max", "items_eligible", "instances_with_cross_domain_fillers"]
+    assert {k: meta[k].value for k in same} == {k: whole_meta[k].value for k in same}
+    assert list(scratch.iterdir()) == []  # the staged file was published, the scratch dir removed
+
+    # The plain QA rows are build_instances' rows for the same inputs.
+    config, lake = project.config, project.settings.lake_dir
+    documents = pl.read_parquet(lake / "source_documents" / "source=demo" / "data.parquet")
+    items = pl.read_parquet(lake / "source_items" / "source=demo" / "data.parquet")
+    counter = TokenCounter.load()
+    eligible, _ = fitting_items(items, documents, counter, 1024)
+    plain = build_instances(eligible, documents, pl.read_parquet(lake / "passages" / "data.parquet"),
+                            schemas.empty("hard_negatives"), level=LEVEL, config=config, counter=counter)
+    qa_plain = batched.filter((pl.col("variant") == "plain") & (pl.col("task") != "factrecall_en"))
+    assert qa_plain.select("instance_id", "prompt", "input_tokens", "evidence_depths").equals(
+        plain.select("instance_id", "prompt", "input_tokens", "evidence_depths"))
