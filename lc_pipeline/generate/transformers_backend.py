@@ -18,6 +18,7 @@ later loads take well under a second.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -50,6 +51,14 @@ log = logging.getLogger(__name__)
 
 CACHE_ENV = "LCP_CACHE_DIR"
 _CACHE_FORMAT = 1  # bump when the layout of a cached model directory changes
+
+
+@functools.lru_cache(maxsize=16)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    """sha256 of a file's bytes (~0.1 s CPU for a 100 MB GGUF), once per process while size and mtime hold."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
 
 # Sampling-only fields of a checkpoint's generation_config. Greedy decoding ignores them,
 # but transformers warns about every one that is set; clearing them keeps logs clean.
@@ -149,15 +158,15 @@ class TransformersGenerator:
 
     def _load_gguf(self, path: str, gguf_file: str) -> tuple[Any, Any]:
         """Tokenizer and fp32 model from the cache, converting the GGUF on a miss."""
-        # Keyed by the GGUF file's identity and the converter's version, not by the whole
-        # spec: max_model_len, prompts or dtype don't change the converted weights (dtype is
-        # applied after loading), so e.g. a copy of a spec with a smaller window reuses them.
+        # Keyed by the GGUF's content and the converter's version, not by the whole spec:
+        # max_model_len, prompts or dtype don't change the converted weights (dtype is applied
+        # after loading), so e.g. a copy of a spec with a smaller window reuses them. Content,
+        # not path + mtime: every venv or clone installs its own copy of the same file.
         gguf_path = os.path.realpath(os.path.join(path, gguf_file))
         st = os.stat(gguf_path)
+        digest = _file_sha256(gguf_path, st.st_size, st.st_mtime_ns)
         key = hashlib.sha256(
-            json.dumps(
-                [_CACHE_FORMAT, gguf_path, st.st_size, st.st_mtime_ns, transformers.__version__]
-            ).encode()
+            json.dumps([_CACHE_FORMAT, st.st_size, digest, transformers.__version__]).encode()
         ).hexdigest()[:16]
         root = cache_root() / "models"
         final = root / f"{Path(gguf_file).stem}-{key}"
