@@ -1,7 +1,7 @@
 """instances: the benchmark itself, one partition per length level, with its quality checks.
 
-A level is built and written in batches (the QA suite ``ITEMS_PER_BATCH`` items at a time, each
-other suite as one batch): each batch gets its LV-Eval variants, is checked, and becomes one
+A level is built and written in batches (the QA suite up to ``ITEMS_PER_BATCH`` items and about
+``assembly.BATCH_TOKENS`` prompt tokens at a time, each other suite as one batch): each batch gets its LV-Eval variants, is checked, and becomes one
 row group of a staged Parquet file that the IO manager publishes whole. Only a batch and a
 small per-row summary (ids, lengths) are in memory at a time, whatever the level's size.
 """
@@ -17,7 +17,7 @@ from lc_pipeline.assets import lveval
 from lc_pipeline.assets.common import FINGERPRINT_KEY, Progress, plot_metadata, preview
 from lc_pipeline.assets.retrieval import ALL_SOURCES, configured_sources
 from lc_pipeline.config import level_tokens
-from lc_pipeline.construct.assembly import ITEMS_PER_BATCH, fitting_items, iter_instance_batches
+from lc_pipeline.construct.assembly import ITEMS_PER_BATCH, fitting_items, items_per_batch_at, iter_instance_batches
 from lc_pipeline.construct.longbench100 import LABEL_TOKENS, build_longbench100
 from lc_pipeline.construct.longbench100 import SUITE as LB100_SUITE
 from lc_pipeline.construct.helmet import SUITE as HELMET_SUITE
@@ -245,7 +245,7 @@ def _batches(context, items, documents, passages, hard_negatives, facts, rules, 
              meta: dict) -> Iterator[pl.DataFrame]:
     """The level's rows batch by batch: the QA suite (plain rows, each followed by its LV-Eval
     variants; factrecall rows last), then 100-LongBench, then HELMET. Fills ``meta`` as it goes."""
-    n_qa = -(-config.items_per_length // ITEMS_PER_BATCH) if config.length_unit == "tokens" else 1
+    n_qa = -(-config.items_per_length // _items_per_batch(level, config)) if config.length_unit == "tokens" else 1
     progress = Progress(context.log, (n_qa + bool(config.lveval.factrecall_positions)) * bool(config.items_per_length)
                         + bool(config.longbench100.tasks) + bool(config.helmet.tasks),
                         f"instances {level}", unit="batch", every_s=0)
@@ -255,9 +255,11 @@ def _batches(context, items, documents, passages, hard_negatives, facts, rules, 
                 qa, variant_meta = lveval.add_variants(plain, facts, rules, config, counter)
             except ValueError as exc:
                 raise dg.Failure(f"LV-Eval variants at {level}: {exc}", allow_retries=False) from exc
+            del plain  # a generator's locals live on while the consumer builds the next batch
             for key, n in variant_meta.items():
                 meta[key] = meta.get(key, 0) + n
             yield qa
+            del qa
             progress.update()
     if config.longbench100.tasks:
         try:
@@ -280,9 +282,14 @@ def _batches(context, items, documents, passages, hard_negatives, facts, rules, 
     progress.close()
 
 
+def _items_per_batch(level: str, config) -> int:
+    # Each item makes a row per depth and LV-Eval variant; a batch holds ~BATCH_TOKENS prompt tokens.
+    return items_per_batch_at(level_tokens(level), len(config.depths) * len(config.lveval.variants), ITEMS_PER_BATCH)
+
+
 def _qa_batches(items, documents, passages, hard_negatives, level, config, counter, meta: dict
                 ) -> Iterator[pl.DataFrame]:
-    """The QA suite's plain rows in batches of ITEMS_PER_BATCH items, then LV-Eval's factrecall
+    """The QA suite's plain rows in batches (:func:`_items_per_batch`), then LV-Eval's factrecall
     rows when ``lveval.factrecall_positions`` asks for them."""
     # Items whose evidence alone overflows the smallest level are left out at every level
     # (levels share their items), and counted in the metadata.
@@ -306,13 +313,14 @@ def _qa_batches(items, documents, passages, hard_negatives, level, config, count
                     instances_with_cross_domain_fillers=0)
         domain = dict(documents.select("doc_id", "domain").iter_rows())
         for out in iter_instance_batches(eligible, documents, passages, hard_negatives, level=level, config=config,
-                                         counter=counter, items_per_batch=ITEMS_PER_BATCH):
+                                         counter=counter, items_per_batch=_items_per_batch(level, config)):
             meta["instances_with_cross_domain_fillers"] += sum(
                 any(domain.get(d.removesuffix(":cut"), own) not in own for d in ctx)
                 for ev, ctx in out.select("evidence_doc_ids", "context_doc_ids").iter_rows()
                 for own in [{domain[d] for d in ev}]
             )
             yield out
+            del out
     if config.lveval.factrecall_positions:
         try:
             yield build_factrecall_instances(items, documents, level=level, config=config, counter=counter)

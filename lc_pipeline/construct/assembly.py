@@ -608,7 +608,14 @@ def fitting_items(
     return items.filter(pl.Series(fits, dtype=pl.Boolean)), too_long
 
 
-ITEMS_PER_BATCH = 50  # a batch is one Parquet row group: zstd shares filler text across its rows
+ITEMS_PER_BATCH = 50  # at most, per batch (one Parquet row group when written)
+BATCH_TOKENS = 2**24  # at most about this many prompt tokens per batch: ~130 MB of context + prompt text
+
+
+def items_per_batch_at(target_tokens: int, rows_per_item: int, cap: int = ITEMS_PER_BATCH) -> int:
+    """Items per batch so that a batch of ``rows_per_item`` rows per item (depths x variants) holds
+    about BATCH_TOKENS prompt tokens: 50 items at 256k x 1 depth, 10 at 256k x 6 depths."""
+    return max(1, min(cap, BATCH_TOKENS // max(1, target_tokens * rows_per_item)))
 
 
 def iter_instance_batches(
@@ -620,20 +627,22 @@ def iter_instance_batches(
     level: str,
     config: BenchmarkConfig,
     counter: TokenCounter,
-    items_per_batch: int = ITEMS_PER_BATCH,
+    items_per_batch: int | None = None,
 ) -> Iterator[pl.DataFrame]:
     """The instances of one length level (the selected items x the configured depths), as
-    INSTANCES frames of ``items_per_batch`` items each, in item order.
+    INSTANCES frames of ``items_per_batch`` items each (default: :func:`items_per_batch_at`), in item order.
 
-    A level at 256k tokens x 100 items is ~230 MB of strings; a caller that writes each batch
-    before asking for the next holds one batch at a time. The rows do not depend on the batch
-    size: items are selected once, and each instance depends only on its item and the level.
+    A level at 256k tokens x 100 items x 1 depth is ~500 MB of strings; a caller that writes
+    each batch before asking for the next holds one batch at a time. The rows do not depend on
+    the batch size: items are selected once, and each instance depends only on its item and the level.
     """
     if counter.name != config.tokenizer:
         raise ValueError(f"config tokenizer {config.tokenizer!r} but the counter is {counter.name!r}")
+    target = level_tokens(level)
+    if items_per_batch is None:
+        items_per_batch = items_per_batch_at(target, len(config.depths))
     if items_per_batch < 1:
         raise ValueError(f"items_per_batch must be >= 1, got {items_per_batch}")
-    target = level_tokens(level)
     selected = select_items(items, config.items_per_length, config.seed)
     docs = DocumentIndex(documents)
     negatives = _hard_negative_rows(hard_negatives, passages, selected["item_id"].to_list())

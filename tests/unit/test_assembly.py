@@ -20,6 +20,7 @@ from lc_pipeline.construct.assembly import (
     build_instances,
     derive_seed,
     filler_pool,
+    items_per_batch_at,
     iter_instance_batches,
     select_items,
 )
@@ -415,6 +416,15 @@ def test_batches_hold_the_same_rows_as_one_frame(built, corpus, counter):
     assert [b["item_id"].n_unique() for b in batches] == [3, 1]  # 4 items per level, 3 depths each
     assert all(b.schema == INSTANCES for b in batches)
     assert pl.concat(batches).equals(built["2k"])
+
+
+def test_batches_are_bounded_by_prompt_tokens():
+    # ~16M prompt tokens a batch: 50 items (the cap) at 256k with one depth, fewer with more rows per item.
+    assert items_per_batch_at(256 * 1024, 1) == 50
+    assert items_per_batch_at(256 * 1024, 6) == 10
+    assert items_per_batch_at(256 * 1024, 6 * 4) == 2  # 6 depths x LV-Eval's 4 variants
+    assert items_per_batch_at(1024 * 1024, 24) == 1  # never less than one item
+    assert items_per_batch_at(4096, 3, cap=7) == 7
 
 
 # --------------------------------------------------------------------------- errors

@@ -79,10 +79,9 @@ def test_a_failed_build_leaves_the_published_file_and_no_staged_file(tmp_path):
     storage.write_parquet(batch(0, 3), target)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    with pytest.raises(RuntimeError, match="tokenizer died"):
-        with storage.ParquetStager(scratch, schema=SCHEMA) as stage:
-            stage.write(batch(0, 50))
-            raise RuntimeError("tokenizer died")
+    with pytest.raises(RuntimeError, match="tokenizer died"), storage.ParquetStager(scratch, schema=SCHEMA) as stage:
+        stage.write(batch(0, 50))
+        raise RuntimeError("tokenizer died")
     assert list(scratch.iterdir()) == []
     assert storage.read_parquet(target).equals(batch(0, 3))  # the last good level is still there
 
