@@ -235,17 +235,31 @@ def sweep(index, param: str, values, query_sets: dict, truth: dict, single: int,
     return rows
 
 
-def parse_extra(spec: str) -> tuple[str, str, list[float]]:
-    """'IVF4000,Flat:nprobe=16,32,64' -> (factory string, parameter, values)."""
-    factory, _, tail = spec.partition(":")
+def number(text: str) -> int | float:
+    return float(text) if "." in text else int(text)
+
+
+def parse_extra(spec: str) -> tuple[str, dict, str, list]:
+    """'IVF4096_HNSW32,Flat|efConstruction=200|quantizer_efSearch=64:nprobe=16,32,64'
+    -> (factory string, fixed settings, swept parameter, its values)."""
+    head, _, tail = spec.partition(":")
+    factory, *fixed = head.split("|")
     param, _, values = tail.partition("=")
-    return factory, param, [float(v) if "." in v else int(v) for v in values.split(",") if v] or [0]
+    settings = {name: number(v) for name, _, v in (f.partition("=") for f in fixed)}
+    return factory, settings, param, [number(v) for v in values.split(",") if v] or [0]
 
 
-def build_extra(factory: str, vectors: np.ndarray, train_n: int, seed: int):
+def build_extra(factory: str, settings: dict, vectors: np.ndarray, train_n: int, seed: int):
+    """An index_factory index; ``efConstruction`` is applied before adding (to the index's or its
+    quantizer's HNSW graph), any other setting after, through faiss.ParameterSpace."""
     import faiss
 
     index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+    if "efConstruction" in settings:
+        inner = faiss.downcast_index(index.index if isinstance(index, faiss.IndexPreTransform) else index)
+        if isinstance(inner, faiss.IndexIVF):
+            inner = faiss.downcast_index(inner.quantizer)
+        inner.hnsw.efConstruction = int(settings["efConstruction"])
     t0 = time.perf_counter()
     if not index.is_trained:
         rng = np.random.default_rng(seed)
@@ -253,7 +267,12 @@ def build_extra(factory: str, vectors: np.ndarray, train_n: int, seed: int):
         index.train(sample)
     train_s = time.perf_counter() - t0
     index.add(vectors)
-    return index, train_s, time.perf_counter() - t0
+    build_s = time.perf_counter() - t0
+    space = faiss.ParameterSpace()
+    for name, value in settings.items():
+        if name != "efConstruction":
+            space.set_index_parameter(index, name, value)
+    return index, train_s, build_s
 
 
 def at_target(rows: list[dict], param: str, name: str, target: float = 0.95) -> dict | None:
@@ -279,8 +298,10 @@ def main() -> None:
                     help="MiniLM vectors of retrieval_ann.py's corpus from this embedding cache instead of TF-IDF + SVD")
     ap.add_argument("--no-pipeline", action="store_true", help="skip build_index's HNSW (only --extra indexes)")
     ap.add_argument("--extra", action="append", default=[],
-                    help="another FAISS index to compare, 'FACTORY:param=v1,v2,...', e.g. 'IVF4000,Flat:nprobe=32,64,128' "
-                         "(repeatable; index_factory strings, parameters as faiss.ParameterSpace names them)")
+                    help="another FAISS index to compare, 'FACTORY[|name=value...]:param=v1,v2,...', e.g. "
+                         "'IVF4000,Flat:nprobe=32,64,128' or 'HNSW48,Flat|efConstruction=256:efSearch=32,64,128' "
+                         "(repeatable; index_factory strings; fixed settings and the swept parameter as "
+                         "faiss.ParameterSpace names them, plus efConstruction)")
     ap.add_argument("--train", type=int, default=200_000, help="training sample for --extra indexes that need one")
     ap.add_argument("--json", default="retrieval_1m.json")
     args = ap.parse_args()
@@ -382,10 +403,12 @@ def main() -> None:
         del index
 
     for spec in args.extra:
-        factory, param, values = parse_extra(spec)
-        index, train_s, build_s = build_extra(factory, vectors, args.train, args.seed)
-        print(f"{factory}: trained in {train_s:.0f} s, built in {build_s:.0f} s; sweep over {param}", flush=True)
-        record(factory, {}, build_s, param, sweep(index, param, values, query_sets, truth, single, vectors),
+        factory, settings, param, values = parse_extra(spec)
+        index, train_s, build_s = build_extra(factory, settings, vectors, args.train, args.seed)
+        print(f"{factory} {settings}: trained in {train_s:.0f} s, built in {build_s:.0f} s; sweep over {param}",
+              flush=True)
+        label = factory + "".join(f" {k} {v}" for k, v in settings.items())
+        record(label, settings, build_s, param, sweep(index, param, values, query_sets, truth, single, vectors),
                {"train_s": round(train_s, 1), "train_n": min(args.train, len(vectors)), "load_during_build": load_average(),
                 "index_mb": round(serialized_mb(index), 1)})
         del index
