@@ -1,6 +1,7 @@
 """MiniLongBench on held-out models: leave-models-out cross-validation on the 20 real LLMs.
 
-    python benchmarks/minilongbench_cv.py [--quick] [--folds 5] [--repeats 1] [--draws 200] [--json FILE]
+    python benchmarks/minilongbench_cv.py [--quick] [--folds 5] [--repeats 1] [--kmeans-seeds 1]
+                                          [--draws 200] [--cache DIR] [--json FILE]
 
 ``--quick``: 500 IRT epochs and 20 random draws per fold (a few minutes on 2 cores); the default
 (2,000 epochs, 200 draws) takes about 10 minutes per repeat.
@@ -11,21 +12,27 @@ LLMs, the released PCA-10 sample representations, the released 237-sample subset
 For each fold the models are split into training and held-out models. On the training models
 only: binarization threshold, IRT fit (alpha initialized with the PCA-10 representations),
 K-Means per category, subset (ratio 0.95 -> 237 of 4,750 samples). Each held-out model is then
-estimated from its scores on the subset only, in the "predict" and "direct" modes, and compared
-with its true overall LongBench score (mean of the 6 category means of task means over all
+estimated from its scores on the subset only, in every mode (``predict`` and ``direct`` as in
+the paper, ``weighted`` and ``blend`` ours), and compared with its true overall LongBench score (mean of the 6 category means of task means over all
 4,750 samples). The estimates of all folds are pooled and ranked against the truth (Spearman).
 
 Beside every subset: random subsets with the same per-task counts, scored with the same fold's
 item parameters and mode (``--draws`` per fold, pooled per draw the same way), and for
 reference the released 237-sample subset scored with the same parameters (it was chosen by the
 authors using all 20 models, so it has seen the held-out ones). Each repeat uses another fold
-split and another seed for the IRT fit and K-Means (seed, seed + 1, ...). Finally, unless
-``--no-in-sample``, the paper's "train" figure: fit on all models, estimate the same models.
+split and another seed for the IRT fit and K-Means (seed, seed + 1, ...). Which samples one
+K-Means run picks moves the held-out Spearman by more than any method choice, so
+``--kmeans-seeds N`` re-runs the clustering N times on each fold's IRT fit (seeds seed, seed +
+101, ...; the first is what ``lcp minilongbench fit`` would pick) and reports the spread over them.
+``--cache DIR`` keeps each fold's fitted model (the ``lcp minilongbench fit`` directory format) so
+a rerun skips the IRT fits. Finally, unless ``--no-in-sample``, the paper's "train" figure: fit
+on all models, estimate the same models.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -55,6 +62,29 @@ def folds_of(models: tuple[str, ...], k: int, seed: int) -> list[list[str]]:
     return [[models[i] for i in order[f::k]] for f in range(k)]
 
 
+def fit_cached(matrix: mlbm.ScoreMatrix, reps: np.ndarray, cache: Path | None, **kw) -> tuple[mlbm.MiniLongBench, float]:
+    """``mlbm.fit`` on ``matrix``, kept under ``cache`` keyed by the training models and settings."""
+    key = hashlib.sha256(json.dumps([list(matrix.models), sorted(kw.items())], default=str).encode()).hexdigest()[:16]
+    where = cache / key if cache else None
+    if where and (where / "meta.json").exists():
+        return mlbm.MiniLongBench.load(where), 0.0
+    t0 = time.perf_counter()
+    mlb = mlbm.fit(matrix, reps, **kw)
+    if where:
+        mlb.save(where)
+    return mlb, time.perf_counter() - t0
+
+
+def reselect(mlb: mlbm.MiniLongBench, seed: int) -> mlbm.MiniLongBench:
+    """The same IRT parameters, the K-Means selection re-run with another seed."""
+    features = np.hstack([mlb.alpha, mlb.beta[:, None]])
+    weights = mlbm.balance_weights(mlb.tasks, mlb.categories)
+    sel = mlbm.select_subset(features, mlb.categories, weights, len(mlb.subset), seed)
+    return mlbm.MiniLongBench(samples=mlb.samples, tasks=mlb.tasks, categories=mlb.categories, alpha=mlb.alpha,
+                              beta=mlb.beta, subset=sel.indices, threshold=mlb.threshold, meta=dict(mlb.meta),
+                              cluster=sel.cluster, cluster_group=sel.cluster_group, cluster_weight=sel.cluster_weight)
+
+
 def cross_validate(
     matrix: mlbm.ScoreMatrix,
     reps: np.ndarray,
@@ -67,6 +97,8 @@ def cross_validate(
     epochs: int = 2000,
     draws: int = 200,
     method: str = "vi",
+    kmeans_seeds: int = 1,
+    cache: Path | None = None,
     in_sample_check: bool = True,
     log=print,
 ) -> dict:
@@ -75,17 +107,22 @@ def cross_validate(
     runs = []
     for rep in range(repeats):
         split_seed = seed + rep
+        kseeds = [split_seed + 101 * i for i in range(kmeans_seeds)]
         est = {f"{m}": {} for m in modes}
         est.update({f"released/{m}": {} for m in modes} if released is not None else {})
+        per_kseed = {k: {m: {} for m in modes} for k in kseeds}  # K-Means seed -> mode -> model -> estimate
         baseline = {m: {} for m in modes}  # model -> (draws,) overall estimates
         sizes, fold_info = [], []
         for f, held in enumerate(folds_of(matrix.models, folds, split_seed)):
             train = [m for m in matrix.models if m not in held]
-            t0 = time.perf_counter()
-            mlb = mlbm.fit(matrix.select_models(train), reps, ratio=ratio, seed=split_seed, epochs=epochs,
-                           method=method, representation="released PCA-10")
-            fit_s = time.perf_counter() - t0
+            mlb, fit_s = fit_cached(matrix.select_models(train), reps, cache, ratio=ratio, seed=split_seed,
+                                    epochs=epochs, method=method, representation="released PCA-10")
             obs = matrix.select_models(held).scores
+            for k in kseeds:
+                other = mlb if k == split_seed else reselect(mlb, k)
+                for mode in modes:
+                    for m, e in zip(held, other.estimate_many(obs, mode)):
+                        per_kseed[k][mode][m] = e.overall
             for mode in modes:
                 for m, e in zip(held, mlb.estimate_many(obs, mode)):
                     est[mode][m] = e.overall
@@ -99,12 +136,19 @@ def cross_validate(
             sizes.append(len(mlb.subset))
             fold_info.append({"held_out": held, "threshold": mlb.threshold, "subset_size": len(mlb.subset),
                               "task_counts": mlb.subset_task_counts(), "fit_seconds": round(fit_s, 1),
-                              "best_epoch": mlb.meta["irt"]["best_epoch"]})
+                              "best_epoch": mlb.meta["irt"].get("best_epoch")})
             log(f"  repeat {rep} fold {f}: held out {len(held)}, threshold {mlb.threshold:.4f}, "
                 f"subset {len(mlb.subset)}, fit {fit_s:.0f}s")
         models = list(matrix.models)
         truth = [truth_all[m].overall for m in models]
         res = {"split_seed": split_seed, "folds": fold_info, "methods": {}}
+        if kmeans_seeds > 1:
+            res["kmeans_seeds"] = {
+                mode: {str(k): {"spearman": mlbm.spearman([per_kseed[k][mode][m] for m in models], truth),
+                                "mae": float(np.mean(np.abs(np.array([per_kseed[k][mode][m] for m in models]) - truth)))}
+                       for k in kseeds}
+                for mode in modes
+            }
         for name, per_model in est.items():
             x = [per_model[m] for m in models]
             res["methods"][name] = {
@@ -129,7 +173,8 @@ def cross_validate(
     in_sample = None
     if in_sample_check:
         # The paper's "train" column: fit on every model, estimate the same models from the subset.
-        mlb = mlbm.fit(matrix, reps, ratio=ratio, seed=seed, epochs=epochs, method=method)
+        mlb, _ = fit_cached(matrix, reps, cache, ratio=ratio, seed=seed, epochs=epochs, method=method,
+                            representation="released PCA-10")
         truth = [truth_all[m].overall for m in matrix.models]
         in_sample = {"subset_task_counts": mlb.subset_task_counts(), "threshold": mlb.threshold}
         for mode in modes:
@@ -140,8 +185,8 @@ def cross_validate(
                 rhos = np.array([mlbm.spearman(r, truth) for r in b])
                 in_sample[f"random/{mode}"] = {"spearman_median": float(np.median(rhos)),
                                                "share_at_least_ours": float(np.mean(rhos >= in_sample[mode]["spearman"]))}
-        log(f"  in-sample (all {len(matrix.models)} models): predict {in_sample['predict']['spearman']:.3f}, "
-            f"direct {in_sample['direct']['spearman']:.3f}")
+        log("  in-sample (all {} models): {}".format(
+            len(matrix.models), ", ".join(f"{m} {in_sample[m]['spearman']:.3f}" for m in modes)))
     return {
         "in_sample": in_sample,
         "n_models": len(matrix.models),
@@ -152,6 +197,7 @@ def cross_validate(
         "repeats": repeats,
         "epochs": epochs,
         "method": method,
+        "kmeans_seeds": kmeans_seeds,
         "seed": seed,
         "truth": {m: truth_all[m].overall for m in matrix.models},
         "runs": runs,
@@ -179,6 +225,18 @@ def summary_rows(result: dict) -> list[tuple]:
     return rows
 
 
+def kmeans_rows(result: dict) -> list[tuple]:
+    """Per mode: Spearman over every (repeat, K-Means seed) subset: mean, median, min; mean MAE."""
+    rows = []
+    for mode in mlbm.MODES:
+        vals = [v for r in result["runs"] if "kmeans_seeds" in r for v in r["kmeans_seeds"][mode].values()]
+        if vals:
+            rho = [v["spearman"] for v in vals]
+            rows.append((mode, f"{len(vals)} subsets", f"rho mean {np.mean(rho):.3f} median {np.median(rho):.3f} "
+                         f"min {np.min(rho):.3f}", f"MAE {np.mean([v['mae'] for v in vals]):.4f}"))
+    return rows
+
+
 def _f(vals: list[float]) -> str:
     return f"{np.mean(vals):.3f}" if len(vals) == 1 else f"{np.mean(vals):.3f}(±{np.std(vals):.3f})"
 
@@ -196,6 +254,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=None, help="IRT epochs (default 2000; --quick 500)")
     ap.add_argument("--draws", type=int, default=None, help="random subsets per fold (default 200; --quick 20)")
     ap.add_argument("--method", choices=["vi", "map"], default="vi")
+    ap.add_argument("--kmeans-seeds", type=int, default=1, help="K-Means runs per fold on the same IRT fit")
+    ap.add_argument("--cache", type=Path, default=None, help="keep fitted fold models here (reruns skip the IRT fit)")
     ap.add_argument("--json", type=Path, default=Path("minilongbench_cv.json"))
     args = ap.parse_args()
     if not (args.data / "scores_train_models.parquet").exists():
@@ -209,7 +269,7 @@ def main() -> None:
     t0 = time.perf_counter()
     result = cross_validate(matrix, reps, released, folds=args.folds, repeats=args.repeats, seed=args.seed,
                             ratio=args.ratio, epochs=epochs, draws=draws, method=args.method,
-                            in_sample_check=not args.no_in_sample, log=lambda s: print(s, flush=True))
+                            kmeans_seeds=args.kmeans_seeds, cache=args.cache, in_sample_check=not args.no_in_sample, log=lambda s: print(s, flush=True))
     result["seconds"] = round(time.perf_counter() - t0, 1)
     print()
     print(f"Spearman of estimated vs true overall score, {len(matrix.models)} held-out estimates pooled over folds "
@@ -218,6 +278,12 @@ def main() -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         print("  " + " | ".join(c.ljust(w) for c, w in zip(r, widths)))
+    krows = kmeans_rows(result)
+    if krows:
+        print(f"Over {args.kmeans_seeds} K-Means seeds per fold (same IRT fits):")
+        widths = [max(len(r[i]) for r in krows) for i in range(4)]
+        for r in krows:
+            print("  " + " | ".join(c.ljust(w) for c, w in zip(r, widths)))
     ins = result.get("in_sample")
     if ins:
         line = ", ".join(f"{m} {ins[m]['spearman']:.3f}" + (f" (random median {ins['random/' + m]['spearman_median']:.3f})"

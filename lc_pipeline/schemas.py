@@ -256,7 +256,7 @@ MINILONGBENCH_SUBSET = pl.Schema(
 # One model's estimated full-benchmark scores from its scores on the subset (partitioned by model).
 MINILONGBENCH_ESTIMATES = pl.Schema(
     {
-        "mode": Str,  # "predict" (IRT ability, predicted remainder) | "direct" (subset mean)
+        "mode": Str,  # "predict" (IRT ability, predicted remainder) | "direct" (subset mean) | "weighted" | "blend"
         "scope": Str,  # "overall" | "category" | "task"
         "name": Str,  # "overall", a category or a task
         "estimate": pl.Float64,  # in [0, 1]: mean of category means of task means

@@ -5,7 +5,8 @@ on a score matrix and writes the selected samples with their IRT parameters; the
 model is saved beside the tables in ``<lake>/_minilongbench/`` (the ``lcp minilongbench fit``
 format, so ``lcp minilongbench estimate --model-dir <lake>/_minilongbench`` works on it too).
 ``minilongbench_estimates`` (partitioned by model) estimates one model's full-benchmark scores
-from its scores on the subset, in both modes (``predict`` and ``direct``).
+from its scores on the subset, in every mode: the paper's ``predict`` and ``direct``, and
+``weighted`` (cluster-weighted subset mean) and ``blend`` (their mix with ``predict``).
 
 Options: the ``minilongbench:`` mapping of the benchmark config (every key optional)::
 
@@ -54,7 +55,7 @@ from lc_pipeline.resources import BenchmarkResource, EmbedderResource, LakeResou
 from lc_pipeline.resources.parquet_io import read_table
 from lc_pipeline.score import minilongbench as mlbm
 
-CODE_VERSION = "1"
+CODE_VERSION = "2"  # 2: weighted and blend estimates
 MODEL_DIR = "_minilongbench"  # under the lake; "_" keeps it out of the DuckDB table views
 OPTIONS = {
     "scores", "embeddings", "texts", "estimate_scores", "train_models", "metrics", "representation", "ratio",
@@ -264,7 +265,8 @@ def build(parts: Partitions) -> list:
         kinds={"parquet"},
         description=(
             "A model's full-benchmark score estimated from its scores on the MiniLongBench subset only: "
-            "'predict' (IRT ability, predicted remainder) and 'direct' (subset mean), task -> category -> overall"
+            "'predict' (IRT ability, predicted remainder), 'direct' (subset mean), 'weighted' (cluster-weighted "
+            "subset mean) and 'blend' (weighted + predict), task -> category -> overall"
         ),
     )
     def minilongbench_estimates(

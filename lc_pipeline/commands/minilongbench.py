@@ -2,7 +2,7 @@
 
     lcp minilongbench fit --scores FILE.parquet [--embeddings FILE.parquet | --texts FILE.parquet]
                           [--ratio 0.95] [--dims 10] [--seed 42] [--epochs 2000] --out DIR
-    lcp minilongbench estimate --model-dir DIR --scores FILE.parquet [--mode predict|direct]
+    lcp minilongbench estimate --model-dir DIR --scores FILE.parquet [--mode blend|predict|direct|weighted]
 
 ``fit`` reads the training models' per-sample scores (columns ``model, task, category,
 global_sample, score``; score in [0, 1]) and sample representations: ``--embeddings`` (columns
@@ -15,9 +15,12 @@ described in :mod:`lc_pipeline.score.minilongbench`) and prints a JSON summary.
 
 ``estimate`` reads new models' scores on the subset samples (``model, global_sample, score``;
 rows of other samples are ignored) and prints ``{model: {"overall": x, "categories": {...},
-"tasks": {...}}}``. ``predict`` (default) fits each model's ability on its subset scores and
-predicts the rest; ``direct`` averages its subset scores. Both aggregate task -> category ->
-overall (the mean of the category means).
+"tasks": {...}}}``. Modes: ``predict`` (the paper's Eq. 4) fits each model's ability on its
+subset scores and predicts the rest; ``direct`` (the paper's App. G) averages its subset scores;
+``weighted`` weighs each subset score by the share of the benchmark its K-Means cluster stands
+for; ``blend`` (default) is the mean of ``weighted`` and ``predict`` (tinyBenchmarks' gp-IRT idea),
+the most accurate on held-out models in our cross-validation (benchmarks/README.md). All
+aggregate task -> category -> overall (the mean of the category means).
 """
 
 from __future__ import annotations
@@ -98,12 +101,15 @@ def fit_cmd(scores_path, emb_path, texts_path, ratio, dims, seed, epochs, out_di
               help="a directory written by `lcp minilongbench fit`")
 @click.option("--scores", "scores_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Parquet (or CSV): model, global_sample, score (subset samples)")
-@click.option("--mode", type=click.Choice(list(mlbm.MODES)), default="predict", show_default=True)
-def estimate_cmd(model_dir, scores_path, mode) -> None:
+@click.option("--mode", type=click.Choice(list(mlbm.MODES)), default=mlbm.DEFAULT_MODE, show_default=True,
+              help="predict / direct: the paper's two; weighted: cluster-weighted subset mean; blend: their mix")
+@click.option("--blend-weight", type=click.FloatRange(0, 1), default=mlbm.BLEND_WEIGHT, show_default=True,
+              help="share of 'weighted' in 'blend' (the rest is 'predict')")
+def estimate_cmd(model_dir, scores_path, mode, blend_weight) -> None:
     """Estimate new models' full-benchmark scores from their scores on the subset."""
     try:
         mlb = mlbm.MiniLongBench.load(model_dir)
-        est = mlbm.estimate_frame(mlb, read_table(scores_path), mode)
+        est = mlbm.estimate_frame(mlb, read_table(scores_path), mode, blend_weight=blend_weight)
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(json.dumps({m: e.to_json() for m, e in est.items()}, indent=1))

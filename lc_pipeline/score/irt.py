@@ -140,6 +140,7 @@ def fit_mirt(
     seed: int = 42,
     method: str = "vi",
     l2: float = 1.0,
+    soft: bool = False,
 ) -> IRTFit:
     """Fit the multidimensional 2PL on binary ``responses`` (models x samples; NaN = missing).
 
@@ -156,8 +157,11 @@ def fit_mirt(
         raise ValueError(f"need at least one model and one sample, got {y.shape}")
     mask_np = ~np.isnan(y)
     vals = y[mask_np]
-    if not np.isin(vals, (0.0, 1.0)).all():
-        raise ValueError("responses must be binary (0/1); binarize continuous scores first")
+    if soft:
+        if vals.size and (vals.min() < 0 or vals.max() > 1):
+            raise ValueError("soft responses must lie in [0, 1]")
+    elif not np.isin(vals, (0.0, 1.0)).all():
+        raise ValueError("responses must be binary (0/1); binarize continuous scores first (or pass soft=True)")
     if alpha_init is not None:
         alpha_init = np.asarray(alpha_init, dtype=np.float64)
         if alpha_init.shape != (n, dims):

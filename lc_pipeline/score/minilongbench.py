@@ -17,13 +17,22 @@ Dagster. Spec: ``shared/specs/minilongbench.md``. The steps, as the authors' cod
    code (which would silently return fewer samples), a centroid whose nearest sample is already
    taken gets the nearest free one, so the subset always has K samples.
 5. **Estimate** a new model from its scores on the subset only (§5):
-   ``predict``: fit its ability theta by BFGS from 0 on the raw subset scores (soft targets),
-   keep the observed scores, predict the other samples with the 2PL; ``direct``: the mean of its
-   subset scores. Both average task -> category -> overall (the mean of the category means), the
-   same way the true score is computed from all samples (:func:`aggregate`).
+   ``predict`` (the paper's Eq. 4): fit its ability theta by BFGS from 0 on the raw subset scores
+   (soft targets), keep the observed scores, predict the other samples with the 2PL; ``direct``
+   (the paper's App. G): the mean of its subset scores. Both average task -> category -> overall
+   (the mean of the category means), the same way the true score is computed from all samples
+   (:func:`aggregate`). Two more, not in the paper: ``weighted``, each subset sample's score
+   weighted by the share of the benchmark it stands for (its K-Means cluster's summed balance
+   weight: tinyBenchmarks' anchor-point estimate, Polo et al. 2024, whose IRT MiniLongBench
+   follows); and ``blend`` (the default of the commands), ``BLEND_WEIGHT`` x weighted + (1 -
+   ``BLEND_WEIGHT``) x predict, tinyBenchmarks' gp-IRT idea: the IRT prediction is biased
+   (it predicts P(score > c), not the score) but steady, the anchor estimate unbiased but noisy,
+   and their errors partly cancel. Leave-models-out CV on the 20 real LLMs
+   (``benchmarks/minilongbench_cv.py``): blend has the lowest error and the best rank correlation.
 
 The honest baseline (§7): random subsets with the same number of samples per task
-(:func:`random_stratified_subset`), scored the same way (:func:`random_baseline_estimates`).
+(:func:`random_stratified_subset`), scored the same way (:func:`random_baseline_estimates`); a
+random sample stands for an equal share of its task, so there ``weighted`` is ``direct``.
 
 A fitted :class:`MiniLongBench` is saved as a directory (:meth:`MiniLongBench.save`; no pickle)::
 
@@ -68,6 +77,7 @@ __all__ = [
     "random_baseline_estimates",
     "random_stratified_subset",
     "representations_from_frame",
+    "representative_weights",
     "select_subset",
     "spearman",
     "text_representations",
@@ -76,7 +86,11 @@ __all__ = [
 
 FORMAT = "lc_pipeline.minilongbench/1"
 SAMPLE = "global_sample"  # the sample-id column of score, embedding and subset files
-MODES = ("predict", "direct")
+MODES = ("predict", "direct", "weighted", "blend")
+DEFAULT_MODE = "blend"
+# Share of the weighted (anchor) estimate in "blend". 0.5 measured best in leave-models-out CV
+# (benchmarks/README.md: lambda 0.4-0.6 within noise of each other, 0 and 1 clearly worse).
+BLEND_WEIGHT = 0.5
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
@@ -322,6 +336,35 @@ def balance_weights(tasks: np.ndarray, categories: np.ndarray) -> np.ndarray:
     return w / w.sum()
 
 
+def representative_weights(
+    subset: np.ndarray,
+    tasks: np.ndarray,
+    categories: np.ndarray,
+    cluster_weight: np.ndarray | None = None,
+) -> np.ndarray:
+    """The share of the benchmark each subset sample stands for (sums to 1), in subset order.
+
+    With ``cluster_weight`` (a K-Means subset): its cluster's summed balance weight. Without (a
+    random stratified subset): its task's balance weight split evenly over the task's subset
+    samples, which makes the weighted estimate equal the direct one.
+    """
+    subset = np.asarray(subset)
+    if cluster_weight is not None:
+        v = np.asarray(cluster_weight, dtype=np.float64)
+        if v.shape != subset.shape or not np.isfinite(v).all() or (v < 0).any():
+            raise ValueError(f"cluster weights must be {len(subset)} finite values >= 0")
+    else:
+        w = balance_weights(tasks, categories)
+        sub_tasks = np.asarray(tasks)[subset]
+        v = np.empty(len(subset))
+        for t in set(sub_tasks.tolist()):
+            here = sub_tasks == t
+            v[here] = w[np.asarray(tasks) == t].sum() / here.sum()
+    if v.sum() <= 0:
+        raise ValueError("the subset's representative weights sum to 0")
+    return v / v.sum()
+
+
 @dataclass(frozen=True)
 class Selection:
     indices: np.ndarray  # selected sample positions, ascending
@@ -442,31 +485,71 @@ class MiniLongBench:
         except KeyError as exc:
             raise ValueError(f"sample {exc.args[0]!r} is not a sample of this MiniLongBench") from None
 
-    def estimate_many(self, observed: np.ndarray, mode: str = "predict", subset: np.ndarray | None = None) -> list[Estimate]:
+    def estimate_many(
+        self,
+        observed: np.ndarray,
+        mode: str = DEFAULT_MODE,
+        subset: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+        blend_weight: float = BLEND_WEIGHT,
+    ) -> list[Estimate]:
         """Estimates for several models from a (models x n) matrix of scores (NaN = unknown): only
-        the samples in ``subset`` (default: the fitted subset) are used."""
+        the samples in ``subset`` (default: the fitted subset) are used. ``weights`` (subset order)
+        say how much of the benchmark each subset sample stands for (``weighted``/``blend``);
+        default: the fitted clusters' weights for the fitted subset, else even per task."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        if not 0 <= blend_weight <= 1:
+            raise ValueError(f"blend_weight must be in [0, 1], got {blend_weight}")
         sub = self.subset if subset is None else np.asarray(subset)
+        if weights is None:
+            own = subset is None and self.cluster_weight is not None and np.isfinite(self.cluster_weight).all()
+            weights = representative_weights(sub, self.tasks, self.categories, self.cluster_weight if own else None)
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != sub.shape:
+            raise ValueError(f"weights must have one value per subset sample ({len(sub)}), got {weights.shape}")
         obs = np.asarray(observed, dtype=float)
         if obs.ndim != 2 or obs.shape[1] != len(self.samples):
             raise ValueError(f"observed must be (models x {len(self.samples)}), got {obs.shape}")
         out = []
         for row in obs:
-            vals = np.full(len(self.samples), np.nan)
-            seen = sub[~np.isnan(row[sub])]
+            seen_mask = ~np.isnan(row[sub])
+            seen = sub[seen_mask]
             if len(seen) == 0:
                 raise ValueError("a model has no score on any subset sample")
             if mode == "direct":
+                vals = np.full(len(self.samples), np.nan)
                 vals[seen] = row[seen]
-            else:
-                theta = irt.fit_ability(row[seen], self.alpha[seen], self.beta[seen])
-                vals = irt.predict_proba(theta, self.alpha, self.beta)
-                vals[seen] = row[seen]  # observed scores stand for themselves (spec §5.2, Eq. 4)
-            out.append(vals)
-        return aggregate(np.vstack(out), self.tasks, self.categories) if out else []
+                out.append(aggregate(vals, self.tasks, self.categories))
+                continue
+            if mode in ("weighted", "blend"):
+                anchor = self._weighted(row[seen], seen, weights[seen_mask])
+                if mode == "weighted":
+                    out.append(anchor)
+                    continue
+            theta = irt.fit_ability(row[seen], self.alpha[seen], self.beta[seen])
+            vals = irt.predict_proba(theta, self.alpha, self.beta)
+            vals[seen] = row[seen]  # observed scores stand for themselves (spec §5.2, Eq. 4)
+            predicted = aggregate(vals, self.tasks, self.categories)
+            out.append(predicted if mode == "predict" else _blend(anchor, predicted, blend_weight))
+        return out
 
-    def estimate(self, scores: Mapping, mode: str = "predict") -> Estimate:
+    def _weighted(self, scores: np.ndarray, positions: np.ndarray, weights: np.ndarray) -> Estimate:
+        """Per category (and task), the weighted mean of the observed subset scores; overall = the
+        mean of the category values, as for the true score."""
+        def means(labels: np.ndarray) -> dict[str, float]:
+            out = {}
+            for k in sorted(set(labels.tolist())):
+                here = labels == k
+                total = weights[here].sum()
+                # a zero-weight group (a sample alone in an empty cluster) falls back to its plain mean
+                out[str(k)] = float(np.average(scores[here], weights=weights[here] if total > 0 else None))
+            return out
+
+        cats = means(self.categories[positions])
+        return Estimate(overall=float(np.mean(list(cats.values()))), categories=cats, tasks=means(self.tasks[positions]))
+
+    def estimate(self, scores: Mapping, mode: str = DEFAULT_MODE) -> Estimate:
         """One model's estimate from ``{sample_id: score}``; samples outside the subset are ignored."""
         row = np.full(len(self.samples), np.nan)
         if scores:
@@ -555,6 +638,19 @@ class MiniLongBench:
         )
 
 
+def _blend(anchor: Estimate, predicted: Estimate, weight: float) -> Estimate:
+    """weight x anchor + (1 - weight) x predicted, per overall, category and task (a task with no
+    subset sample has only the prediction)."""
+    def mix(a: dict[str, float], p: dict[str, float]) -> dict[str, float]:
+        return {k: (weight * a[k] + (1 - weight) * v) if k in a else v for k, v in p.items()}
+
+    return Estimate(
+        overall=weight * anchor.overall + (1 - weight) * predicted.overall,
+        categories=mix(anchor.categories, predicted.categories),
+        tasks=mix(anchor.tasks, predicted.tasks),
+    )
+
+
 def _json_default(o):
     if isinstance(o, np.integer):
         return int(o)
@@ -627,7 +723,13 @@ def fit(
     )
 
 
-def estimate_frame(mlb: MiniLongBench, scores: pl.DataFrame, mode: str = "predict", sample_col: str = SAMPLE) -> dict[str, Estimate]:
+def estimate_frame(
+    mlb: MiniLongBench,
+    scores: pl.DataFrame,
+    mode: str = DEFAULT_MODE,
+    sample_col: str = SAMPLE,
+    blend_weight: float = BLEND_WEIGHT,
+) -> dict[str, Estimate]:
     """Estimates per model from a long frame ``model, <sample_col>, score`` (other columns ignored;
     samples outside the subset are ignored; samples unknown to the benchmark are an error)."""
     need = ["model", sample_col, "score"]
@@ -649,7 +751,7 @@ def estimate_frame(mlb: MiniLongBench, scores: pl.DataFrame, mode: str = "predic
     without = [m for m, row in zip(models, obs) if np.isnan(row[mlb.subset]).all()]
     if without:
         raise ValueError(f"model(s) {without} have no score on any subset sample")
-    return dict(zip(models, mlb.estimate_many(obs, mode)))
+    return dict(zip(models, mlb.estimate_many(obs, mode, blend_weight=blend_weight)))
 
 
 def random_baseline_estimates(
@@ -657,10 +759,12 @@ def random_baseline_estimates(
     observed: np.ndarray,
     n_draws: int,
     seed: int,
-    mode: str = "predict",
+    mode: str = DEFAULT_MODE,
 ) -> np.ndarray:
     """Overall estimates (draws x models) from random subsets with the subset's per-task counts,
-    scored with the same item parameters and mode as the subset itself (spec §7)."""
+    scored with the same item parameters and mode as the subset itself (spec §7). A random
+    sample stands for an even share of its task, so ``weighted`` = ``direct`` and ``blend`` mixes
+    ``direct`` and ``predict`` here."""
     rng = np.random.default_rng(seed)
     counts = mlb.subset_task_counts()
     out = np.empty((n_draws, np.asarray(observed).shape[0]))

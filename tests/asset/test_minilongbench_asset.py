@@ -68,19 +68,19 @@ def test_imported_matrix_subset_and_held_out_estimates(tmp_path):
         meta = instance.get_latest_materialization_event(dg.AssetKey("minilongbench_subset")).asset_materialization.metadata
         assert meta["train_models"].value == 16 and meta["threshold"].value == pytest.approx(0.3664, abs=0.011)
         assert meta["train_spearman_predict"].value > 0.8
-        assert "random_median_spearman_predict" in meta
+        assert "random_median_spearman_predict" in meta and "random_median_spearman_blend" in meta
         model_dir = settings.lake_dir / "_minilongbench"
         assert (model_dir / "meta.json").exists() and mlbm.MiniLongBench.load(model_dir).train_models[0]
 
         for slug in slugs:
             assert materialize(pipeline, instance, "minilongbench_estimates", slug).success
         est = pl.read_parquet(partition_path(settings.lake_dir, "minilongbench_estimates", {MODEL_DIM: slugs[0]}))
-        assert set(est["mode"]) == {"predict", "direct"}
-        assert est.filter(pl.col("scope") == "category").height == 12 and est.filter(pl.col("scope") == "task").height >= 40
+        assert set(est["mode"]) == {"predict", "direct", "weighted", "blend"}
+        assert est.filter(pl.col("scope") == "category").height == 24 and est.filter(pl.col("scope") == "task").height >= 40
         assert set(est["n_observed"]) == {237} and not est["in_training"].any()
 
     _cols, rows = query(settings.lake_dir, "select model, estimate from minilongbench_estimates "
-                                          "where scope = 'overall' and mode = 'predict' order by model")
+                                          "where scope = 'overall' and mode = 'blend' order by model")
     predicted = dict(rows)
     truth = mlbm.true_scores(mlbm.ScoreMatrix.from_frame(scores.filter(pl.col("model").is_in(HELD_OUT))))
     rho = mlbm.spearman([predicted[m.lower()] for m in HELD_OUT], [truth[m].overall for m in HELD_OUT])
