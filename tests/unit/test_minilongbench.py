@@ -162,6 +162,40 @@ def test_predict_mode_uses_only_subset_scores(synth):
     assert set(a.tasks) == set(TASKS) and 0 <= a.overall <= 1
 
 
+def test_weighted_mode_weighs_each_subset_score_by_its_cluster(synth):
+    _, _, matrix, mlb = synth
+    row = matrix.scores[12]
+    est = mlb.estimate_many(row[None, :], "weighted")[0]
+    v, y, cats = mlb.cluster_weight, row[mlb.subset], mlb.categories[mlb.subset]
+    # Clusters live inside a category, so each category's cluster weights add up to its share.
+    for c in ("qa", "sum", "code"):
+        assert v[cats == c].sum() == pytest.approx(1 / 3)
+        assert est.categories[c] == pytest.approx(np.sum(v[cats == c] * y[cats == c]) / np.sum(v[cats == c]))
+    assert est.overall == pytest.approx(np.sum(v * y) / np.sum(v))
+
+
+def test_on_a_random_stratified_subset_weighted_is_direct(synth):
+    _, _, matrix, mlb = synth
+    sub = mlbm.random_stratified_subset(mlb.tasks, mlb.subset_task_counts(), np.random.default_rng(3))
+    direct, weighted = (mlb.estimate_many(matrix.scores[10:], mode, subset=sub) for mode in ("direct", "weighted"))
+    for d, w in zip(direct, weighted):
+        assert w.overall == pytest.approx(d.overall)
+        assert w.categories == pytest.approx(d.categories)
+
+
+def test_blend_mixes_weighted_and_predict(synth):
+    _, _, matrix, mlb = synth
+    held = matrix.scores[10:]
+    weighted, predict = mlb.estimate_many(held, "weighted"), mlb.estimate_many(held, "predict")
+    for lam in (0.5, 0.3):
+        for b, w, p in zip(mlb.estimate_many(held, "blend", blend_weight=lam), weighted, predict):
+            assert b.overall == pytest.approx(lam * w.overall + (1 - lam) * p.overall)
+            assert b.categories["sum"] == pytest.approx(lam * w.categories["sum"] + (1 - lam) * p.categories["sum"])
+    assert mlbm.DEFAULT_MODE == "blend"
+    with pytest.raises(ValueError, match="blend_weight"):
+        mlb.estimate_many(held, "blend", blend_weight=1.5)
+
+
 def test_predict_ranks_held_out_models(synth):
     _, _, matrix, mlb = synth
     held = matrix.scores[10:]
@@ -263,9 +297,9 @@ def test_cli_fit_then_estimate(tmp_path):
     subset = pl.read_parquet(tmp_path / "model" / "subset.parquet")
     new = df.filter(pl.col("model") >= "m10").join(subset.select("global_sample"), on="global_sample")
     new.select("model", "global_sample", "score").write_parquet(tmp_path / "new.parquet")
-    for mode in ("predict", "direct"):
+    for mode in ("predict", "direct", "weighted", None):  # None: the default, blend
         res = runner.invoke(main, ["minilongbench", "estimate", "--model-dir", str(tmp_path / "model"), "--scores",
-                                   str(tmp_path / "new.parquet"), "--mode", mode])
+                                   str(tmp_path / "new.parquet")] + (["--mode", mode] if mode else []))
         assert res.exit_code == 0, res.output
         out = json.loads(res.output)
         assert sorted(out) == ["m10", "m11", "m12", "m13"]
@@ -301,17 +335,17 @@ def real():
     return matrix, reps
 
 
-def test_real_data_held_out_models_four_folds(real):
-    # Four folds of 5 models: fit on the other 15 (threshold, IRT, K-Means, 237 samples), estimate
-    # the 5 held-out models from their 237 subset scores only; pool the folds and rank against the
-    # truth. Measured here: predict 0.949, direct 0.914 (300 epochs); the full protocol (5 folds,
-    # 2,000 epochs, random stratified baseline) is benchmarks/minilongbench_cv.py.
+def test_real_data_held_out_models_two_folds(real):
+    # Two folds of 10 models: fit on the other 10 (threshold, IRT, K-Means, 237 samples), estimate
+    # the 10 held-out models from their 237 subset scores only; pool the folds and rank against the
+    # truth. The full protocol (5 folds, 2,000 epochs, 10 K-Means seeds, random stratified
+    # baseline) is benchmarks/minilongbench_cv.py.
     matrix, reps = real
     truth = mlbm.true_scores(matrix)
     models = list(matrix.models)
     order = np.random.default_rng(0).permutation(len(models))
-    folds = [[models[i] for i in order[f::4]] for f in range(4)]
-    pred: dict[str, dict[str, float]] = {"predict": {}, "direct": {}}
+    folds = [[models[i] for i in order[f::2]] for f in range(2)]
+    pred: dict[str, dict[str, float]] = {mode: {} for mode in mlbm.MODES}
     for held in folds:
         train = [m for m in models if m not in held]
         mlb = mlbm.fit(matrix.select_models(train), reps, ratio=0.95, epochs=300, seed=42)
@@ -320,4 +354,5 @@ def test_real_data_held_out_models_four_folds(real):
             for m, e in zip(held, mlb.estimate_many(matrix.select_models(held).scores, mode)):
                 est[m] = e.overall
     rho = {mode: mlbm.spearman([est[m] for m in models], [truth[m].overall for m in models]) for mode, est in pred.items()}
-    assert rho["predict"] >= 0.85 and rho["direct"] >= 0.8, rho
+    # Measured here: predict 0.910, direct 0.917, weighted 0.907, blend 0.907 (300 epochs).
+    assert min(rho.values()) >= 0.8, rho
