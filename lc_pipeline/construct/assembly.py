@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
+import itertools
 import json
 import random
 import string
@@ -45,7 +46,7 @@ from lc_pipeline.construct.prompts import (
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.fingerprints import INSTANCE_CONTENT_FIELDS, short_id
 from lc_pipeline.schemas import INSTANCES, conform
-from lc_pipeline.text import contains_answer, normalize_answer
+from lc_pipeline.text import normalize_answer
 
 
 SUITE = "qa"  # INSTANCES.suite of rows built here
@@ -111,7 +112,7 @@ def _answer_keys(answers: Iterable[str]) -> list[str]:
     If contains_answer(text, answers) holds, one of these words occurs in
     text.lower() with ASCII punctuation deleted (every word of the normalized text is a
     substring of that string), so the cheap `key in stripped` check only skips documents
-    that cannot contain an answer; contains_answer still makes every final decision.
+    that cannot contain an answer; the full check (contains_answer's) still makes every final decision.
     """
     keys = []
     for a in answers:
@@ -119,6 +120,16 @@ def _answer_keys(answers: Iterable[str]) -> list[str]:
         if words:
             keys.append(max(words, key=len))
     return keys
+
+
+def _contains_normalized(cache: dict[str, str], key: str, text: str, normalized_answers: Sequence[str]) -> bool:
+    """``contains_answer(text, answers)`` for ``normalized_answers = [normalize_answer(a) for a in answers]``,
+    with the text normalized once per ``key`` (a document or passage id) in ``cache``: a level
+    screens the same documents for every item, and normalizing one takes ~0.2 ms."""
+    norm = cache.get(key)
+    if norm is None:
+        norm = cache[key] = normalize_answer(text)
+    return any(na and na in norm for na in normalized_answers)
 
 
 class DocumentIndex:
@@ -134,6 +145,12 @@ class DocumentIndex:
             self.by_domain[r["domain"]].append(i)
         # C-speed lower/translate once per build instead of a Python loop per (item, doc).
         self.stripped = [(r["text"] or "").lower().translate(_PUNCT_DELETE) for r in self.rows]
+        # ... and one string of them all, so an answer key is looked up with str.find, not per document.
+        self._all_stripped = "\x00".join(self.stripped)
+        self._starts = list(itertools.accumulate((len(t) + 1 for t in self.stripped[:-1]), initial=0))
+        self.normalized: dict[str, str] = {}  # doc id -> normalize_answer(text), filled as items ask
+        self._candidates: dict[tuple, list[tuple[int, int]]] = {}
+        self._tiered: dict[tuple[int, int], dict] = {}
 
     def evidence(self, item: dict) -> list[dict]:
         missing = [d for d in item["evidence_doc_ids"] if d not in self.by_id]
@@ -143,6 +160,19 @@ class DocumentIndex:
                 f"names documents not in the documents table: {missing or 'none given'}"
             )
         return [self.by_id[d] for d in item["evidence_doc_ids"]]
+
+    def _docs_containing(self, keys: Iterable[str]) -> set[int]:
+        """Indices of the documents whose stripped text contains one of ``keys``."""
+        found: set[int] = set()
+        for key in keys:
+            pos = self._all_stripped.find(key)
+            while pos >= 0:
+                i = bisect.bisect_right(self._starts, pos) - 1
+                found.add(i)
+                if i + 1 >= len(self._starts):
+                    break
+                pos = self._all_stripped.find(key, self._starts[i + 1])  # on to the next document
+        return found
 
     def filler_pool(self, item: dict, cross_domain: bool = True) -> list[dict]:
         """Documents that may fill the item's context: not evidence, not blank, no gold answer.
@@ -154,26 +184,33 @@ class DocumentIndex:
         """
         evidence = self.evidence(item)
         evidence_ids = {d["doc_id"] for d in evidence}
-        domains = {d["domain"] for d in evidence}
-        languages = {d["language"] for d in evidence}
+        domains = tuple(sorted({d["domain"] for d in evidence}))
+        languages = tuple(sorted({d["language"] for d in evidence}))
         answers = list(item["answers"])
-        keys = _answer_keys(answers)
-        candidates = [(0, i) for domain in sorted(domains) for i in self.by_domain[domain]]
-        if cross_domain:
-            candidates += [
-                (1, i)
-                for domain in sorted(set(self.by_domain) - domains)
-                for i in self.by_domain[domain]
-                if self.rows[i]["language"] in languages
-            ]
+        normalized_answers = [normalize_answer(a) for a in answers]
+        # Items share domains: the candidates (not blank, in doc_id order per tier) are listed once.
+        key = (domains, languages, cross_domain)
+        if key not in self._candidates:
+            candidates = [(0, i) for domain in domains for i in self.by_domain[domain]]
+            if cross_domain:
+                candidates += [
+                    (1, i)
+                    for domain in sorted(set(self.by_domain) - set(domains))
+                    for i in self.by_domain[domain]
+                    if self.rows[i]["language"] in languages
+                ]
+            self._candidates[key] = [(tier, i) for tier, i in candidates if self.stripped[i].strip()]
+        excluded = {i for i in self._docs_containing(_answer_keys(answers))
+                    if _contains_normalized(self.normalized, self.rows[i]["doc_id"], self.rows[i]["text"],
+                                            normalized_answers)}
         pool = []
-        for tier, i in candidates:
-            row = self.rows[i]
-            if row["doc_id"] in evidence_ids or not self.stripped[i].strip():
+        for tier, i in self._candidates[key]:
+            if i in excluded or self.rows[i]["doc_id"] in evidence_ids:
                 continue
-            if any(k in self.stripped[i] for k in keys) and contains_answer(row["text"], answers):
-                continue
-            pool.append({**row, "tier": tier})
+            row = self._tiered.get((i, tier))
+            if row is None:  # shared by the items' pools; nobody changes a pool row
+                row = self._tiered[(i, tier)] = {**self.rows[i], "tier": tier}
+            pool.append(row)
         return pool
 
 
@@ -213,8 +250,10 @@ class _Costs:
         todo = [r for r in rows if r[key] not in self.cache]
         if todo:
             texts = [format_block(_ESTIMATE_INDEX, r["title"], r["text"]) + BLOCK_SEPARATOR for r in todo]
-            for r, n in zip(todo, self.counter.count_many(texts)):
-                self.cache[r[key]] = n
+            # One at a time: count_many starts a thread pool per call, which costs more CPU than
+            # these few hundred-token blocks (64 a call) take to encode.
+            for r, text in zip(todo, texts):
+                self.cache[r[key]] = self.counter.count(text)
 
     def get(self, row: dict, key: str) -> int:
         self.ensure([row], key)
@@ -280,10 +319,10 @@ class _TokenPositions:
     position is a token boundary exactly when its UTF-8 byte offset is a cumulative token length.
     """
 
-    def __init__(self, counter: TokenCounter, text: str, ids: Sequence[int]) -> None:
+    def __init__(self, counter: TokenCounter, text: str, ids: np.ndarray) -> None:
         self.text = text
         self.ascii = text.isascii()  # then byte offset == character offset
-        self.token_ends = np.cumsum(_token_byte_lengths(counter.encoding)[np.asarray(ids, dtype=np.int64)])
+        self.token_ends = np.cumsum(_token_byte_lengths(counter.encoding)[ids])
 
     def tokens_before(self, char_pos: int) -> int | None:
         """How many tokens the text before ``char_pos`` spans, or None if a token straddles it."""
@@ -312,6 +351,7 @@ def assemble_instance(
     length_tolerance: float,
     variant: str = "plain",
     token_cache: dict[str, int] | None = None,
+    normalized_cache: dict[str, str] | None = None,
 ) -> dict:
     """One INSTANCES row (without ``instance_id``) whose prompt is ``target_tokens`` long.
 
@@ -319,7 +359,8 @@ def assemble_instance(
     passage rows (passage_id, doc_id, title, text) in rank order. ``seed`` drives every
     random choice; the evidence position depends on ``depth`` alone, so instances that
     differ only in depth have the same distractors in the same order.
-    ``token_cache`` (block id -> tokens) lets many instances share block counts.
+    ``token_cache`` (block id -> tokens) and ``normalized_cache`` (passage id -> normalized
+    text, for the answer check) let many instances share that work.
     """
     target = int(target_tokens)
     answers = list(item["answers"])
@@ -352,8 +393,12 @@ def assemble_instance(
     # Hard negatives in rank order while they fit (the best distractors first).
     distractors: list[_Block] = []
     negatives, seen = [], set()
+    normalized = {} if normalized_cache is None else normalized_cache
+    normalized_answers = [normalize_answer(a) for a in answers]
     for h in hard_negatives:  # re-checked here: a leaked answer would make the item trivial
-        if h["passage_id"] in seen or h["doc_id"] in evidence_ids or contains_answer(h["text"], answers):
+        if h["passage_id"] in seen or h["doc_id"] in evidence_ids or _contains_normalized(
+            normalized, h["passage_id"], h["text"], normalized_answers
+        ):
             continue
         seen.add(h["passage_id"])
         negatives.append(h)
@@ -453,13 +498,15 @@ def assemble_instance(
     def score(n: int) -> tuple[int, int]:
         return (0, target - n) if n <= target else (1, n - target)
 
-    best: tuple[tuple[int, int], str, str, int, str, list[int]] | None = None
+    best: tuple[tuple[int, int], str, str, int, str, np.ndarray] | None = None
     tried: set[str] = set()
 
     def measure() -> int:
         nonlocal best
         context, prompt = render()
-        ids = counter.encode(prompt)  # kept: the block offsets below come from the same encoding
+        # = encode_ordinary (no special token allowed, none refused), as a numpy array: kept,
+        # the block offsets below come from the same encoding.
+        ids = counter.encoding.encode_to_numpy(prompt, allowed_special=set(), disallowed_special=())
         n = len(ids)
         if best is None or score(n) < best[0]:
             best = (score(n), context, prompt, n, cut_block.text if cut_block else "", ids)
@@ -608,13 +655,18 @@ def fitting_items(
     return items.filter(pl.Series(fits, dtype=pl.Boolean)), too_long
 
 
-ITEMS_PER_BATCH = 50  # at most, per batch (one Parquet row group when written)
-BATCH_TOKENS = 2**24  # at most about this many prompt tokens per batch: ~130 MB of context + prompt text
+# A batch is one Parquet row group when written. Up to 50 items a group keeps zstd's sharing of
+# the filler documents rows have in common (64k: 3.6 MB a level vs 4.2 MB in groups of 16). A
+# process building and writing a batch peaks at ~7x the batch's strings (Python rows, the
+# frame, its Arrow copy, the writer's pages), so batches also stop at ~4M prompt tokens
+# (~35 MB of context + prompt text, ~300 MB of peak memory); 256k levels lose 5 % of file size.
+ITEMS_PER_BATCH = 50
+BATCH_TOKENS = 2**22
 
 
 def items_per_batch_at(target_tokens: int, rows_per_item: int, cap: int = ITEMS_PER_BATCH) -> int:
     """Items per batch so that a batch of ``rows_per_item`` rows per item (depths x variants) holds
-    about BATCH_TOKENS prompt tokens: 50 items at 256k x 1 depth, 10 at 256k x 6 depths."""
+    at most about BATCH_TOKENS prompt tokens: 50 items at 64k x 1 depth, 16 at 256k x 1 depth."""
     return max(1, min(cap, BATCH_TOKENS // max(1, target_tokens * rows_per_item)))
 
 
@@ -632,9 +684,10 @@ def iter_instance_batches(
     """The instances of one length level (the selected items x the configured depths), as
     INSTANCES frames of ``items_per_batch`` items each (default: :func:`items_per_batch_at`), in item order.
 
-    A level at 256k tokens x 100 items x 1 depth is ~500 MB of strings; a caller that writes
-    each batch before asking for the next holds one batch at a time. The rows do not depend on
-    the batch size: items are selected once, and each instance depends only on its item and the level.
+    A level at 256k tokens x 100 items x 1 depth is ~230 MB of strings (a peak of ~1.9 GB when
+    built as one frame and written); a caller that writes each batch before asking for the next
+    holds one batch at a time. The rows do not depend on the batch size: items are selected
+    once, and each instance depends only on its item and the level.
     """
     if counter.name != config.tokenizer:
         raise ValueError(f"config tokenizer {config.tokenizer!r} but the counter is {counter.name!r}")
@@ -648,6 +701,7 @@ def iter_instance_batches(
     negatives = _hard_negative_rows(hard_negatives, passages, selected["item_id"].to_list())
     fingerprint = config.fingerprint(*INSTANCE_CONTENT_FIELDS)
     token_cache: dict[str, int] = {}  # block counts, shared by every batch of the level
+    normalized_cache: dict[str, str] = {}  # hard negatives' normalized text, likewise
     for batch in selected.iter_slices(items_per_batch):
         rows = []
         for item in batch.iter_rows(named=True):
@@ -670,11 +724,15 @@ def iter_instance_batches(
                     max_new_tokens=config.max_new_tokens,
                     length_tolerance=config.length_tolerance,
                     token_cache=token_cache,
+                    normalized_cache=normalized_cache,
                 )
                 row["instance_id"] = instance_id(item["item_id"], level, target, float(depth), row["variant"],
                                                  fingerprint)
                 rows.append(row)
-        yield conform(pl.DataFrame(rows, schema=INSTANCES), "instances")
+        frame = conform(pl.DataFrame(rows, schema=INSTANCES), "instances")
+        del rows  # the frame holds its own copy of the strings: do not keep both while the caller writes
+        yield frame
+        del frame
 
 
 def build_instances(

@@ -419,11 +419,11 @@ def test_batches_hold_the_same_rows_as_one_frame(built, corpus, counter):
 
 
 def test_batches_are_bounded_by_prompt_tokens():
-    # ~16M prompt tokens a batch: 50 items (the cap) at 256k with one depth, fewer with more rows per item.
-    assert items_per_batch_at(256 * 1024, 1) == 50
-    assert items_per_batch_at(256 * 1024, 6) == 10
-    assert items_per_batch_at(256 * 1024, 6 * 4) == 2  # 6 depths x LV-Eval's 4 variants
-    assert items_per_batch_at(1024 * 1024, 24) == 1  # never less than one item
+    # ~4M prompt tokens a batch, at most 50 items: fewer items at long levels and with more rows per item.
+    assert items_per_batch_at(64 * 1024, 1) == 50
+    assert items_per_batch_at(256 * 1024, 1) == 16
+    assert items_per_batch_at(128 * 1024, 6) == 5
+    assert items_per_batch_at(256 * 1024, 6 * 4) == 1  # 6 depths x LV-Eval's 4 variants: never less than one item
     assert items_per_batch_at(4096, 3, cap=7) == 7
 
 
