@@ -1,9 +1,10 @@
 """instances: the benchmark itself, one partition per length level, with its quality checks.
 
-A level is built and written in batches (the QA suite up to ``ITEMS_PER_BATCH`` items and about
-``assembly.BATCH_TOKENS`` prompt tokens at a time, each other suite as one batch): each batch gets its LV-Eval variants, is checked, and becomes one
-row group of a staged Parquet file that the IO manager publishes whole. Only a batch and a
-small per-row summary (ids, lengths) are in memory at a time, whatever the level's size.
+A level is built and written in batches (the QA suite up to ``ITEMS_PER_BATCH`` items and
+about ``assembly.BATCH_TOKENS`` prompt tokens at a time, each other suite as one batch): each
+batch gets its LV-Eval variants, is checked, and becomes one row group of a staged Parquet file
+that the IO manager publishes whole. Only a batch and a small per-row summary (ids, lengths)
+are in memory at a time, whatever the level's size.
 """
 
 import tempfile
@@ -202,24 +203,29 @@ class _Checks:
         self.config, self.documents, self.facts, self.rules = config, documents, facts, rules
         self.rules_by_item = rules_by_item(rules)
         self.too_far: list[str] = []
-        self.missing: list[str] = []
-        self.bad_keywords: list[str] = []
+        # Plain and variant rows apart: the checks list them in the same order whatever the batches.
+        self.missing: dict[bool, list[str]] = {False: [], True: []}  # by "is a variant row"
+        self.bad_keywords: dict[bool, list[str]] = {False: [], True: []}
         self.kpr: list[str] = []
         self.spans: list[str] = []
         self.rag: list[pl.DataFrame] = []  # HELMET RAG rows' ids and block ids: the depth check spans rows
 
     def add(self, out: pl.DataFrame, fact_tokens: pl.Series) -> None:
-        without_facts = pl.Series([
-            count_units(lveval.without_insertions(ctx, ins, lang), lang if lang in ("en", "zh") else "en")
-            if unit != "tokens" and ins else n
-            for ctx, ins, lang, unit, n in out.select("context", "insertions", "language", "length_unit",
-                                                      "context_units").iter_rows()], dtype=pl.Int64)
+        # Word-level CFI rows are measured without their facts (only they: contexts are large to copy out).
+        units = out["context_units"].to_list()
+        for i, ctx, ins, lang in out.with_row_index("i").filter(
+            (pl.col("length_unit") != "tokens") & (pl.col("insertions").list.len() > 0)
+        ).select("i", "context", "insertions", "language").iter_rows():
+            units[i] = count_units(lveval.without_insertions(ctx, ins, lang), lang if lang in ("en", "zh") else "en")
+        without_facts = pl.Series(units, dtype=pl.Int64)
         self.too_far += length_violations(out.with_columns(input_tokens=pl.col("input_tokens") - fact_tokens,
                                                            context_units_without_facts=without_facts),
                                           self.config.length_tolerance)["instance_id"].to_list()
         whole_docs = out.filter(pl.col("suite") != HELMET_SUITE)  # HELMET holds passages, cut documents, pairs
-        self.missing += evidence_violations(whole_docs, self.documents, self.rules)
-        self.bad_keywords += keyword_violations(whole_docs, self.documents, self.rules)
+        for variant_rows in (False, True):
+            rows = whole_docs.filter((pl.col("variant") != "plain") == variant_rows)
+            self.missing[variant_rows] += evidence_violations(rows, self.documents, self.rules)
+            self.bad_keywords[variant_rows] += keyword_violations(rows, self.documents, self.rules)
         self.kpr += kpr_problems(out.filter(pl.col("variant").str.contains("kpr")).iter_rows(named=True),
                                  self.rules_by_item)
         self.spans += lveval.insertion_problems(out, self.facts, self.rules)
@@ -232,8 +238,8 @@ class _Checks:
                 "violations": len(problems), **extra, "examples": dg.MetadataValue.json(problems[:5])})
 
         yield result(CHECK_LENGTH, self.too_far, tolerance=self.config.length_tolerance)
-        yield result(CHECK_EVIDENCE, self.missing)
-        yield result(CHECK_KEYWORDS, self.bad_keywords)
+        yield result(CHECK_EVIDENCE, self.missing[False] + self.missing[True])
+        yield result(CHECK_KEYWORDS, self.bad_keywords[True] + self.bad_keywords[False])
         yield result(lveval.CHECK_KPR, self.kpr)
         yield result(lveval.CHECK_INSERTIONS, self.spans)
         rag = pl.concat(self.rag)

@@ -19,7 +19,7 @@ import yaml
 from lc_pipeline import schemas, storage
 from lc_pipeline.assets import instances as instances_asset
 from lc_pipeline.config import PACKAGED_CONFIGS
-from lc_pipeline.construct.assembly import build_instances, fitting_items
+from lc_pipeline.construct.assembly import build_instances, fitting_items, select_items
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.partitions import SOURCE_DIM
@@ -51,8 +51,9 @@ def project(tmp_path_factory):
     return pipeline
 
 
-def build_level(pipeline, lake, items_per_batch: int, monkeypatch, scratch):
-    """Materialize instances at LEVEL into ``lake``; returns (table, row groups, materialization, checks)."""
+def build_level(pipeline, lake, items_per_batch: int, monkeypatch, scratch, edit_items=None):
+    """Materialize instances at LEVEL into ``lake`` (source_items changed by ``edit_items``); returns
+    (table, row groups, materialization metadata, {check: (passed, metadata)})."""
     monkeypatch.setattr(instances_asset, "ITEMS_PER_BATCH", items_per_batch)
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the asset stages its file
     resources = {**pipeline.resources, "io_manager": HiveParquetIOManager(base_dir=str(lake))}
@@ -63,13 +64,15 @@ def build_level(pipeline, lake, items_per_batch: int, monkeypatch, scratch):
             dest = lake / upstream / f.relative_to(src)
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(f.read_bytes())
+            if upstream == "source_items" and edit_items is not None:
+                storage.write_parquet(edit_items(pl.read_parquet(dest)), dest)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(SOURCE_DIM, ["demo"])
         result = dg.materialize(pipeline.assets, selection=["instances"], partition_key=LEVEL, resources=resources,
-                                instance=instance)
-    assert result.success
+                                instance=instance, raise_on_error=False)
     path = partition_path(lake, "instances", {"length": LEVEL})
-    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    checks = {c.check_name: (c.passed, {k: v.value for k, v in c.metadata.items()})
+              for c in result.get_asset_check_evaluations()}
     return (pl.read_parquet(path), pq.ParquetFile(path).metadata.num_row_groups,
             result.asset_materializations_for_node("instances")[0].metadata, checks)
 
@@ -85,7 +88,7 @@ def test_a_level_built_in_batches_is_the_level_built_at_once(project, tmp_path, 
     assert batched.equals(whole) and batched.schema == schemas.INSTANCES
     assert set(batched["variant"]) == {"plain", "cfi", "kpr", "cfi_kpr"}
     assert set(batched["task"]) > {"factrecall_en"}
-    assert all(checks.values()) and checks == whole_checks and len(checks) == 6
+    assert all(passed for passed, _ in checks.values()) and checks == whole_checks and len(checks) == 6
     assert meta["dagster/row_count"].value == meta["instances"].value == batched.height
     same = ["instances", "instances_qa", "input_tokens_min", "input_tokens_max", "max_relative_length_error",
             "instances_variant_cfi", "cfi_fact_tokens_max", "items_eligible", "instances_with_cross_domain_fillers"]
@@ -103,3 +106,30 @@ def test_a_level_built_in_batches_is_the_level_built_at_once(project, tmp_path, 
     qa_plain = batched.filter((pl.col("variant") == "plain") & (pl.col("task") != "factrecall_en"))
     assert qa_plain.select("instance_id", "prompt", "input_tokens", "evidence_depths").equals(
         plain.select("instance_id", "prompt", "input_tokens", "evidence_depths"))
+
+
+def test_check_violations_add_up_across_batches(project, tmp_path, monkeypatch):
+    # Two items whose answer keyword is in no document: their rows fail the keyword check
+    # whichever batch they are built in, and the check reports the same rows either way.
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    lake = project.settings.lake_dir
+    items = pl.read_parquet(lake / "source_items" / "source=demo" / "data.parquet")
+    documents = pl.read_parquet(lake / "source_documents" / "source=demo" / "data.parquet")
+    eligible, _ = fitting_items(items, documents, TokenCounter.load(), 1024)
+    picked = select_items(eligible, project.config.items_per_length, project.config.seed)["item_id"].to_list()
+    broken = [picked[0], picked[-1]]  # the first and the last batch of 2
+
+    def unfindable_keywords(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.with_columns(pl.when(pl.col("item_id").is_in(broken)).then(pl.lit(["Zqxjvwk"]))
+                                  .otherwise(pl.col("answer_keywords")).alias("answer_keywords"))
+
+    _, _, _, batched = build_level(project, tmp_path / "batched", 2, monkeypatch, scratch, unfindable_keywords)
+    _, _, _, whole = build_level(project, tmp_path / "whole", 100, monkeypatch, scratch, unfindable_keywords)
+    passed, meta = batched["answer_keywords_in_evidence"]
+    assert not passed and (passed, meta) == whole["answer_keywords_in_evidence"]
+    table = pl.read_parquet(partition_path(tmp_path / "batched", "instances", {"length": LEVEL}))
+    failing = table.filter(pl.col("item_id").is_in(broken))
+    assert meta["violations"] == failing.height >= 4  # 2 items x 2 depths, with their LV-Eval variants
+    assert set(meta["examples"]) <= set(failing["instance_id"])
+    assert all(batched[c][0] for c in batched if c != "answer_keywords_in_evidence")
