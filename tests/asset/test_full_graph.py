@@ -2,7 +2,9 @@
 
 Reads as the life of a benchmark: build it, evaluate the built-in model, run again (nothing
 is recomputed, nothing duplicated), register a second model and backfill only its
-partitions, then query the lake with DuckDB.
+partitions (the run records show no other materialization; the same backfill again runs
+nothing; a forced partition is answered by the generation store), then query the lake with DuckDB.
+All on one materialized lake: each step starts from the state the previous one left.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import dagster as dg
 import polars as pl
 import pytest
 from lc_pipeline.definitions import build_pipeline
+from lc_pipeline.fingerprints import MODEL_STAGES
 from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.lake import query
+from lc_pipeline.partitions import length_model_key
 from lc_pipeline.runner import Runner
 from lc_pipeline.settings import Settings
 
@@ -26,6 +30,9 @@ pytestmark = [
 
 TABLES = ["source_documents", "source_items", "rejected_records", "passages", "passage_index", "hard_negatives", "instances",
           "generations", "metric_scores", "long_scores", "leaderboard"]
+UPSTREAM = {"source_documents", "source_items", "rejected_records", "passages", "passage_index", "hard_negatives",
+            "instances"}
+NEW_MODEL = "smollm2-135m-w1536"
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +47,16 @@ def world(tmp_path_factory, tiny_config_file):
 def runner_for(world) -> Runner:
     settings, instance = world
     return Runner(build_pipeline(settings), instance, echo=lambda m: None)
+
+
+def materializations(instance: dg.DagsterInstance, run_ids: list[str]) -> set[tuple[str, str | None]]:
+    """(asset, partition) of every materialization the given runs recorded."""
+    out = set()
+    for run_id in run_ids:
+        for rec in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+            event = rec.dagster_event
+            out.add((event.asset_key.path[-1], event.partition))
+    return out
 
 
 def test_demo_builds_every_table_in_hive_layout(world):
@@ -86,23 +103,51 @@ def test_second_run_reuses_everything_and_duplicates_nothing(world):
 def test_new_model_costs_only_its_own_partitions(world):
     settings, instance = world
     registry = ModelRegistry(settings.models_file)
-    # A second configuration of the same weights with a small window: the 2k prompts get middle-truncated.
-    registry.add(dataclasses.replace(registry.get("smollm2-135m"), slug="smollm2-135m-w1536", max_model_len=1536))
-    upstream = ["source_documents", "passages", "passage_index", "hard_negatives", "instances"]
-    counts_before = {a: len(instance.fetch_materializations(dg.AssetKey(a), limit=100).records) for a in upstream}
+    # A second configuration of the same weights with a small window (what `lcp add-model` does):
+    # the 2k prompts get middle-truncated.
+    registry.add(dataclasses.replace(registry.get("smollm2-135m"), slug=NEW_MODEL, max_model_len=1536))
+    counts_before = {a: len(instance.fetch_materializations(dg.AssetKey(a), limit=100).records) for a in UPSTREAM}
+    runs_before = {r.run_id for r in instance.get_runs()}
+    assert UPSTREAM <= {a for a, _ in materializations(instance, list(runs_before))}
 
     runner = runner_for(world)
-    runner.evaluate_model("smollm2-135m-w1536")
+    runner.tags = {"lcp/backfill": NEW_MODEL}  # what `lcp backfill --model` tags its runs with
+    runner.evaluate_model(NEW_MODEL)
+
+    # The run records: only the new model's partitions were materialized, every model stage per length.
+    new_runs = [r for r in instance.get_runs() if r.run_id not in runs_before]
+    assert new_runs and all(r.tags["lcp/backfill"] == NEW_MODEL for r in new_runs)
+    done = materializations(instance, [r.run_id for r in new_runs])
+    assets = {a for a, _ in done}
+    assert not assets & UPSTREAM, "an upstream asset was re-materialized"
+    assert {"generations", "metric_scores"} <= assets <= MODEL_STAGES
+    assert all(partition is not None and NEW_MODEL in partition for _, partition in done), done
+    lengths = runner.config.lengths
+    assert {p for a, p in done if a == "generations"} == {length_model_key(lv, NEW_MODEL) for lv in lengths}
+    counts_after = {a: len(instance.fetch_materializations(dg.AssetKey(a), limit=100).records) for a in UPSTREAM}
+    assert counts_after == counts_before
+
+    # The same backfill again: every partition is up to date, nothing runs.
+    runs = len(instance.get_runs())
+    runner.evaluate_model(NEW_MODEL)
+    assert len(instance.get_runs()) == runs
+    assert all(NEW_MODEL in label for label in runner.ran), runner.ran
+
+    # Forcing one partition through Dagster again costs no generation: the generation store answers.
+    pipeline = runner.pipeline
+    result = dg.materialize(pipeline.assets, selection=["generations"],
+                            partition_key=length_model_key(lengths[0], NEW_MODEL), resources=pipeline.resources,
+                            instance=instance)
+    [mat] = result.asset_materializations_for_node("generations")
+    assert mat.metadata["generated"].value == 0
+    assert mat.metadata["reused_from_store"].value == mat.metadata["generations"].value > 0
+
     board = runner.leaderboard()
+    assert set(board["model"]) == {"smollm2-135m", NEW_MODEL}
 
-    counts_after = {a: len(instance.fetch_materializations(dg.AssetKey(a), limit=100).records) for a in upstream}
-    assert counts_after == counts_before, "an upstream asset was re-materialized"
-    assert all("smollm2-135m-w1536" in label or label == "leaderboard" for label in runner.ran), runner.ran
-    assert set(board["model"]) == {"smollm2-135m", "smollm2-135m-w1536"}
-
-    gens = pl.read_parquet(settings.lake_dir / "generations" / "length=2k" / "model=smollm2-135m-w1536" / "data.parquet")
+    gens = pl.read_parquet(settings.lake_dir / "generations" / "length=2k" / f"model={NEW_MODEL}" / "data.parquet")
     assert gens["truncated"].all() and (gens["prompt_tokens"] <= 1536 - 12).all()
 
     cols, rows = query(settings.lake_dir, "select model, length, avg(score) from metric_scores group by all order by all")
     assert cols == ["model", "length", "avg(score)"]
-    assert {(m, lv) for m, lv, _ in rows} == {(m, lv) for m in ("smollm2-135m", "smollm2-135m-w1536") for lv in ("1k", "2k")}
+    assert {(m, lv) for m, lv, _ in rows} == {(m, lv) for m in ("smollm2-135m", NEW_MODEL) for lv in ("1k", "2k")}
