@@ -22,8 +22,9 @@ reference the released 237-sample subset scored with the same parameters (it was
 authors using all 20 models, so it has seen the held-out ones). Each repeat uses another fold
 split and another seed for the IRT fit and K-Means (seed, seed + 1, ...). Which samples one
 K-Means run picks moves the held-out Spearman by more than any method choice, so
-``--kmeans-seeds N`` re-runs the clustering N times on each fold's IRT fit (seeds seed, seed +
-101, ...; the first is what ``lcp minilongbench fit`` would pick) and reports the spread over them.
+``--kmeans-seeds N`` re-runs the selection N times on each fold's IRT fit (seeds seed, seed +
+1009, ...; the first is what ``lcp minilongbench fit`` would pick) and reports the spread over
+them; ``--candidates C`` is the fit's number of K-Means runs per selection (1 = the paper's one run).
 ``--cache DIR`` keeps each fold's fitted model (the ``lcp minilongbench fit`` directory format) so
 a rerun skips the IRT fits. Finally, unless ``--no-in-sample``, the paper's "train" figure: fit
 on all models, estimate the same models.
@@ -75,11 +76,10 @@ def fit_cached(matrix: mlbm.ScoreMatrix, reps: np.ndarray, cache: Path | None, *
     return mlb, time.perf_counter() - t0
 
 
-def reselect(mlb: mlbm.MiniLongBench, seed: int) -> mlbm.MiniLongBench:
-    """The same IRT parameters, the K-Means selection re-run with another seed."""
-    features = np.hstack([mlb.alpha, mlb.beta[:, None]])
-    weights = mlbm.balance_weights(mlb.tasks, mlb.categories)
-    sel = mlbm.select_subset(features, mlb.categories, weights, len(mlb.subset), seed)
+def reselect(mlb: mlbm.MiniLongBench, train: mlbm.ScoreMatrix, seed: int, candidates: int) -> mlbm.MiniLongBench:
+    """The same IRT parameters, the subset chosen again as ``lcp minilongbench fit`` would with this
+    seed and number of K-Means candidates (so a cached fit serves any selection setting)."""
+    sel, _ = mlbm.choose_subset(train, mlb.alpha, mlb.beta, mlb.categories, len(mlb.subset), seed, candidates)
     return mlbm.MiniLongBench(samples=mlb.samples, tasks=mlb.tasks, categories=mlb.categories, alpha=mlb.alpha,
                               beta=mlb.beta, subset=sel.indices, threshold=mlb.threshold, meta=dict(mlb.meta),
                               cluster=sel.cluster, cluster_group=sel.cluster_group, cluster_weight=sel.cluster_weight)
@@ -98,6 +98,7 @@ def cross_validate(
     draws: int = 200,
     method: str = "vi",
     kmeans_seeds: int = 1,
+    candidates: int = 8,
     cache: Path | None = None,
     in_sample_check: bool = True,
     log=print,
@@ -107,7 +108,7 @@ def cross_validate(
     runs = []
     for rep in range(repeats):
         split_seed = seed + rep
-        kseeds = [split_seed + 101 * i for i in range(kmeans_seeds)]
+        kseeds = [split_seed + 1009 * i for i in range(kmeans_seeds)]  # far apart: each uses `candidates` seeds
         est = {f"{m}": {} for m in modes}
         est.update({f"released/{m}": {} for m in modes} if released is not None else {})
         per_kseed = {k: {m: {} for m in modes} for k in kseeds}  # K-Means seed -> mode -> model -> estimate
@@ -115,11 +116,13 @@ def cross_validate(
         sizes, fold_info = [], []
         for f, held in enumerate(folds_of(matrix.models, folds, split_seed)):
             train = [m for m in matrix.models if m not in held]
-            mlb, fit_s = fit_cached(matrix.select_models(train), reps, cache, ratio=ratio, seed=split_seed,
+            train_matrix = matrix.select_models(train)
+            mlb, fit_s = fit_cached(train_matrix, reps, cache, ratio=ratio, seed=split_seed,
                                     epochs=epochs, method=method, representation="released PCA-10")
+            mlb = reselect(mlb, train_matrix, split_seed, candidates)
             obs = matrix.select_models(held).scores
             for k in kseeds:
-                other = mlb if k == split_seed else reselect(mlb, k)
+                other = mlb if k == split_seed else reselect(mlb, train_matrix, k, candidates)
                 for mode in modes:
                     for m, e in zip(held, other.estimate_many(obs, mode)):
                         per_kseed[k][mode][m] = e.overall
@@ -175,6 +178,7 @@ def cross_validate(
         # The paper's "train" column: fit on every model, estimate the same models from the subset.
         mlb, _ = fit_cached(matrix, reps, cache, ratio=ratio, seed=seed, epochs=epochs, method=method,
                             representation="released PCA-10")
+        mlb = reselect(mlb, matrix, seed, candidates)
         truth = [truth_all[m].overall for m in matrix.models]
         in_sample = {"subset_task_counts": mlb.subset_task_counts(), "threshold": mlb.threshold}
         for mode in modes:
@@ -198,6 +202,7 @@ def cross_validate(
         "epochs": epochs,
         "method": method,
         "kmeans_seeds": kmeans_seeds,
+        "candidates": candidates,
         "seed": seed,
         "truth": {m: truth_all[m].overall for m in matrix.models},
         "runs": runs,
@@ -254,7 +259,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=None, help="IRT epochs (default 2000; --quick 500)")
     ap.add_argument("--draws", type=int, default=None, help="random subsets per fold (default 200; --quick 20)")
     ap.add_argument("--method", choices=["vi", "map"], default="vi")
-    ap.add_argument("--kmeans-seeds", type=int, default=1, help="K-Means runs per fold on the same IRT fit")
+    ap.add_argument("--kmeans-seeds", type=int, default=1, help="subsets per fold on the same IRT fit (other seeds)")
+    ap.add_argument("--candidates", type=int, default=8, help="K-Means runs per subset (lcp minilongbench fit --candidates)")
     ap.add_argument("--cache", type=Path, default=None, help="keep fitted fold models here (reruns skip the IRT fit)")
     ap.add_argument("--json", type=Path, default=Path("minilongbench_cv.json"))
     args = ap.parse_args()
@@ -264,12 +270,14 @@ def main() -> None:
     draws = args.draws if args.draws is not None else (20 if args.quick else 200)
     matrix, reps, released = load(args.data)
     print(f"{len(matrix.models)} models x {len(matrix.samples)} samples; {args.folds}-fold leave-models-out, "
+          f"{args.candidates} K-Means candidate(s) per subset, "
           f"{args.repeats} repeat(s), ratio {args.ratio}, IRT {args.method} {epochs} epochs, {draws} random draws/fold",
           flush=True)
     t0 = time.perf_counter()
     result = cross_validate(matrix, reps, released, folds=args.folds, repeats=args.repeats, seed=args.seed,
                             ratio=args.ratio, epochs=epochs, draws=draws, method=args.method,
-                            kmeans_seeds=args.kmeans_seeds, cache=args.cache, in_sample_check=not args.no_in_sample, log=lambda s: print(s, flush=True))
+                            kmeans_seeds=args.kmeans_seeds, candidates=args.candidates, cache=args.cache,
+                            in_sample_check=not args.no_in_sample, log=lambda s: print(s, flush=True))
     result["seconds"] = round(time.perf_counter() - t0, 1)
     print()
     print(f"Spearman of estimated vs true overall score, {len(matrix.models)} held-out estimates pooled over folds "

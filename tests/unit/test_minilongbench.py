@@ -138,8 +138,29 @@ def test_same_seed_same_subset_and_another_seed_another(synth):
     train = matrix.select_models(list(matrix.models[:10]))
     again = mlbm.fit(train, reps, ratio=0.8, dims=2, epochs=120, seed=5)
     assert np.array_equal(again.subset, mlb.subset) and np.array_equal(again.alpha, mlb.alpha)
-    other = mlbm.fit(train, reps, ratio=0.8, dims=2, epochs=120, seed=6)
+    other = mlbm.fit(train, reps, ratio=0.8, dims=2, epochs=120, seed=50)  # K-Means candidates 50..57, not 5..12
     assert not np.array_equal(other.subset, mlb.subset)
+
+
+def test_subset_is_the_k_means_run_that_best_recovers_the_training_models(synth):
+    _, _, matrix, mlb = synth
+    train = matrix.select_models(list(matrix.models[:10]))
+    tried = mlb.meta["subset_candidates"]
+    assert [t["seed"] for t in tried] == list(range(5, 13))
+    best = min(tried, key=lambda t: t["train_mae"])
+    # The kept subset is that candidate's K-Means selection...
+    features = np.hstack([mlb.alpha, mlb.beta[:, None]])
+    weights = mlbm.balance_weights(mlb.tasks, mlb.categories)
+    again = mlbm.select_subset(features, mlb.categories, weights, len(mlb.subset), best["seed"])
+    assert np.array_equal(again.indices, mlb.subset)
+    # ...and its error is what the blend estimates of the training models make of their truth.
+    truth = np.array([e.overall for e in mlbm.aggregate(train.scores, train.tasks, train.categories)])
+    est = np.array([e.overall for e in mlb.estimate_many(train.scores, "blend")])
+    assert best["train_mae"] == pytest.approx(np.mean(np.abs(est - truth)))
+    # One candidate is the paper's single K-Means run.
+    single, info = mlbm.choose_subset(train, mlb.alpha, mlb.beta, mlb.categories, len(mlb.subset), 5, candidates=1)
+    assert info == [{"seed": 5, "train_mae": None}]
+    assert np.array_equal(single.indices, mlbm.select_subset(features, mlb.categories, weights, len(mlb.subset), 5).indices)
 
 
 def test_direct_mode_is_the_aggregated_subset_mean(synth):
@@ -294,6 +315,11 @@ def test_cli_fit_then_estimate(tmp_path):
     assert res.exit_code == 0, res.output
     summary = json.loads(res.output)
     assert summary["subset"] == 40 and summary["train_models"] == 10
+    # The honest baseline beside the subset: per mode, ours and the median of random stratified subsets.
+    baseline = json.loads((tmp_path / "model" / "baseline.json").read_text())
+    assert baseline["draws"] == 50 and {k: summary["baseline"][k] for k in baseline} == baseline
+    for mode in mlbm.MODES:
+        assert -1 <= baseline[f"train_spearman_{mode}"] <= 1 and -1 <= baseline[f"random_median_spearman_{mode}"] <= 1
     subset = pl.read_parquet(tmp_path / "model" / "subset.parquet")
     new = df.filter(pl.col("model") >= "m10").join(subset.select("global_sample"), on="global_sample")
     new.select("model", "global_sample", "score").write_parquet(tmp_path / "new.parquet")
