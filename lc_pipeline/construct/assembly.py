@@ -22,6 +22,7 @@ import functools
 import hashlib
 import itertools
 import json
+import operator
 import random
 import string
 from collections import defaultdict
@@ -58,6 +59,7 @@ _ESTIMATE_INDEX = 1  # block costs are estimated with this index; the exact coun
 _SENTENCE_END = frozenset(".!?")
 _CLOSERS = frozenset("\"')]\u201d\u2019")
 _PUNCT_DELETE = str.maketrans("", "", string.punctuation)
+_DOC_ID = operator.itemgetter("doc_id")
 
 
 def derive_seed(*parts: Any) -> int:
@@ -106,20 +108,15 @@ def select_items(items: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
 # --------------------------------------------------------------------------- fillers
 
 
-def _answer_keys(answers: Iterable[str]) -> list[str]:
-    """The longest word of each normalized answer.
+def _answer_words(answers: Iterable[str]) -> list[list[str]]:
+    """The words of each normalized answer (answers that normalize to nothing left out).
 
-    If contains_answer(text, answers) holds, one of these words occurs in
-    text.lower() with ASCII punctuation deleted (every word of the normalized text is a
-    substring of that string), so the cheap `key in stripped` check only skips documents
-    that cannot contain an answer; the full check (contains_answer's) still makes every final decision.
+    If contains_answer(text, answers) holds, every word of one of the answers occurs in
+    text.lower() with ASCII punctuation deleted (each word of the normalized text is a
+    substring of that string), so a document lacking a word of every answer cannot contain
+    one; for the others the full check (contains_answer's) makes the decision.
     """
-    keys = []
-    for a in answers:
-        words = normalize_answer(a).split()
-        if words:
-            keys.append(max(words, key=len))
-    return keys
+    return [words for words in (normalize_answer(a).split() for a in answers) if words]
 
 
 def _contains_normalized(cache: dict[str, str], key: str, text: str, normalized_answers: Sequence[str]) -> bool:
@@ -151,6 +148,7 @@ class DocumentIndex:
         self.normalized: dict[str, str] = {}  # doc id -> normalize_answer(text), filled as items ask
         self._candidates: dict[tuple, list[tuple[int, int]]] = {}
         self._tiered: dict[tuple[int, int], dict] = {}
+        self._word_docs: dict[str, set[int]] = {}
 
     def evidence(self, item: dict) -> list[dict]:
         missing = [d for d in item["evidence_doc_ids"] if d not in self.by_id]
@@ -161,17 +159,27 @@ class DocumentIndex:
             )
         return [self.by_id[d] for d in item["evidence_doc_ids"]]
 
-    def _docs_containing(self, keys: Iterable[str]) -> set[int]:
-        """Indices of the documents whose stripped text contains one of ``keys``."""
+    def _docs_containing(self, word: str) -> set[int]:
+        """Indices of the documents whose stripped text contains ``word`` (cached: items share words)."""
+        found = self._word_docs.get(word)
+        if found is not None:
+            return found
+        found = self._word_docs[word] = set()
+        pos = self._all_stripped.find(word)
+        while pos >= 0:
+            i = bisect.bisect_right(self._starts, pos) - 1
+            found.add(i)
+            if i + 1 >= len(self._starts):
+                break
+            pos = self._all_stripped.find(word, self._starts[i + 1])  # on to the next document
+        return found
+
+    def _may_contain_answer(self, answers: Iterable[str]) -> set[int]:
+        """Indices of the documents with every word of at least one answer (see :func:`_answer_words`)."""
         found: set[int] = set()
-        for key in keys:
-            pos = self._all_stripped.find(key)
-            while pos >= 0:
-                i = bisect.bisect_right(self._starts, pos) - 1
-                found.add(i)
-                if i + 1 >= len(self._starts):
-                    break
-                pos = self._all_stripped.find(key, self._starts[i + 1])  # on to the next document
+        for words in _answer_words(answers):  # the longest word is the rarest, usually
+            found.update(i for i in self._docs_containing(max(words, key=len))
+                         if all(w in self.stripped[i] for w in words))
         return found
 
     def filler_pool(self, item: dict, cross_domain: bool = True) -> list[dict]:
@@ -200,7 +208,7 @@ class DocumentIndex:
                     if self.rows[i]["language"] in languages
                 ]
             self._candidates[key] = [(tier, i) for tier, i in candidates if self.stripped[i].strip()]
-        excluded = {i for i in self._docs_containing(_answer_keys(answers))
+        excluded = {i for i in self._may_contain_answer(answers)
                     if _contains_normalized(self.normalized, self.rows[i]["doc_id"], self.rows[i]["text"],
                                             normalized_answers)}
         pool = []
@@ -412,12 +420,14 @@ def assemble_instance(
 
     # Filler documents in a seeded order while they fit. A document that lent a passage to
     # the hard negatives is left out so no text appears twice.
-    negative_docs = {h["doc_id"] for h in negatives[: len(distractors)]}
+    left_out = evidence_ids | {h["doc_id"] for h in negatives[: len(distractors)]}
+    tiers: dict[int, list[dict]] = defaultdict(list)
+    for f in fillers:
+        if f["doc_id"] not in left_out:
+            tiers[f.get("tier", 0)].append(f)
     order = []
-    for tier in sorted({f.get("tier", 0) for f in fillers}):  # same-domain first, then the fallback tier
-        part = [f for f in fillers if f.get("tier", 0) == tier and f["doc_id"] not in evidence_ids
-                and f["doc_id"] not in negative_docs]
-        part.sort(key=lambda f: f["doc_id"])  # the seeded shuffle must not depend on input order
+    for tier in sorted(tiers):  # same-domain first, then the fallback tier
+        part = sorted(tiers[tier], key=_DOC_ID)  # the seeded shuffle must not depend on input order
         rng.shuffle(part)
         order += part
     n_taken = 0
@@ -436,7 +446,6 @@ def assemble_instance(
         if stop:
             break
     remaining = order[n_taken:]
-    by_doc_id = {f["doc_id"]: f for f in order}
 
     # Close the gap with one filler cut to size. When the gap is too small for a real cut,
     # give back the last block or two and cut a longer document instead.
@@ -459,7 +468,7 @@ def assemble_instance(
             n_blocks -= 1
             used -= give_back.cost + _index_extra(counter, len(str(n_blocks + 1)))
             if give_back.kind == "filler":
-                remaining.insert(0, by_doc_id[give_back.block_id])
+                remaining.insert(0, next(f for f in order if f["doc_id"] == give_back.block_id))
             cut_plan = plan_cut(budget - used)
         if cut_plan is None:  # giving back did not help: keep the fuller context
             distractors[:], used, remaining[:], n_blocks = kept[0], kept[1], kept[2], kept[3]
