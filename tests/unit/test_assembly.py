@@ -240,6 +240,26 @@ def test_filler_pool_drops_documents_containing_an_answer(corpus):
 # --------------------------------------------------------------------------- build_instances
 
 
+def test_filler_pool_screens_answers_exactly_as_contains_answer(corpus):
+    # The pool screens documents by the words of each answer before the exact check: partial
+    # words, answers split over sentences, articles and punctuation must decide as SubEM does.
+    documents = corpus[1]
+    texts = {
+        "person-001": "She sailed from Lytoford at dawn.",  # "ford" inside a longer word: contains "ford"
+        "person-002": "The river is called Kado; boats dock elsewhere.",  # both words, not the phrase
+        "person-003": "Boats reach the Kado River twice a year.",  # "kado river" after normalization
+        "person-004": "An inn called The Harbour, by the quay.",  # "harbour" (the article goes)
+        "person-005": "Nothing relevant here, only wool and salt.",
+    }
+    docs = documents.with_columns(pl.col("doc_id").replace_strict(texts, default=pl.col("text")).alias("text"))
+    item = {"item_id": "q", "evidence_doc_ids": ["person-000"], "answers": ["ford", "Kado river!", "the Harbour"]}
+    pool_ids = {r["doc_id"] for r in filler_pool(docs, item)}
+    expected = {d for d, t in docs.filter(pl.col("doc_id") != "person-000").select("doc_id", "text").iter_rows()
+                if t.strip() and not contains_answer(t, item["answers"])}
+    assert pool_ids == expected
+    assert {"person-002", "person-005"} <= pool_ids and not {"person-001", "person-003", "person-004"} & pool_ids
+
+
 def test_instances_conform_and_hit_their_targets(built):
     errors = {}
     for level, df in built.items():
