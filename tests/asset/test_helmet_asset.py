@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 CONFIG = {
     "name": "helmet-rag",
-    "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 120, "seed": 3}],
+    "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 80, "seed": 3}],  # ~180 passages: 16k takes ~110
     "lengths": ["8k", "16k"],
     "base_lengths": ["8k"],
     "long_lengths": ["16k"],
