@@ -13,13 +13,14 @@ was made (TF-IDF of news articles, randomly projected to 256 dimensions; here SV
 * vectors: TF-IDF (fitted on a 200k-passage sample) reduced to 384 dimensions (MiniLM's width)
   by truncated SVD (fitted on a 100k sample), L2-normalized, so inner product = cosine;
 * queries, two sets: ``--queries`` passages held out of the index (in-distribution, the usual
-  ANN-benchmark set-up; build_index tunes efSearch on these), and the corpus's own questions
-  through the same transform. Questions are out of distribution for TF-IDF + SVD (a dozen words
+  ANN-benchmark set-up; build_index tunes efSearch on these unless ``--tune-on questions``), and
+  the corpus's own questions through the same transform. Questions are out of distribution for TF-IDF + SVD (a dozen words
   against ~100), and graph and cluster indexes alike need far more search for them.
 
 The index is what the pipeline builds: ``build_index`` (HNSW M 32 / efConstruction 128, efSearch
-the smallest candidate reaching recall@10 0.95 on the tuning queries; candidates here go up to
-2,048, the pipeline's stop at 512), then swept over every efSearch. ``--extra`` adds other FAISS
+the smallest candidate reaching recall@10 0.95 on the tuning queries, up to 2,048; the
+``passage_index`` asset tunes on the items' questions, which ``--tune-on questions`` does here), then
+swept over every efSearch. ``--extra`` adds other FAISS
 indexes (index_factory strings) swept over their own parameter. Exact search is plain numpy
 (``queries @ vectors.T`` + ``argpartition``) and FAISS ``IndexFlatIP``; recall@10 is against FAISS
 flat's top 10 (numpy's agreement with it is printed), and beside it ann-benchmarks' tie-aware
@@ -307,6 +308,8 @@ def main() -> None:
                          "--passages passages (one seed), --queries of them held out")
     ap.add_argument("--minilm-cache", default="",
                     help="MiniLM vectors of retrieval_ann.py's corpus from this embedding cache instead of TF-IDF + SVD")
+    ap.add_argument("--tune-on", choices=("held-out passages", "questions"), default="held-out passages",
+                    help="the query set build_index tunes efSearch on (the passage_index asset: questions)")
     ap.add_argument("--no-pipeline", action="store_true", help="skip build_index's HNSW (only --extra indexes)")
     ap.add_argument("--extra", action="append", default=[],
                     help="another FAISS index to compare, 'FACTORY[|name=value...]:param=v1,v2,...', e.g. "
@@ -343,7 +346,7 @@ def main() -> None:
     report["vectors_mb"] = round(vectors.nbytes / 2**20, 1)
     print(f"{len(vectors):,} passage vectors ({report['vectors']}) x {vectors.shape[1]} dims "
           f"({report['make_vectors_s']:.0f} s to make), query sets {list(query_sets)}", flush=True)
-    tune_name = next(iter(query_sets))
+    tune_name = args.tune_on
     single = min(args.single, *(len(q) for q in query_sets.values()))
 
     # Exact baselines. Recall is measured against FAISS flat's top 10; numpy's own agreement with it is printed.

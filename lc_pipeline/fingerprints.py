@@ -18,8 +18,8 @@ CODE_VERSIONS = {
     "source_items": "1",
     "rejected_records": "1",
     "passages": "1",
-    "passage_index": "1",
-    "hard_negatives": "1",
+    "passage_index": "2",  # 2: efSearch / nprobe tuned on the items' questions
+    "hard_negatives": "2",  # 2: searched with the index tuned on questions
     "confusing_facts": "1",
     "replacement_rules": "1",
     "instances": "5",

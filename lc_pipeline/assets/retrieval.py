@@ -14,6 +14,7 @@ from lc_pipeline.construct.retrieval import (
     EncodeStats,
     IndexSettings,
     build_index,
+    sample_rows,
     select_hard_negatives,
 )
 from lc_pipeline.fingerprints import stage_fingerprint
@@ -100,14 +101,17 @@ def build(parts: Partitions) -> list:
         )
 
     @dg.asset(
+        ins={"source_items": ALL_SOURCES},
         group_name="retrieval",
         kinds={"faiss", "parquet"},
-        description="Sentence-transformers embeddings of every passage and a FAISS inner-product index over them",
+        description="Sentence-transformers embeddings of every passage and a FAISS inner-product index over them "
+                    "(an approximate index is tuned on the items' questions, the queries hard_negatives asks)",
     )
     def passage_index(
         context: dg.AssetExecutionContext,
         config: PassageIndexConfig,
         passages: pl.DataFrame,
+        source_items: pl.DataFrame,
         benchmark: BenchmarkResource,
         embedder: EmbedderResource,
         vector_index: VectorIndexResource,
@@ -122,7 +126,15 @@ def build(parts: Partitions) -> list:
             )
         cache = embedding_cache(lake, bench.embedding_model) if config.use_embedding_cache else None
         vectors, stats = encode_with_progress(context, emb, passages["text"].to_list(), cache)
-        built = build_index(vectors, config.settings(vector_index.use_gpu))
+        settings = config.settings(vector_index.use_gpu)
+
+        def question_vectors() -> np.ndarray:
+            # Only an approximate index asks; the sample's vectors land in the cache hard_negatives reads.
+            questions = configured_sources(source_items, bench, "source_items")["question"].to_list()
+            sample = [questions[i] for i in sample_rows(len(questions), settings.recall_queries, settings.seed)]
+            return emb.encode(sample, cache=cache)
+
+        built = build_index(vectors, settings, queries=question_vectors)
         path = vector_index.save(built.index)
         context.log.info(
             f"embedded {stats.encoded} of {stats.texts} passages in {stats.seconds:.1f}s ({stats.cache_hits} cached); "

@@ -19,7 +19,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,15 +221,18 @@ class IndexSettings:
     and IVF on GPUs (FAISS has no GPU HNSW). The approximate index's search breadth
     (``efSearch`` / ``nprobe``) is the smallest candidate whose recall@k against exact search
     on ``recall_queries`` sample queries reaches ``target_recall`` (else the best one).
+    Questions need far more breadth than the indexed passages themselves (MiniLM at 99k
+    passages: efSearch 256 against 16), hence candidates up to 2,048; a larger one costs
+    nothing when a smaller one reaches the target.
     """
 
     kind: str = "auto"
     ann_min_vectors: int = 50_000
     hnsw_m: int = 32
     hnsw_ef_construction: int = 128
-    ef_search_candidates: tuple[int, ...] = (32, 64, 128, 256, 512)
+    ef_search_candidates: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048)
     ivf_nlist: int = 0  # 0: 4 * sqrt(n), the FAISS guideline
-    nprobe_candidates: tuple[int, ...] = (8, 16, 32, 64, 128)
+    nprobe_candidates: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512)
     target_recall: float = 0.95
     recall_queries: int = 1000
     recall_k: int = 10
@@ -257,6 +260,7 @@ class BuiltIndex:
     recall_at_k: float | None = None  # of the approximate index vs exact search (None: exact)
     recall_k: int = 10
     recall_queries: int = 0
+    recall_query_kind: str = ""  # what the recall was measured on: "questions", "indexed vectors", ...
     exact_search_seconds: float | None = None  # for the recall queries, batched
     approx_search_seconds: float | None = None
     tuning: list[dict] = field(default_factory=list)  # [{param: value, "recall": r}, ...]
@@ -278,6 +282,7 @@ class BuiltIndex:
             meta.update({
                 f"recall_at_{self.recall_k}": round(self.recall_at_k, 4),
                 "recall_queries": self.recall_queries,
+                "recall_query_kind": self.recall_query_kind,
                 "exact_search_seconds": round(self.exact_search_seconds or 0.0, 4),
                 "approx_search_seconds": round(self.approx_search_seconds or 0.0, 4),
                 "search_speedup": round(self.speedup or 0.0, 2),
@@ -316,14 +321,27 @@ def _timed_search(index, queries: np.ndarray, k: int) -> tuple[np.ndarray, float
     return ids, time.perf_counter() - t0
 
 
+def sample_rows(n: int, size: int, seed: int) -> np.ndarray:
+    """A seeded sample of ``min(size, n)`` row numbers, sorted: the tuning queries."""
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n, size=min(size, n), replace=False))
+
+
 def build_index(
-    vectors: np.ndarray, settings: IndexSettings | None = None, queries: np.ndarray | None = None
+    vectors: np.ndarray,
+    settings: IndexSettings | None = None,
+    queries: np.ndarray | Callable[[], np.ndarray] | None = None,
+    queries_kind: str = "questions",
 ) -> BuiltIndex:
     """Exact or approximate inner-product index over L2-normalized ``vectors``.
 
     For an approximate index, recall@k against exact search is measured on ``queries``
-    (default: a seeded sample of the vectors themselves) and the search breadth is tuned
-    to ``settings.target_recall``; the returned :class:`BuiltIndex` carries the figures.
+    and the search breadth is tuned to ``settings.target_recall``; the returned
+    :class:`BuiltIndex` carries the figures. Give the queries the index will serve (the
+    items' questions): tuned on the indexed vectors themselves (the default, when there are
+    none) the breadth is far too small for real queries, since the graph was built by
+    searching for exactly those points. ``queries`` may be a function returning them, called
+    only when an approximate index needs tuning (an exact index never embeds them).
     """
     settings = settings or IndexSettings()
     faiss = _faiss()
@@ -359,10 +377,15 @@ def build_index(
         param_name, candidates = "nprobe", settings.nprobe_candidates
     build_seconds = time.perf_counter() - t0
 
-    if queries is None:
-        rng = np.random.default_rng(settings.seed)
-        queries = vectors[rng.choice(n, size=min(settings.recall_queries, n), replace=False)]
+    if callable(queries):
+        queries = queries()
+    if queries is None or len(queries) == 0:
+        queries, queries_kind = vectors[sample_rows(n, settings.recall_queries, settings.seed)], "indexed vectors"
+    elif len(queries) > settings.recall_queries:
+        queries = queries[sample_rows(len(queries), settings.recall_queries, settings.seed)]
     queries = np.ascontiguousarray(queries, dtype=np.float32)
+    if queries.ndim != 2 or queries.shape[1] != dim:
+        raise ValueError(f"tuning queries have shape {queries.shape}; expected (n, {dim}) like the indexed vectors")
     k = min(settings.recall_k, n)
     exact = search_device(build_exact_index(vectors), settings.use_gpu if gpus else False)
     exact_ids, exact_s = _timed_search(exact, queries, k)
@@ -388,7 +411,7 @@ def build_index(
     params[param_name] = int(chosen[0])
     return BuiltIndex(
         index, kind, params, build_seconds, on_gpu,
-        recall_at_k=chosen[1], recall_k=k, recall_queries=len(queries),
+        recall_at_k=chosen[1], recall_k=k, recall_queries=len(queries), recall_query_kind=queries_kind,
         exact_search_seconds=exact_s, approx_search_seconds=chosen[2], tuning=tuning,
     )
 

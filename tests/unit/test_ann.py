@@ -13,6 +13,7 @@ from lc_pipeline.construct.retrieval import (
     Embedder,
     EmbeddingCache,
     IndexSettings,
+    build_exact_index,
     build_index,
     load_index,
     recall_at_k,
@@ -75,11 +76,45 @@ def test_ivf_with_measured_recall():
     assert built.index.nprobe == built.params["nprobe"]
 
 
-def test_real_queries_can_be_given_for_the_recall_measurement():
+def question_like(n: int, dim: int = 48, clusters: int = 40, seed: int = 0) -> np.ndarray:
+    """Queries that lie between the indexed points, as questions do among passages: half a
+    cluster's direction, half noise (clustered_vectors' centres for the same seed)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(clusters, dim))
+    q = 0.5 * centres[rng.integers(0, clusters, n)] / np.sqrt(dim) + rng.normal(size=(n, dim)) / np.sqrt(dim)
+    return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_search_breadth_is_tuned_on_the_queries_the_index_will_serve():
+    vectors = clustered_vectors(4000)
+    questions = question_like(300)
+    # A sparse graph (M 8) shows quickly what MiniLM's 99k passages showed with M 32.
+    settings = IndexSettings(kind="hnsw", use_gpu=False, hnsw_m=8, hnsw_ef_construction=32, recall_queries=300,
+                             ef_search_candidates=(8, 16, 32, 64, 128, 256, 512))
+    on_itself = build_index(vectors, settings)
+    on_questions = build_index(vectors, settings, queries=questions)
+    assert on_itself.recall_query_kind == "indexed vectors" and on_questions.recall_query_kind == "questions"
+    assert on_questions.recall_at_k >= 0.95 and on_questions.metadata()["recall_query_kind"] == "questions"
+
+    # Tuned on its own points, the index reports a recall its real queries do not get.
+    exact_ids = build_exact_index(vectors).search(questions, 10)[1]
+    at_own_breadth = recall_at_k(on_itself.index.search(questions, 10)[1], exact_ids, 10)
+    assert on_itself.recall_at_k >= 0.95 and at_own_breadth < 0.85
+    assert on_questions.params["efSearch"] >= 4 * on_itself.params["efSearch"]
+
+
+def test_tuning_samples_recall_queries_of_many_questions_and_skips_them_for_an_exact_index():
     vectors = clustered_vectors(3000, seed=2)
-    queries = clustered_vectors(50, seed=3)
-    built = build_index(vectors, IndexSettings(kind="hnsw", use_gpu=False), queries=queries)
-    assert built.recall_queries == 50
+    built = build_index(vectors, IndexSettings(kind="hnsw", recall_queries=100, use_gpu=False),
+                        queries=question_like(500, seed=2))
+    assert built.recall_queries == 100
+
+    def never_called():
+        raise AssertionError("an exact index needs no tuning queries")
+
+    assert build_index(vectors, IndexSettings(kind="exact"), queries=never_called).kind == EXACT
+    with pytest.raises(ValueError, match=r"expected \(n, 48\)"):
+        build_index(vectors, IndexSettings(kind="hnsw", use_gpu=False), queries=np.ones((5, 12), np.float32))
 
 
 def test_unknown_kind_is_rejected():
