@@ -23,6 +23,8 @@ import io
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,18 +80,16 @@ def url(path: str | os.PathLike) -> str:
     return str(p) if not is_local(p) else str(Path(p).resolve())
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """``data`` at ``path``, all or nothing: a reader or a killed writer never sees half of it."""
-    p = lake_path(path)
-    if not is_local(p):
-        p.fs.pipe_file(p.path, data)  # one PUT: the object store's own atomic unit
-        return
+@contextmanager
+def replacing(path: str | os.PathLike) -> Iterator[Path]:
+    """A temp file beside local ``path`` to write; on success it is fsynced and renamed onto
+    ``path``, on error removed: a reader or a killed writer never sees half a file."""
+    p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.parent / f".{p.name}.{uuid.uuid4().hex}.tmp"
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
+        yield tmp
+        with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())  # durable before it becomes visible
         os.replace(tmp, p)
     finally:
@@ -97,21 +97,23 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
             tmp.unlink()
 
 
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """``data`` at ``path``, all or nothing (see :func:`replacing`)."""
+    p = lake_path(path)
+    if not is_local(p):
+        p.fs.pipe_file(p.path, data)  # one PUT: the object store's own atomic unit
+        return
+    with replacing(p) as tmp:
+        tmp.write_bytes(data)
+
+
 def write_parquet(df: pl.DataFrame, path: str | os.PathLike) -> None:
     """``df`` as one zstd Parquet file at ``path``, atomically (see :func:`write_bytes_atomic`)."""
     p = lake_path(path)
     if is_local(p):
         # Local: stream to the temp file (no second copy of a large partition in memory).
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.parent / f".{p.name}.{uuid.uuid4().hex}.tmp"
-        try:
+        with replacing(p) as tmp:
             df.write_parquet(tmp, compression="zstd", statistics=True)
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, p)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
         return
     buf = io.BytesIO()
     df.write_parquet(buf, compression="zstd", statistics=True)
@@ -206,15 +208,8 @@ def publish_parquet(staged: StagedParquet, path: str | os.PathLike) -> None:
     except OSError as exc:
         if exc.errno != errno.EXDEV:  # only "another filesystem" is solved by copying
             raise
-    tmp = p.parent / f".{p.name}.{uuid.uuid4().hex}.tmp"
-    try:
+    with replacing(p) as tmp:
         shutil.copyfile(staged.path, tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def read_parquet(path: str | os.PathLike, **kwargs) -> pl.DataFrame:

@@ -53,7 +53,6 @@ from lc_pipeline.construct.replacement import (
 )
 from lc_pipeline.construct.variants import (
     available_variants,
-    kpr_problems,
     lveval_variants,
 )
 from lc_pipeline.fingerprints import stage_fingerprint
@@ -358,18 +357,6 @@ def insertion_problems(frame: pl.DataFrame, facts: pl.DataFrame, rules: pl.DataF
                 problems.append(f"instance {row['instance_id']}: fact {ins['fact_id']} is not at offset "
                                 f"{ins['char_offset']} (found {got[:60]!r})")
     return problems
-
-
-def variant_check_results(out: pl.DataFrame, facts: pl.DataFrame, rules: pl.DataFrame) -> list[dg.AssetCheckResult]:
-    """The two LV-Eval checks of ``instances`` (acceptance 2 and the recorded insertion points)."""
-    kpr = kpr_problems(out.filter(pl.col("variant").str.contains("kpr")).iter_rows(named=True), rules_by_item(rules))
-    spans = insertion_problems(out, facts, rules)
-    return [
-        dg.AssetCheckResult(check_name=CHECK_KPR, passed=not kpr,
-                            metadata={"violations": len(kpr), "examples": dg.MetadataValue.json(kpr[:5])}),
-        dg.AssetCheckResult(check_name=CHECK_INSERTIONS, passed=not spans,
-                            metadata={"violations": len(spans), "examples": dg.MetadataValue.json(spans[:5])}),
-    ]
 
 
 VARIANT_CHECK_SPECS = [

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-import os
-import uuid
 from pathlib import Path
 
 import click
@@ -131,14 +129,8 @@ def _sections(tables: dict[str, Path], q) -> list[str]:
 
 
 def write_atomic(text: str, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    try:
+    with storage.replacing(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 @click.command()

@@ -435,14 +435,8 @@ def save_index(index, path: Path) -> None:
     if not storage.is_local(path):  # object store: serialized, one PUT
         storage.write_bytes_atomic(path, faiss.serialize_index(index).tobytes())
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    try:
+    with storage.replacing(path) as tmp:
         faiss.write_index(index, str(tmp))
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def load_index(path: Path):

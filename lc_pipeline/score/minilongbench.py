@@ -738,8 +738,6 @@ def fit(
     responses = irt.binarize(matrix.scores, threshold)
     fitted = irt.fit_mirt(responses, representations, dims=dims, epochs=epochs, lr=lr, lr_decay=lr_decay,
                           seed=seed, method=method)
-    features = np.hstack([fitted.alpha, fitted.beta[:, None]])
-    weights = balance_weights(matrix.tasks, matrix.categories)
     group_of = np.array([(groups or {}).get(t, c) for t, c in zip(matrix.tasks.tolist(), matrix.categories.tolist())])
     sel, tried = choose_subset(matrix, fitted.alpha, fitted.beta, group_of, k, seed, candidates)
     meta = {
