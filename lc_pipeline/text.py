@@ -12,13 +12,12 @@ import re
 import string
 from collections.abc import Iterable
 
-_PUNCT = set(string.punctuation)
+_PUNCT_DELETE = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
 def normalize_answer(s: str) -> str:
-    s = s.lower()
-    s = "".join(ch for ch in s if ch not in _PUNCT)
+    s = s.lower().translate(_PUNCT_DELETE)  # one C pass (a per-character Python loop took twice as long)
     s = _ARTICLES.sub(" ", s)
     return " ".join(s.split())
 

@@ -327,10 +327,14 @@ class _TokenPositions:
     position is a token boundary exactly when its UTF-8 byte offset is a cumulative token length.
     """
 
-    def __init__(self, counter: TokenCounter, text: str, ids: np.ndarray) -> None:
+    def __init__(self, counter: TokenCounter, text: str, ids: np.ndarray, vocabulary_table: bool = True) -> None:
         self.text = text
         self.ascii = text.isascii()  # then byte offset == character offset
-        self.token_ends = np.cumsum(_token_byte_lengths(counter.encoding)[ids])
+        if vocabulary_table:  # 0.2 s once per process, then a numpy lookup per prompt
+            lengths = _token_byte_lengths(counter.encoding)[ids]
+        else:  # one text: its tokens decoded one by one
+            lengths = np.fromiter(map(len, counter.encoding.decode_tokens_bytes(ids.tolist())), np.int64, len(ids))
+        self.token_ends = np.cumsum(lengths)
 
     def tokens_before(self, char_pos: int) -> int | None:
         """How many tokens the text before ``char_pos`` spans, or None if a token straddles it."""
@@ -339,6 +343,68 @@ class _TokenPositions:
         byte_pos = char_pos if self.ascii else len(self.text[:char_pos].encode("utf-8"))
         i = int(np.searchsorted(self.token_ends, byte_pos))
         return i + 1 if i < len(self.token_ends) and self.token_ends[i] == byte_pos else None
+
+
+# Pre-tokenizer patterns for which a text's tokens are its pieces' tokens laid end to end when
+# each cut is a "\n" followed by a non-space character (as before every "Document [" block and
+# the "Question:" line). No alternative matches across such a cut: the letter/number/symbol
+# runs never take a "\n" as their optional first character, and the whitespace ones stop before
+# a non-space; the whitespace run that ends at the cut is one pre-token whether the text goes on
+# (``\s*[\r\n]``) or ends there (``\s++$``, ``\s*[\r\n]+``); nothing looks behind. BPE works within a
+# pre-token, so counts add up. cl100k_base as tiktoken writes it now and before 0.7.
+_ADDITIVE_PATTERNS = frozenset({
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+""",
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+})
+
+
+@functools.lru_cache(maxsize=None)
+def _pieces_add_up(encoding: tiktoken.Encoding) -> bool:
+    """Whether a prompt's token count is the sum of its blocks' counts (see _ADDITIVE_PATTERNS).
+
+    Also needs every 1-3 digit group to be one token, so that a block numbered ``i`` costs its
+    count with index 1 plus ``_index_extra`` (the number is a pre-token between "[" and "]").
+    Other encodings take the slow way: the whole prompt is encoded.
+    """
+    if getattr(encoding, "_pat_str", None) not in _ADDITIVE_PATTERNS:
+        return False
+    groups = [str(i) for i in range(1000)] + [f"{i:02d}" for i in range(10)] + [f"{i:03d}" for i in range(100)]
+    return all(len(encoding.encode_ordinary(g)) == 1 for g in groups)
+
+
+def _offsets_from_encoding(counter: TokenCounter, item: dict, sequence: Sequence[_Block], context: str, prompt: str,
+                           prompt_ids: np.ndarray, ev_ids: list[str], last_alone: int,
+                           vocabulary_table: bool = True) -> tuple[int, list[int]]:
+    """(context tokens, each evidence block's token offset in the context), read off the prompt's encoding."""
+    context_start = build_prompt("\x00", item["question"]).index("\x00")  # what precedes the context
+    starts: dict[str, int] = {}
+    pos = last_start = 0
+    for i, b in enumerate(sequence, start=1):
+        if b.kind == "evidence":
+            starts[b.block_id] = pos
+        last_start = pos
+        pos += len(format_block(i, b.title, b.text)) + len(BLOCK_SEPARATOR)
+    positions = _TokenPositions(counter, prompt, prompt_ids, vocabulary_table)
+    at = [positions.tokens_before(context_start + p) for p in (0, last_start, *(starts[d] for d in ev_ids))]
+    if None in at:  # a token straddles a block start: count the prefixes alone
+        counts = counter.count_many([context] + [context[: starts[d]] for d in ev_ids])
+        return counts[0], counts[1:]
+    return at[1] - at[0] + last_alone, [a - at[0] for a in at[2:]]
+
+
+def _verify_additive(counter: TokenCounter, item: dict, sequence: Sequence[_Block], context: str, prompt: str,
+                     ev_ids: list[str], last_alone: int, added_up: tuple[int, int, list[int]]) -> None:
+    """Encode one instance the slow way and compare: a broken assumption is an error, never a wrong length."""
+    ids = counter.encoding.encode_to_numpy(prompt, allowed_special=set(), disallowed_special=())
+    exact = (len(ids), *_offsets_from_encoding(counter, item, sequence, context, prompt, ids, ev_ids, last_alone,
+                                               vocabulary_table=False))
+    if exact != added_up:
+        raise RuntimeError(
+            f"item {item['item_id']!r}: block counts add up to (prompt tokens, context tokens, evidence offsets) "
+            f"{added_up} but {counter.name} encodes {exact}: its pre-tokenizer splits differently than "
+            "_ADDITIVE_PATTERNS assume"
+        )
 
 
 def _fail(item: dict, target: int, why: str) -> ValueError:
@@ -360,6 +426,7 @@ def assemble_instance(
     variant: str = "plain",
     token_cache: dict[str, int] | None = None,
     normalized_cache: dict[str, str] | None = None,
+    verify: bool = False,
 ) -> dict:
     """One INSTANCES row (without ``instance_id``) whose prompt is ``target_tokens`` long.
 
@@ -368,7 +435,9 @@ def assemble_instance(
     random choice; the evidence position depends on ``depth`` alone, so instances that
     differ only in depth have the same distractors in the same order.
     ``token_cache`` (block id -> tokens) and ``normalized_cache`` (passage id -> normalized
-    text, for the answer check) let many instances share that work.
+    text, for the answer check) let many instances share that work. Token counts are added up
+    from the blocks' counts (exact for cl100k_base, see ``_pieces_add_up``); ``verify`` also
+    encodes the whole prompt and raises if the two disagree.
     """
     target = int(target_tokens)
     answers = list(item["answers"])
@@ -502,23 +571,40 @@ def assemble_instance(
         context = join_blocks(format_block(i, b.title, b.text) for i, b in enumerate(sequence, start=1))
         return context, build_prompt(context, item["question"])
 
+    # Block i's tokens in the prompt: its count with index 1 and the separator, plus what a longer
+    # number adds. With an encoding whose pieces add up (see _pieces_add_up) these sum to the exact
+    # prompt, so only the cut filler is re-counted as it is resized, and no prompt is encoded.
+    additive = _pieces_add_up(counter.encoding)
+    block_tokens = [b.cost + _index_extra(counter, len(str(i))) for i, b in enumerate(sequence, start=1)]
+    cut_at = next((i for i, b in enumerate(sequence) if b is cut_block), None)
+
+    def cut_tokens() -> int:
+        return costs.block(cut_block.title, cut_block.text) + _index_extra(counter, len(str(cut_at + 1)))
+
+    if cut_block is not None:
+        block_tokens[cut_at] = 0  # counted by cut_tokens() for the current cut
+    fixed_tokens = base + sum(block_tokens)
+
     # Exact count, then resize the cut filler; keep the best attempt (at or just below the
     # target if possible, else the closest).
     def score(n: int) -> tuple[int, int]:
         return (0, target - n) if n <= target else (1, n - target)
 
-    best: tuple[tuple[int, int], str, str, int, str, np.ndarray] | None = None
+    best: tuple[tuple[int, int], int, str, np.ndarray | None] | None = None
     tried: set[str] = set()
 
     def measure() -> int:
         nonlocal best
-        context, prompt = render()
-        # = encode_ordinary (no special token allowed, none refused), as a numpy array: kept,
-        # the block offsets below come from the same encoding.
-        ids = counter.encoding.encode_to_numpy(prompt, allowed_special=set(), disallowed_special=())
-        n = len(ids)
+        ids = None
+        if additive:
+            n = fixed_tokens + (cut_tokens() if cut_block is not None else 0)
+        else:
+            # = encode_ordinary (no special token allowed, none refused), as a numpy array: kept,
+            # the block offsets below come from the same encoding.
+            ids = counter.encoding.encode_to_numpy(render()[1], allowed_special=set(), disallowed_special=())
+            n = len(ids)
         if best is None or score(n) < best[0]:
-            best = (score(n), context, prompt, n, cut_block.text if cut_block else "", ids)
+            best = (score(n), n, cut_block.text if cut_block else "", ids)
         if cut_block is not None:
             tried.add(cut_block.text)
         return n
@@ -542,15 +628,16 @@ def assemble_instance(
     if cut_block is not None and best[0][0] == 0 and best[0][1] > aim_slack:
         # Still short (token/word granularity made the resizing oscillate): walk word by
         # word from the best cut while the prompt stays within the target.
-        cut_block.text = best[4]
+        cut_block.text = best[2]
         i = bisect.bisect_right(cutter.word_ends, len(cut_block.text))
         for end in cutter.word_ends[i : i + 8]:
             cut_block.text = cutter.row["text"][:end]
             if measure() > target:
                 break
-    _, context, prompt, input_tokens, best_cut_text, prompt_ids = best
+    _, input_tokens, best_cut_text, prompt_ids = best
     if cut_block is not None:  # the resizing may have stopped on another attempt than the best
         cut_block.text = best_cut_text
+        block_tokens[cut_at] = cut_tokens()
 
     error = abs(input_tokens - target) / target
     if error > length_tolerance:
@@ -564,29 +651,27 @@ def assemble_instance(
             item, target,
             f"{why}: got {input_tokens} prompt tokens, {error:.1%} off, beyond length_tolerance {length_tolerance:.1%}",
         )
+    context, prompt = render()
 
-    # Measured depths: exact token offset of each evidence block's start / context tokens,
-    # read off the prompt's own encoding. A block starts a new pre-token (it follows "\n\n"),
-    # so the prompt's tokens from the context start to a block start are the tokens of that
-    # context prefix alone. The context alone differs only in its last block, whose end
-    # merges with the "\n\n" after it in the prompt: that block is encoded alone.
-    context_start = build_prompt("\x00", item["question"]).index("\x00")  # what precedes the context
-    starts: dict[str, int] = {}
-    pos = last_start = 0
-    for i, b in enumerate(sequence, start=1):
-        if b.kind == "evidence":
-            starts[b.block_id] = pos
-        last_start = pos
-        pos += len(format_block(i, b.title, b.text)) + len(BLOCK_SEPARATOR)
+    # Measured depths: exact token offset of each evidence block's start / context tokens. A block
+    # starts a new pre-token (it follows "\n\n"), so the prompt's tokens from the context start to a
+    # block start are the tokens of that context prefix alone. The context alone differs only in
+    # its last block, whose end merges with the "\n\n" after it in the prompt: that block is
+    # encoded alone.
     ev_ids = [d["doc_id"] for d in evidence_docs]
-    positions = _TokenPositions(counter, prompt, prompt_ids)
-    at = [positions.tokens_before(context_start + p) for p in (0, last_start, *(starts[d] for d in ev_ids))]
-    if None in at:  # a token straddles a block start (never seen): count the prefixes alone
-        counts = counter.count_many([context] + [context[: starts[d]] for d in ev_ids])
-        context_tokens, evidence_offsets = counts[0], counts[1:]
+    last_block = len(sequence) - 1
+    last_alone = counter.count(format_block(last_block + 1, sequence[-1].title, sequence[-1].text))
+    if additive:
+        before = list(itertools.accumulate(block_tokens, initial=0))  # context tokens before each block
+        starts = {b.block_id: before[i] for i, b in enumerate(sequence) if b.kind == "evidence"}
+        context_tokens = before[last_block] + last_alone
+        evidence_offsets = [starts[d] for d in ev_ids]
+        if verify:
+            _verify_additive(counter, item, sequence, context, prompt, ev_ids, last_alone,
+                             (input_tokens, context_tokens, evidence_offsets))
     else:
-        context_tokens = at[1] - at[0] + counter.count(context[last_start:])
-        evidence_offsets = [a - at[0] for a in at[2:]]
+        context_tokens, evidence_offsets = _offsets_from_encoding(
+            counter, item, sequence, context, prompt, prompt_ids, ev_ids, last_alone)
 
     return {
         "item_id": item["item_id"],
@@ -711,6 +796,7 @@ def iter_instance_batches(
     fingerprint = config.fingerprint(*INSTANCE_CONTENT_FIELDS)
     token_cache: dict[str, int] = {}  # block counts, shared by every batch of the level
     normalized_cache: dict[str, str] = {}  # hard negatives' normalized text, likewise
+    verify = True  # the level's first instance is also encoded whole: added-up counts are checked once per level
     for batch in selected.iter_slices(items_per_batch):
         rows = []
         for item in batch.iter_rows(named=True):
@@ -734,7 +820,9 @@ def iter_instance_batches(
                     length_tolerance=config.length_tolerance,
                     token_cache=token_cache,
                     normalized_cache=normalized_cache,
+                    verify=verify,
                 )
+                verify = False
                 row["instance_id"] = instance_id(item["item_id"], level, target, float(depth), row["variant"],
                                                  fingerprint)
                 rows.append(row)

@@ -27,7 +27,7 @@ from lc_pipeline.construct.assembly import (
 from lc_pipeline.construct.chunking import chunk_documents
 from lc_pipeline.construct.prompts import QA_INSTRUCTION, build_prompt, format_block, join_blocks
 from lc_pipeline.construct.tokens import TokenCounter
-from lc_pipeline.schemas import HARD_NEGATIVES, INSTANCES, SOURCE_DOCUMENTS, SOURCE_ITEMS
+from lc_pipeline.schemas import HARD_NEGATIVES, INSTANCES, PASSAGES, SOURCE_DOCUMENTS, SOURCE_ITEMS
 from lc_pipeline.text import contains_answer
 
 SYLLABLES = ["ka", "lo", "ve", "mir", "dan", "tor", "sel", "quin", "bra", "zu", "pel", "var", "ono", "reth", "gal", "fi"]
@@ -428,6 +428,61 @@ def test_token_offsets_are_exact_in_non_ascii_text(corpus, counter):
     for row in df.iter_rows(named=True):
         fast = {k: row[k] for k in ("input_tokens", "context_tokens", "evidence_depths")}
         assert fast == measured_the_slow_way(row, documents, passages, counter), row["instance_id"]
+
+
+def test_token_counts_add_up_at_awkward_block_edges(corpus, counter):
+    # The assembler adds up per-block counts instead of encoding each prompt (exact for cl100k_base:
+    # every block starts a pre-token). Texts that start or end with whitespace of every kind,
+    # digits, contractions, symbols or CJK must still give the counts of the whole prompt.
+    items, documents, passages, hard_negatives = corpus
+    leads = ["", " ", "\n", "  \n\t", "\u3000", "\r\n", "'s ", "12 "]
+    tails = ["", " ", "\n", " \n ", "\u00a0", "...", " 1234", "'s", "!!\n", "東京。", "\t", " <|endoftext|>"]
+
+    def decorate(frame: pl.DataFrame) -> pl.DataFrame:
+        n = frame.height
+        return frame.with_columns(text=pl.Series([leads[i % len(leads)] for i in range(n)])
+                                  + pl.col("text") + pl.Series([tails[i % len(tails)] for i in range(n)]))
+
+    config = make_config(depths=(0.0, 0.5, 1.0), items_per_length=8)
+    df = build_instances(items, decorate(documents), decorate(passages), hard_negatives, level="2k", config=config,
+                         counter=counter)
+    for row in df.iter_rows(named=True):
+        fast = {k: row[k] for k in ("input_tokens", "context_tokens", "evidence_depths")}
+        assert fast == measured_the_slow_way(row, decorate(documents), decorate(passages), counter), row["instance_id"]
+
+
+def test_token_counts_add_up_past_a_thousand_blocks(counter):
+    # Block numbers of 4 digits are two tokens ("100", "0"): the count of a block numbered 1 plus
+    # one token, wherever the block sits.
+    n = 1700
+    documents = pl.DataFrame({
+        "doc_id": [f"note-{i:04d}" for i in range(n)], "source": ["notes"] * n,
+        "title": [f"N{i}" for i in range(n)],
+        "text": [f"Note {i} says " + ("seven." if i == 7 else "little.") for i in range(n)],
+        "language": ["en"] * n, "domain": ["notes"] * n, "entity_type": ["note"] * n,
+    }, schema=SOURCE_DOCUMENTS)
+    items = pl.DataFrame([("q-0", "notes", "single_hop_qa", "single-doc QA", "en", "What does note 7 say?",
+                           ["seven"], ["seven"], ["note-0007"], 1, [], [])], schema=SOURCE_ITEMS, orient="row")
+    config = make_config(sources=(SourceConfig("notes"),), depths=(0.5,), items_per_length=1)
+    no_passages = pl.DataFrame(schema=PASSAGES)
+    df = build_instances(items, documents, no_passages, pl.DataFrame(schema=HARD_NEGATIVES), level="24k",
+                         config=config, counter=counter)
+    row = df.row(0, named=True)
+    assert len(row["context_doc_ids"]) > 1000
+    fast = {k: row[k] for k in ("input_tokens", "context_tokens", "evidence_depths")}
+    assert fast == measured_the_slow_way(row, documents, no_passages, counter)
+
+
+def test_an_encoding_not_known_to_add_up_encodes_every_prompt(built, corpus, counter):
+    # Same ranks, a pre-tokenizer pattern the assembler has no proof for (an alternative that never
+    # matches is appended): every prompt is encoded whole, and the rows are the same.
+    import tiktoken
+
+    enc = counter.encoding
+    other = tiktoken.Encoding("cl100k_probe", pat_str=enc._pat_str + r"|\s", mergeable_ranks=enc._mergeable_ranks,
+                              special_tokens=enc._special_tokens)
+    slow = build_instances(*corpus, level="2k", config=make_config(), counter=TokenCounter(other, counter.name))
+    assert slow.equals(built["2k"])
 
 
 def test_batches_hold_the_same_rows_as_one_frame(built, corpus, counter):
