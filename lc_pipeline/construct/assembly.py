@@ -129,6 +129,25 @@ def _contains_normalized(cache: dict[str, str], key: str, text: str, normalized_
     return any(na and na in norm for na in normalized_answers)
 
 
+class _PassageScreen:
+    """``contains_answer`` for passages met again and again (a level's hard negatives), exact and cheap:
+    a passage is lower-cased and stripped of ASCII punctuation once, and normalized only when it
+    holds every word of an answer (see :func:`_answer_words`)."""
+
+    def __init__(self) -> None:
+        self.stripped: dict[str, str] = {}
+        self.normalized: dict[str, str] = {}
+
+    def contains_answer(self, key: str, text: str, answer_words: list[list[str]],
+                        normalized_answers: Sequence[str]) -> bool:
+        stripped = self.stripped.get(key)
+        if stripped is None:
+            stripped = self.stripped[key] = (text or "").lower().translate(_PUNCT_DELETE)
+        if not any(all(w in stripped for w in words) for words in answer_words):
+            return False
+        return _contains_normalized(self.normalized, key, text, normalized_answers)
+
+
 class DocumentIndex:
     """Documents by id and by domain, with answer pre-screening reused across items."""
 
@@ -137,18 +156,30 @@ class DocumentIndex:
         self.by_id = {r["doc_id"]: r for r in self.rows}
         if len(self.by_id) != len(self.rows):
             raise ValueError("documents: field 'doc_id' has duplicates")
+        self.index = {r["doc_id"]: i for i, r in enumerate(self.rows)}
         self.by_domain: dict[str, list[int]] = defaultdict(list)
         for i, r in enumerate(self.rows):
             self.by_domain[r["domain"]].append(i)
-        # C-speed lower/translate once per build instead of a Python loop per (item, doc).
-        self.stripped = [(r["text"] or "").lower().translate(_PUNCT_DELETE) for r in self.rows]
-        # ... and one string of them all, so an answer key is looked up with str.find, not per document.
-        self._all_stripped = "\x00".join(self.stripped)
-        self._starts = list(itertools.accumulate((len(t) + 1 for t in self.stripped[:-1]), initial=0))
         self.normalized: dict[str, str] = {}  # doc id -> normalize_answer(text), filled as items ask
-        self._candidates: dict[tuple, list[tuple[int, int]]] = {}
+        self._candidates: dict[tuple, list[tuple[int, dict]]] = {}
         self._tiered: dict[tuple[int, int], dict] = {}
         self._word_docs: dict[str, set[int]] = {}
+
+    # The answer screen's texts are made when a filler pool is first asked for (evidence lookups,
+    # as in fitting_items, need none of them).
+    @functools.cached_property
+    def stripped(self) -> list[str]:
+        """Each document lower-cased without ASCII punctuation (C-speed, once, not per item and document)."""
+        return [(r["text"] or "").lower().translate(_PUNCT_DELETE) for r in self.rows]
+
+    @functools.cached_property
+    def _all_stripped(self) -> str:
+        # One string of them all, so an answer word is looked up with str.find, not per document.
+        return "\x00".join(self.stripped)
+
+    @functools.cached_property
+    def _starts(self) -> list[int]:
+        return list(itertools.accumulate((len(t) + 1 for t in self.stripped[:-1]), initial=0))
 
     def evidence(self, item: dict) -> list[dict]:
         missing = [d for d in item["evidence_doc_ids"] if d not in self.by_id]
@@ -207,19 +238,16 @@ class DocumentIndex:
                     for i in self.by_domain[domain]
                     if self.rows[i]["language"] in languages
                 ]
-            self._candidates[key] = [(tier, i) for tier, i in candidates if self.stripped[i].strip()]
+            # Pool rows are shared by the items' pools (and keys); nobody changes a pool row.
+            self._candidates[key] = [
+                (i, self._tiered.get((i, tier)) or self._tiered.setdefault((i, tier), {**self.rows[i], "tier": tier}))
+                for tier, i in candidates if self.stripped[i].strip()
+            ]
         excluded = {i for i in self._may_contain_answer(answers)
                     if _contains_normalized(self.normalized, self.rows[i]["doc_id"], self.rows[i]["text"],
                                             normalized_answers)}
-        pool = []
-        for tier, i in self._candidates[key]:
-            if i in excluded or self.rows[i]["doc_id"] in evidence_ids:
-                continue
-            row = self._tiered.get((i, tier))
-            if row is None:  # shared by the items' pools; nobody changes a pool row
-                row = self._tiered[(i, tier)] = {**self.rows[i], "tier": tier}
-            pool.append(row)
-        return pool
+        excluded.update(self.index[d] for d in evidence_ids)
+        return [row for i, row in self._candidates[key] if i not in excluded]
 
 
 def filler_pool(documents: pl.DataFrame, item: dict, cross_domain: bool = True) -> list[dict]:
@@ -425,7 +453,7 @@ def assemble_instance(
     length_tolerance: float,
     variant: str = "plain",
     token_cache: dict[str, int] | None = None,
-    normalized_cache: dict[str, str] | None = None,
+    normalized_cache: _PassageScreen | None = None,
     verify: bool = False,
 ) -> dict:
     """One INSTANCES row (without ``instance_id``) whose prompt is ``target_tokens`` long.
@@ -434,8 +462,8 @@ def assemble_instance(
     passage rows (passage_id, doc_id, title, text) in rank order. ``seed`` drives every
     random choice; the evidence position depends on ``depth`` alone, so instances that
     differ only in depth have the same distractors in the same order.
-    ``token_cache`` (block id -> tokens) and ``normalized_cache`` (passage id -> normalized
-    text, for the answer check) let many instances share that work. Token counts are added up
+    ``token_cache`` (block id -> tokens) and ``normalized_cache`` (passages' screened and
+    normalized text, for the answer check) let many instances share that work. Token counts are added up
     from the blocks' counts (exact for cl100k_base, see ``_pieces_add_up``); ``verify`` also
     encodes the whole prompt and raises if the two disagree.
     """
@@ -470,11 +498,12 @@ def assemble_instance(
     # Hard negatives in rank order while they fit (the best distractors first).
     distractors: list[_Block] = []
     negatives, seen = [], set()
-    normalized = {} if normalized_cache is None else normalized_cache
+    screen = _PassageScreen() if normalized_cache is None else normalized_cache
+    answer_words = _answer_words(answers)
     normalized_answers = [normalize_answer(a) for a in answers]
     for h in hard_negatives:  # re-checked here: a leaked answer would make the item trivial
-        if h["passage_id"] in seen or h["doc_id"] in evidence_ids or _contains_normalized(
-            normalized, h["passage_id"], h["text"], normalized_answers
+        if h["passage_id"] in seen or h["doc_id"] in evidence_ids or screen.contains_answer(
+            h["passage_id"], h["text"], answer_words, normalized_answers
         ):
             continue
         seen.add(h["passage_id"])
@@ -739,7 +768,7 @@ def fitting_items(
         build_prompt(format_context((d["title"], d["text"]) for d in docs.evidence(item)), item["question"])
         for item in rows
     ]
-    tokens = counter.count_many(prompts)
+    tokens = [counter.count(p) for p in prompts]  # short prompts: a thread pool (count_many) costs more CPU
     fits = [t <= target_tokens for t in tokens]
     too_long = pl.DataFrame(
         {"item_id": [r["item_id"] for r, f in zip(rows, fits) if not f],
@@ -795,7 +824,7 @@ def iter_instance_batches(
     negatives = _hard_negative_rows(hard_negatives, passages, selected["item_id"].to_list())
     fingerprint = config.fingerprint(*INSTANCE_CONTENT_FIELDS)
     token_cache: dict[str, int] = {}  # block counts, shared by every batch of the level
-    normalized_cache: dict[str, str] = {}  # hard negatives' normalized text, likewise
+    normalized_cache = _PassageScreen()  # hard negatives' screened / normalized text, likewise
     verify = True  # the level's first instance is also encoded whole: added-up counts are checked once per level
     for batch in selected.iter_slices(items_per_batch):
         rows = []
