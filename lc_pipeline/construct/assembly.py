@@ -205,6 +205,25 @@ class DocumentIndex:
             pos = self._all_stripped.find(word, self._starts[i + 1])  # on to the next document
         return found
 
+    def screen_answers(self, answer_lists: Iterable[Iterable[str]]) -> None:
+        """Find, for many items at once, the documents holding each answer's rarest word.
+
+        One Aho-Corasick pass over all documents (polars ``extract_many``, every occurrence of
+        every word) instead of one ``str.find`` sweep per word: what :meth:`filler_pool` then
+        asks for is cached. Same sets as the sweep: a byte string is in a UTF-8 text exactly
+        when its characters are.
+        """
+        words = sorted({max(w, key=len) for answers in answer_lists for w in _answer_words(answers)}
+                       - self._word_docs.keys())
+        if not words:
+            return
+        found: dict[str, set[int]] = {w: set() for w in words}
+        hits = pl.Series(self.stripped, dtype=pl.String).str.extract_many(words, overlapping=True)
+        for i, matched in enumerate(hits.to_list()):
+            for w in matched:
+                found[w].add(i)
+        self._word_docs.update(found)
+
     def _may_contain_answer(self, answers: Iterable[str]) -> set[int]:
         """Indices of the documents with every word of at least one answer (see :func:`_answer_words`)."""
         found: set[int] = set()
@@ -360,8 +379,10 @@ class _TokenPositions:
         self.ascii = text.isascii()  # then byte offset == character offset
         if vocabulary_table:  # 0.2 s once per process, then a numpy lookup per prompt
             lengths = _token_byte_lengths(counter.encoding)[ids]
-        else:  # one text: its tokens decoded one by one
-            lengths = np.fromiter(map(len, counter.encoding.decode_tokens_bytes(ids.tolist())), np.int64, len(ids))
+        else:  # one text: the bytes of its distinct tokens
+            distinct, where = np.unique(ids, return_inverse=True)
+            decode = counter.encoding.decode_single_token_bytes
+            lengths = np.fromiter((len(decode(int(t))) for t in distinct), np.int64, len(distinct))[where]
         self.token_ends = np.cumsum(lengths)
 
     def tokens_before(self, char_pos: int) -> int | None:
@@ -821,6 +842,7 @@ def iter_instance_batches(
         raise ValueError(f"items_per_batch must be >= 1, got {items_per_batch}")
     selected = select_items(items, config.items_per_length, config.seed)
     docs = DocumentIndex(documents)
+    docs.screen_answers(selected["answers"].to_list())
     negatives = _hard_negative_rows(hard_negatives, passages, selected["item_id"].to_list())
     fingerprint = config.fingerprint(*INSTANCE_CONTENT_FIELDS)
     token_cache: dict[str, int] = {}  # block counts, shared by every batch of the level
