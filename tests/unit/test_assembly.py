@@ -16,6 +16,7 @@ import pytest
 
 from lc_pipeline.config import BenchmarkConfig, SourceConfig
 from lc_pipeline.construct.assembly import (
+    DocumentIndex,
     assemble_instance,
     build_instances,
     derive_seed,
@@ -258,6 +259,29 @@ def test_filler_pool_screens_answers_exactly_as_contains_answer(corpus):
                 if t.strip() and not contains_answer(t, item["answers"])}
     assert pool_ids == expected
     assert {"person-002", "person-005"} <= pool_ids and not {"person-001", "person-003", "person-004"} & pool_ids
+
+
+def test_level_wide_answer_screen_keeps_the_pools(corpus):
+    # A level screens all its items' answer words in one pass (screen_answers) before asking for
+    # pools; the pools must be those of the per-item screen: overlapping and nested words, words
+    # inside longer words, non-ASCII text.
+    documents = corpus[1]
+    texts = {
+        "person-001": "banana bandana ananas",  # "ana" overlaps itself; "nan" inside "banana"
+        "person-002": "Ünïcödé Städte: Zürich, Köln, 東京の川",
+        "person-003": "Lytoford and Oxford and fordable",
+        "person-004": "zürichsee",
+    }
+    docs = documents.with_columns(pl.col("doc_id").replace_strict(texts, default=pl.col("text")).alias("text"))
+    items = [{"item_id": f"q{i}", "evidence_doc_ids": ["person-000"], "answers": answers}
+             for i, answers in enumerate([["ana"], ["nan", "bandana"], ["Zürich"], ["東京"], ["ford able"],
+                                          ["Köln!", "the Städte"], ["absent word"]])]
+    screened = DocumentIndex(docs)
+    screened.screen_answers(item["answers"] for item in items)
+    for item in items:
+        expected = filler_pool(docs, item)  # a fresh index: the per-item str.find sweep
+        assert screened.filler_pool(item) == expected, item["answers"]
+        assert all(not contains_answer(r["text"], item["answers"]) for r in expected)
 
 
 def test_instances_conform_and_hit_their_targets(built):
