@@ -14,8 +14,7 @@ Each level x mode runs in a fresh child process; peak RSS is its VmHWM, reset on
 * ``asset``: the real ``instances`` asset, materialized in process with Dagster (``dg.materialize``)
   over a lake holding the inputs: batches (at most ``--batch`` items, ``assembly.BATCH_TOKENS``
   prompt tokens) built by ``iter_instance_batches``, each checked and written as a row group of
-  a staged file that ``HiveParquetIOManager`` publishes; the output metadata and token-length
-  histogram included (matplotlib imported before the clock, like the tokenizer's ranks);
+  a staged file that ``HiveParquetIOManager`` publishes; the checks and output metadata included;
 * ``construct``: the same build + write without Dagster and the checks: ``iter_instance_batches``
   (same batches) into a ``storage.ParquetStager``, then ``storage.publish_parquet``;
 * ``frame``: the level as one DataFrame (``build_instances``), then one ``storage.write_parquet``:
@@ -154,10 +153,6 @@ def _asset_setup(directory: Path, level: str, config: BenchmarkConfig, frames: d
                                        models_file=root / "models.yaml", dagster_home=root / ".dagster"))
     dagster_instance = stack.enter_context(dg.instance_for_test())
     dagster_instance.add_dynamic_partitions(SOURCE_DIM, ["demo"])
-    # Imported before the clock starts, like the tokenizer's ranks: once per process, ~1.5 s of
-    # the ~2.5 s a materialization costs beyond the work (the rest: Dagster's run and event log).
-    import matplotlib.figure  # noqa: F401  (the token-length histogram's)
-
     def materialize() -> Path:
         result = dg.materialize(pipeline.assets, selection=["instances"], partition_key=level,
                                 resources=pipeline.resources, instance=dagster_instance)
@@ -178,9 +173,8 @@ def run_level(directory: Path, level: str, mode: str, batch: int, seed: int) -> 
     counter = TokenCounter.load()
     counter.count("warm-up")  # BPE ranks loaded before the clock starts
     from lc_pipeline import storage
-    from lc_pipeline.construct.assembly import _token_byte_lengths, items_per_batch_at, iter_instance_batches
+    from lc_pipeline.construct.assembly import items_per_batch_at, iter_instance_batches
 
-    _token_byte_lengths(counter.encoding)  # per-process table (0.2 s), as the warm-up above
     storage.lake_path(directory)
     out = directory / f"instances-{level}-{mode}.parquet"
     stack = contextlib.ExitStack()  # the Dagster instance of asset mode, closed at the end

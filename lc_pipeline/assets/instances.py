@@ -11,11 +11,12 @@ import tempfile
 from collections.abc import Iterator
 
 import dagster as dg
+import numpy as np
 import polars as pl
 
-from lc_pipeline import plots, schemas, storage
+from lc_pipeline import schemas, storage
 from lc_pipeline.assets import lveval
-from lc_pipeline.assets.common import FINGERPRINT_KEY, Progress, plot_metadata, preview
+from lc_pipeline.assets.common import FINGERPRINT_KEY, Progress, preview
 from lc_pipeline.assets.retrieval import ALL_SOURCES, configured_sources
 from lc_pipeline.config import level_tokens
 from lc_pipeline.construct.assembly import ITEMS_PER_BATCH, fitting_items, items_per_batch_at, iter_instance_batches
@@ -161,7 +162,7 @@ def build(parts: Partitions) -> list:
             summary = pl.concat(summaries)
             yield dg.Output(staged, metadata={
                 FINGERPRINT_KEY: stage_fingerprint("instances", config),
-                **_metadata(context, summary, meta, level, config),
+                **_metadata(summary, meta, level, config),
             })
         yield from checks.results()
 
@@ -173,7 +174,7 @@ SUMMARY_COLUMNS = ("instance_id", "suite", "task", "variant", "insertions", "dep
                    "target_tokens", "length_unit", "target_units", "context_units")
 
 
-def _metadata(context, summary: pl.DataFrame, meta: dict, level: str, config) -> dict:
+def _metadata(summary: pl.DataFrame, meta: dict, level: str, config) -> dict:
     rel = ((summary["context_units"] - summary["target_units"]).abs() / summary["target_units"]).filter(
         summary["length_unit"] != "tokens").append(
         ((summary["input_tokens"] - summary["target_tokens"]).abs() / summary["target_tokens"]).filter(
@@ -191,9 +192,31 @@ def _metadata(context, summary: pl.DataFrame, meta: dict, level: str, config) ->
         "input_tokens_max": int(summary["input_tokens"].max()),
         "max_relative_length_error": float(rel),
         "preview": preview(summary.select("instance_id", "suite", "task", "depth", "input_tokens", "question")),
-        **plot_metadata(context, "token_length_histogram",
-                        lambda: plots.token_length_histogram(summary.with_columns(length=pl.lit(level)))),
+        # Markdown, not a PNG: a partition's run then never imports matplotlib (~1.5 s) nor renders
+        # (~0.2 s); `lcp report` draws the figure (plots.token_length_histogram) from the lake.
+        "token_length_histogram": dg.MetadataValue.md(length_histogram_markdown(summary)),
     }
+
+
+def length_histogram_markdown(summary: pl.DataFrame, bins: int = 10) -> str:
+    """Prompt tokens per instance as a markdown table: a row per bin (its range, count and a bar),
+    the bins holding a target token length marked."""
+    if summary.is_empty():
+        return "no instances"
+    tokens = summary["input_tokens"].to_numpy()
+    lo, hi = int(tokens.min()), int(tokens.max())
+    counts, edges = np.histogram(tokens, bins=min(bins, hi - lo + 1), range=(lo, hi + 1))
+    starts = np.ceil(edges).astype(np.int64)  # integer bins: [starts[i], starts[i + 1] - 1]
+    targets = sorted(int(t) for t in summary["target_tokens"].drop_nulls().unique())
+    target = ", ".join(f"{t:,}" for t in targets) or "in words"
+    lines = [f"prompt tokens per instance ({len(tokens)} instances; target {target})", "",
+             "| prompt tokens | instances | |", "|---|---:|---|"]
+    for i, n in enumerate(counts):
+        first, last = int(starts[i]), int(starts[i + 1]) - 1
+        span = f"{first:,}" if first == last else f"{first:,} – {last:,}"
+        mark = " ◀ target" if any(first <= t <= last for t in targets) else ""
+        lines.append(f"| {span}{mark} | {n} | {'█' * round(20 * n / counts.max())} |")
+    return "\n".join(lines)
 
 
 class _Checks:
