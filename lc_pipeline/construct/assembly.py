@@ -13,6 +13,11 @@ The first evidence document is placed at the configured depth; the whole prompt 
 counted exactly and the cut filler lengthened/shortened until ``input_tokens`` sits just
 below the target. An instance that cannot get within ``length_tolerance`` is an error,
 never a silently short row.
+
+Counting: each block is encoded once per level; a prompt's count (and each evidence block's
+token offset) is the sum of its blocks' counts, which is exact for cl100k_base because every
+block starts a new pre-token (``_pieces_add_up``). So no prompt is encoded to build a level;
+its first instance is, as a check.
 """
 
 from __future__ import annotations
@@ -291,7 +296,8 @@ class _Costs:
 
     A block is counted together with the separator after it: cl100k merges a final "."
     with the following "\\n\\n", and "Document"/"Question" always start a new pre-token, so
-    these per-block counts add up to the exact prompt length up to the index width.
+    these per-block counts (plus ``_index_extra`` for numbers of 4+ digits) add up to the
+    exact prompt length.
     """
 
     def __init__(self, counter: TokenCounter, cache: dict[str, int] | None) -> None:
