@@ -509,6 +509,21 @@ def test_an_encoding_not_known_to_add_up_encodes_every_prompt(built, corpus, cou
     assert slow.equals(built["2k"])
 
 
+def test_a_level_stops_when_added_up_counts_disagree_with_the_encoding(corpus, counter, monkeypatch):
+    # The level's first prompt is also encoded whole. A pre-tokenizer wrongly listed as additive
+    # (fixed 6-character pieces: block counts cannot add up) is caught there, not written as lengths.
+    import tiktoken
+
+    from lc_pipeline.construct import assembly
+
+    enc = counter.encoding
+    chunks = tiktoken.Encoding("cl100k_chunks", pat_str=r"[\s\S]{1,6}", mergeable_ranks=enc._mergeable_ranks,
+                               special_tokens=enc._special_tokens)
+    monkeypatch.setattr(assembly, "_ADDITIVE_PATTERNS", assembly._ADDITIVE_PATTERNS | {chunks._pat_str})
+    with pytest.raises(RuntimeError, match=r"item '[\w-]+': block counts add up to .* pre-tokenizer splits differently"):
+        build_instances(*corpus, level="1k", config=make_config(), counter=TokenCounter(chunks, counter.name))
+
+
 def test_batches_hold_the_same_rows_as_one_frame(built, corpus, counter):
     batches = list(iter_instance_batches(*corpus, level="2k", config=make_config(), counter=counter,
                                          items_per_batch=3))
