@@ -507,10 +507,13 @@ def star_options(gold: list[int], rng: random.Random) -> tuple[list[str], int]:
     return options, 2 + lists.index(list(gold))
 
 
+STAR_NEEDLE = "The little penguin counted {} ★"
+
+
 def build_counting_stars(c: Corpus, target: int, rng: random.Random, index: int) -> _Built:
     counts = [rng.randint(1, 100) for _ in range(4)]
     # Needle tokens depend only weakly on the numbers: budget the 3-digit worst case.
-    budget = target - sum(_needle_tokens(c, ["The little penguin counted 100 ★\n\n"] * 4))
+    budget = target - sum(_needle_tokens(c, [STAR_NEEDLE.format(100) + "\n\n"] * 4))
     chosen = _fill_min_docs(c, COUNTING_STARS, c.pairs(c.noise_pool), budget, rng)
     positions = sorted(rng.sample(range(len(chosen)), 4))  # stars go before these documents, in text order
     gold = counts  # counts[i] is placed before chosen[positions[i]], so text order = counts order
@@ -518,7 +521,7 @@ def build_counting_stars(c: Corpus, target: int, rng: random.Random, index: int)
     for k, d in enumerate(chosen):
         text = _block(k + 1, c.docs[d]["text"])
         if k in positions:
-            text = f"The little penguin counted {gold[positions.index(k)]} ★\n\n" + text
+            text = STAR_NEEDLE.format(gold[positions.index(k)]) + "\n\n" + text
         blocks.append((d, text))
     options, gold_index = star_options(gold, rng)
     question = STARS_QUESTION.format(options="\n".join(f"{i}. {o}" for i, o in enumerate(options, start=1)))
@@ -528,7 +531,9 @@ def build_counting_stars(c: Corpus, target: int, rng: random.Random, index: int)
         language=_language_of(c, chosen),
         question=question,
         answers=[str(gold_index)],
-        answer_keywords=[str(gold)],
+        # The four star sentences: the evidence the answer rests on (the instances asset checks that
+        # each is in the context; the gold list itself is in the question's options, not the context).
+        answer_keywords=[STAR_NEEDLE.format(n) for n in gold],
         evidence_doc_ids=[],
         blocks=blocks,
         evidence_blocks=positions,

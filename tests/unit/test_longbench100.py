@@ -207,6 +207,9 @@ def _check_instances(df: pl.DataFrame, c: Corpus, level: str, tasks: list[str], 
                 if line.startswith("The little penguin counted ")
             ]
             assert len(stars) == 4
+            # Its keywords are the four star sentences, all in the context (the asset's keyword check).
+            assert r["answer_keywords"] == [f"The little penguin counted {n} ★" for n in stars]
+            assert all(k in r["context"] for k in r["answer_keywords"])
             idx = int(r["answers"][0])
             options = [
                 line.split(". ", 1)[1]
