@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import dagster as dg
 import polars as pl
+from filelock import FileLock
 
 from lc_pipeline import storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY
@@ -167,9 +168,14 @@ class Runner:
         return True
 
     def leaderboard(self) -> pl.DataFrame:
-        # Always re-run: it is cheap and must reflect every model evaluated so far.
-        self.step("leaderboard", ["leaderboard"], {"leaderboard": ""}, force=True)
-        return storage.read_parquet(partition_path(storage.lake_path(self.lake), "leaderboard", {}))
+        # Always re-run: it is cheap and must reflect every model evaluated so far. One lcp process
+        # at a time: two backfills finishing together could otherwise write last the board that read
+        # the lake first, without the other model. Serialized, the later run sees both long_scores.
+        lock = self.pipeline.settings.dagster_home / "locks" / "leaderboard.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(lock):
+            self.step("leaderboard", ["leaderboard"], {"leaderboard": ""}, force=True)
+            return storage.read_parquet(partition_path(storage.lake_path(self.lake), "leaderboard", {}))
 
     def demo(self, models: list[str] | None = None) -> pl.DataFrame:
         self.build_benchmark()

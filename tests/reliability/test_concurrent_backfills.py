@@ -63,7 +63,7 @@ def test_two_backfills_at_once_both_complete_with_exact_rows(tmp_path, monkeypat
     for slug in MODELS:
         assert (world.lake / "long_scores" / f"model={slug}" / "data.parquet").exists()
     board = pl.read_parquet(world.lake / "leaderboard" / "data.parquet")
-    assert set(board["model"]) <= set(MODELS) and board.height > 0
+    assert set(board["model"]) == set(MODELS)  # whichever board was written last saw both models
 
     # Each prompt asked once per model: no partition was generated twice.
     assert set(asked.values()) == {1} and len(asked) == len(MODELS) * len(LENGTHS) * PER_LENGTH
