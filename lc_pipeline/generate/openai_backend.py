@@ -25,6 +25,7 @@ named by ``spec.api_key_env`` (default ``OPENAI_API_KEY``); it is never logged o
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -62,6 +63,30 @@ class MalformedReply(ValueError):
 def _backoff_s(attempt: int) -> float:
     # The openai client's own schedule: 0.5 s doubling up to 8 s, less up to 25 % jitter.
     return min(0.5 * 2.0**attempt, 8.0) * (1 - 0.25 * random.random())
+
+
+async def gather_bounded(jobs: Sequence[Callable[[], Awaitable[Any]]], max_concurrency: int) -> list[Any]:
+    """Results of ``jobs`` in order, at most ``max_concurrency`` running at once.
+
+    After the first failure no job that has not started starts (each would be another paid
+    request, and with one at a time the next one would otherwise slip in as the failed one
+    frees its slot); the failure is raised. Jobs already in flight are cancelled with the loop.
+    """
+    limit = asyncio.Semaphore(max_concurrency)
+    failed = False
+
+    async def run(job: Callable[[], Awaitable[Any]]) -> Any:
+        nonlocal failed
+        async with limit:
+            if failed:
+                return None  # never seen: gather has already raised the failure
+            try:
+                return await job()
+            except BaseException:
+                failed = True  # set before the slot is released
+                raise
+
+    return list(await asyncio.gather(*(run(j) for j in jobs)))
 
 
 async def create_checked(create: Callable[..., Awaitable[Any]], max_retries: int, **kwargs: Any) -> Any:
@@ -198,20 +223,18 @@ class OpenAIGenerator:
     ) -> list[GenerationResult]:
         client = self.client()
         secret = client.api_key
-        limit = asyncio.Semaphore(self.spec.max_concurrency)
 
         async def one(req: GenerationRequest, fit: FittedPrompt) -> GenerationResult:
-            async with limit:
-                t0 = time.perf_counter()
-                try:
-                    text, finish, usage = await self._call(client, req, fit)
-                except Exception as exc:
-                    # Not chained (``from None``): the original error may quote the key.
-                    raise RuntimeError(
-                        f"model {self.spec.slug!r}, request {req.key!r}: the server call "
-                        f"{describe_failure(exc, self.spec.max_retries, secret, self.spec.request_timeout_s)}"
-                    ) from None
-                latency = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            try:
+                text, finish, usage = await self._call(client, req, fit)
+            except Exception as exc:
+                # Not chained (``from None``): the original error may quote the key.
+                raise RuntimeError(
+                    f"model {self.spec.slug!r}, request {req.key!r}: the server call "
+                    f"{describe_failure(exc, self.spec.max_retries, secret, self.spec.request_timeout_s)}"
+                ) from None
+            latency = time.perf_counter() - t0
             if progress is not None:
                 progress(1)
             prompt_tokens = usage.prompt_tokens if usage is not None else len(fit.ids)
@@ -231,7 +254,8 @@ class OpenAIGenerator:
             )
 
         try:
-            return list(await asyncio.gather(*(one(r, f) for r, f in zip(requests, fitted, strict=True))))
+            jobs = [functools.partial(one, r, f) for r, f in zip(requests, fitted, strict=True)]
+            return await gather_bounded(jobs, self.spec.max_concurrency)
         finally:
             await client.close()
 

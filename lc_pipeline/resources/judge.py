@@ -16,6 +16,7 @@ what it has not answered yet. ``JudgeClient.calls`` counts the requests actually
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sqlite3
 import time
@@ -27,7 +28,7 @@ from urllib.parse import urlsplit
 
 import dagster as dg
 
-from lc_pipeline.generate.openai_backend import create_checked, describe_failure, scrub
+from lc_pipeline.generate.openai_backend import create_checked, describe_failure, gather_bounded, scrub
 from lc_pipeline.score.judge import SYSTEM_PROMPT, JudgeCall
 
 __all__ = ["MODEL_ENV", "JudgeCache", "JudgeClient", "JudgeResource", "scrub"]
@@ -138,27 +139,25 @@ class JudgeClient:
     async def _ask_all(self, todo: list[JudgeCall], progress) -> dict[str, str]:
         client = self._client()
         secret = client.api_key
-        limit = asyncio.Semaphore(self.max_concurrency)
         out: dict[str, str] = {}
 
         async def one(call: JudgeCall) -> None:
-            async with limit:
-                try:
-                    # JSON mode (OpenAI, vLLM and llama.cpp all take it) for rubrics whose verdict is JSON.
-                    forced = {"response_format": {"type": "json_object"}} if self.json_mode and call.json_reply else {}
-                    resp = await create_checked(
-                        client.chat.completions.create, self.max_retries,
-                        model=self.model,
-                        messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": call.prompt}],
-                        temperature=self.temperature, max_tokens=self.max_tokens, seed=0, **forced,
-                    )
-                except Exception as exc:
-                    # Not chained (``from None``): the original error may quote the key.
-                    raise RuntimeError(
-                        f"judge {self.model!r} at {self.server()}: call {call.key[:12]} "
-                        f"{describe_failure(exc, self.max_retries, secret, self.timeout_s)}"
-                    ) from None
-                self.calls += 1
+            try:
+                # JSON mode (OpenAI, vLLM and llama.cpp all take it) for rubrics whose verdict is JSON.
+                forced = {"response_format": {"type": "json_object"}} if self.json_mode and call.json_reply else {}
+                resp = await create_checked(
+                    client.chat.completions.create, self.max_retries,
+                    model=self.model,
+                    messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": call.prompt}],
+                    temperature=self.temperature, max_tokens=self.max_tokens, seed=0, **forced,
+                )
+            except Exception as exc:
+                # Not chained (``from None``): the original error may quote the key.
+                raise RuntimeError(
+                    f"judge {self.model!r} at {self.server()}: call {call.key[:12]} "
+                    f"{describe_failure(exc, self.max_retries, secret, self.timeout_s)}"
+                ) from None
+            self.calls += 1
             reply = resp.choices[0].message.content or ""
             out[call.key] = reply
             if self.cache is not None:  # stored at once: a crash later loses nothing answered
@@ -167,7 +166,7 @@ class JudgeClient:
                 progress(1)
 
         try:
-            await asyncio.gather(*(one(c) for c in todo))
+            await gather_bounded([functools.partial(one, c) for c in todo], self.max_concurrency)
         finally:
             await client.close()
         return out
