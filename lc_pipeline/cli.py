@@ -37,11 +37,12 @@ def _prepare_dagster_home(s: Settings) -> None:
     template = s.project_dir / "dagster.yaml"
     target = s.dagster_home / "dagster.yaml"
     if template.exists() and (not target.exists() or target.read_text() != template.read_text()):
+        from lc_pipeline import storage  # here: `lcp --help` stays free of polars
+
         # Temp file + rename: a second lcp starting at the same moment reads the old file or the
         # new one, never a half-copied one.
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        shutil.copyfile(template, tmp)
-        os.replace(tmp, target)
+        with storage.replacing(target) as tmp:
+            shutil.copyfile(template, tmp)
 
 
 def _runner(s: Settings):

@@ -35,12 +35,13 @@ import importlib.util
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from lc_pipeline import storage
 
 MODEL_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
@@ -365,18 +366,8 @@ class ModelRegistry:
         # Temp file in the same directory + os.replace: readers see the old or the new file,
         # never a half-written one.
         assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                yaml.safe_dump(entries, fh, sort_keys=False, allow_unicode=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with storage.replacing(self.path) as tmp:
+            tmp.write_text(yaml.safe_dump(entries, sort_keys=False, allow_unicode=True), encoding="utf-8")
 
     def resolve_model_path(self, spec: ModelSpec) -> str:
         return resolve_model_path(spec)
