@@ -1,0 +1,104 @@
+"""The ``minilongbench:`` section of a benchmark config, typed (every key optional).
+
+::
+
+    minilongbench:
+      scores: path            # imported matrix: model, task, category, global_sample, score (parquet/csv);
+                              # absent -> train on our own metric_scores tables (every model in the lake)
+      embeddings: path        # imported representations: global_sample, pc0, pc1, ...
+      texts: path             # or texts to embed: global_sample, text (embedded with the embedder resource)
+      estimate_scores: path   # new models' scores: model, global_sample, score (a partition's model is
+                              # matched case-insensitively, as partition keys are lower-case slugs)
+      train_models: [a, b]    # train on these models only (default: all in the matrix)
+      metrics: [lb100, f1]    # own metric_scores: per instance, the first of these metrics it has
+      representation: text    # own metric_scores: "text" (embed question + context) or "none"
+      ratio: 0.95             # share of samples removed (K = int((1 - ratio) * n)), in [0, 1)
+      dims: 10
+      seed: 42                # default: the config's seed
+      epochs: 2000
+      baseline_draws: 50      # random stratified subsets scored on the training models (metadata)
+      subset_candidates: 8    # K-Means runs; keep the one that best recovers the training models (1 = paper)
+
+Paths stay as written (the config's fingerprint hashes them so); relative ones are resolved
+against the config file's folder when used (:meth:`MiniLongBenchOptions.path`). Spec:
+``shared/specs/minilongbench.md`` (§4.3 ratio and K, §4.1 dims, §7 the random baseline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+__all__ = ["DEFAULT_METRICS", "MiniLongBenchOptions", "PATH_KEYS"]
+
+DEFAULT_METRICS = ("lb100", "f1")
+PATH_KEYS = ("scores", "embeddings", "texts", "estimate_scores")
+
+
+class MiniLongBenchOptions(BaseModel):
+    """Options of the MiniLongBench assets; unknown keys are refused.
+
+    A config loader keeps the section as given and dumps it with ``model_dump(exclude_unset=True)``
+    for the fingerprint (the keys written in the file, nothing more).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scores: str | None = None
+    embeddings: str | None = None
+    texts: str | None = None
+    estimate_scores: str | None = None
+    train_models: tuple[str, ...] | None = None
+    metrics: tuple[str, ...] = Field(DEFAULT_METRICS, min_length=1)
+    representation: Literal["text", "none"] = "text"
+    ratio: float = Field(0.95, ge=0, lt=1)
+    dims: int = Field(10, ge=1)
+    seed: int | None = None
+    epochs: int = Field(2000, ge=1)
+    baseline_draws: int = Field(50, ge=0)
+    subset_candidates: int = Field(8, ge=1)
+
+    @classmethod
+    def parse(cls, section: MiniLongBenchOptions | Mapping | None, where: str = "minilongbench") -> MiniLongBenchOptions:
+        """The options from a config section (a mapping, ``None`` or already typed); a bad or
+        unknown key raises ``ValueError`` naming ``where`` (e.g. ``"config 'x': minilongbench"``),
+        the key and, for unknown keys, the known ones."""
+        if isinstance(section, cls):
+            return section
+        if section is None:
+            section = {}
+        if not isinstance(section, Mapping):
+            raise ValueError(f"{where}: expected a mapping, got {type(section).__name__}")
+        try:
+            return cls.model_validate(dict(section))
+        except ValidationError as exc:
+            problems, unknown = [], False
+            for err in exc.errors():
+                key = ".".join(str(p) for p in err["loc"]) or "(section)"
+                if err["type"] == "extra_forbidden":
+                    problems.append(f"unknown key {key!r}")
+                    unknown = True
+                else:
+                    problems.append(f"{key}: {err['msg']} (got {err.get('input')!r})")
+            known = f"; known keys: {sorted(cls.model_fields)}" if unknown else ""
+            raise ValueError(f"{where}: {'; '.join(problems)}{known}") from None
+
+    def path(self, key: str, config_file: str | Path | None) -> Path:
+        """The file named by option ``key``, ``~`` expanded, a relative path taken from the folder
+        of ``config_file`` (when that is a file); ``FileNotFoundError`` when it does not exist."""
+        if key not in PATH_KEYS:
+            raise KeyError(f"minilongbench.{key} is not a path option ({PATH_KEYS})")
+        value = getattr(self, key)
+        if value is None:
+            raise KeyError(f"minilongbench.{key} is not set")
+        p = Path(value).expanduser()
+        if not p.is_absolute() and config_file is not None:
+            cfg = Path(config_file)
+            if cfg.is_file():
+                p = cfg.resolve().parent / p
+        if not p.exists():
+            raise FileNotFoundError(f"minilongbench: {value!r} not found (looked at {p})")
+        return p
