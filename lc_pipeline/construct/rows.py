@@ -1,0 +1,67 @@
+"""The one constructor of INSTANCES rows (``lc_pipeline.schemas.INSTANCES``), for every builder.
+
+Each builder (the QA assembler, LV-Eval's word levels and factrecall, HELMET, 100-LongBench)
+measures its own context and prompt; what a row is, which columns it has and which of them
+have a natural default, is written once, here:
+
+* ``variant`` "plain", ``insertions`` [] and ``replacement_rule_ids`` []: a builder's rows are
+  plain; LV-Eval's CFI / KPR variants (construct/variants.py) are derived from them later;
+* ``length_unit`` "tokens", and then ``target_units`` = ``target_tokens`` and ``context_units`` =
+  ``context_tokens`` (what ``lveval_levels.with_length_units`` fills for token levels). A row
+  of a word level (``length_unit`` "words" / "characters", LV-Eval spec §1) names its
+  ``target_units`` and ``context_units`` itself.
+
+Every other column must be given (``None`` where the value is null, e.g. ``target_tokens`` of
+a word level), and no other key is accepted: a misspelt column is a ValueError naming it, never
+a silently null column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import polars as pl
+
+from lc_pipeline.schemas import INSTANCES, conform
+
+COLUMNS: tuple[str, ...] = tuple(INSTANCES.names())
+
+# Columns a builder may leave out, with the value they then take.
+DEFAULTS: Mapping[str, Any] = {"variant": "plain", "insertions": (), "replacement_rule_ids": (),
+                               "length_unit": "tokens"}
+# Token levels measure their size in tokens: these two default to the token columns.
+_TOKEN_UNITS = {"target_units": "target_tokens", "context_units": "context_tokens"}
+
+
+def instance_row(**columns: Any) -> dict[str, Any]:
+    """One INSTANCES row (a dict in the table's column order) from its columns, by keyword.
+
+    Fills the defaults listed in the module docstring; raises ValueError naming the column for
+    a key that is not an INSTANCES column, or a column that is missing and has no default
+    (``target_units`` / ``context_units`` have one only when ``length_unit`` is "tokens").
+    """
+    unknown = [c for c in columns if c not in INSTANCES]
+    if unknown:
+        raise ValueError(f"instance_row: {', '.join(map(repr, unknown))} "
+                         f"{'is not an INSTANCES column' if len(unknown) == 1 else 'are not INSTANCES columns'} "
+                         f"(item {columns.get('item_id')!r})")
+    row = dict(columns)
+    for name, value in DEFAULTS.items():
+        if name not in row:
+            row[name] = list(value) if isinstance(value, tuple) else value
+    if row["length_unit"] == "tokens":
+        for name, source in _TOKEN_UNITS.items():
+            if name not in row and source in row:
+                row[name] = row[source]
+    missing = [c for c in COLUMNS if c not in row]
+    if missing:
+        raise ValueError(f"instance_row: item {columns.get('item_id')!r}: missing column"
+                         f"{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}")
+    return {c: row[c] for c in COLUMNS}
+
+
+def instances_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
+    """INSTANCES rows (from :func:`instance_row`) as a frame conforming to the table (``schemas.conform``);
+    no rows: an empty frame of the table's schema."""
+    return conform(pl.DataFrame(list(rows), schema=INSTANCES), "instances")
