@@ -1,0 +1,235 @@
+"""The task catalog: the packaged task files plus a config's own, one ``TaskSpec`` per task.
+
+A task file (YAML) declares one benchmark::
+
+    benchmark: helmet
+    description: ...
+    defaults: {truncation: end_of_context, rubric: null}   # under every task of the file
+    tasks:
+      - name: json_kv
+        category: Synthetic recall
+        builder: {name: helmet, options: {kind: json_kv}}
+        prompt: "..."
+        ...
+
+A user's file (config ``task_files:``) may add tasks, or override fields of a packaged task by naming
+it (same ``benchmark`` and ``name``: only the fields given change), or start a new task from another
+one with ``base: <benchmark>/<name>``. A ``prompt_file`` is read here, in its format, so every spec
+the pipeline sees carries its prompt text. Errors name the file, the task and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from lc_pipeline.tasks.spec import TaskSpec
+
+PACKAGED_DIR = Path(__file__).parent / "packaged"
+FILE_KEYS = {"benchmark", "description", "defaults", "tasks"}
+ANY_TASK = "*"  # a catch-all task of a benchmark: items whose task the benchmark does not declare
+
+# The benchmark whose tasks a source kind's items belong to (QA suite); other kinds: "qa".
+SOURCE_KIND_BENCHMARKS = {"longbench": "longbench", "lveval": "lveval", "loong": "loong"}
+DEFAULT_BENCHMARK = "qa"
+
+
+class TaskFileError(ValueError):
+    """A task file that cannot be read: the message names the file, the task and the field."""
+
+
+def benchmark_of_source_kind(kind: str) -> str:
+    return SOURCE_KIND_BENCHMARKS.get(kind, DEFAULT_BENCHMARK)
+
+
+class TaskCatalog:
+    """Every declared task, by ``benchmark/name``."""
+
+    def __init__(self, specs: Iterable[TaskSpec], benchmarks: Mapping[str, str] | None = None) -> None:
+        self._specs: dict[str, TaskSpec] = {}
+        for spec in specs:
+            if spec.qualified_name in self._specs:
+                raise TaskFileError(f"task {spec.qualified_name!r} is declared twice "
+                                    f"({self._specs[spec.qualified_name].declared_in} and {spec.declared_in})")
+            self._specs[spec.qualified_name] = spec
+        self.benchmarks: dict[str, str] = dict(benchmarks or {})  # name -> description
+
+    def __iter__(self):
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __contains__(self, qualified_name: object) -> bool:
+        return qualified_name in self._specs
+
+    def tasks(self, benchmark: str | None = None) -> list[TaskSpec]:
+        return [s for s in self._specs.values() if benchmark is None or s.benchmark == benchmark]
+
+    def get(self, name: str, where: str = "") -> TaskSpec:
+        """A task by ``benchmark/name``, or by bare ``name`` when only one benchmark declares it."""
+        prefix = f"{where}: " if where else ""
+        if name in self._specs:
+            return self._specs[name]
+        matches = [s for s in self._specs.values() if s.name == name]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise ValueError(f"{prefix}task {name!r} is declared by several benchmarks "
+                             f"({', '.join(s.benchmark for s in matches)}): write benchmark/{name}")
+        raise ValueError(f"{prefix}unknown task {name!r}; `lcp tasks list` shows the declared tasks")
+
+    def resolve(self, benchmark: str, task: str) -> TaskSpec:
+        """The spec of an instance or item: ``benchmark/task``, else the benchmark's catch-all ``*``."""
+        spec = self._specs.get(f"{benchmark}/{task}") or self._specs.get(f"{benchmark}/{ANY_TASK}")
+        if spec is None:
+            known = sorted(s.name for s in self.tasks(benchmark))
+            raise ValueError(f"task {task!r} of benchmark {benchmark!r} is not declared in any task file"
+                             + (f"; {benchmark} declares {known}" if known else f"; no task file declares {benchmark!r}"))
+        return spec
+
+    def fingerprint(self) -> str:
+        from lc_pipeline.fingerprints import short_id
+
+        return short_id(*sorted(f"{k}:{s.content_hash()}" for k, s in self._specs.items()), length=16)
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise TaskFileError(f"{path}: cannot read the task file: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise TaskFileError(f"{path}: expected a mapping with 'benchmark' and 'tasks'")
+    unknown = sorted(set(raw) - FILE_KEYS)
+    if unknown:
+        raise TaskFileError(f"{path}: unknown keys {unknown}; a task file has {sorted(FILE_KEYS)}")
+    if not isinstance(raw.get("benchmark"), str) or not raw["benchmark"]:
+        raise TaskFileError(f"{path}: field 'benchmark': expected the benchmark's name")
+    if not isinstance(raw.get("tasks"), list):
+        raise TaskFileError(f"{path}: field 'tasks': expected a list of tasks")
+    if not isinstance(raw.get("defaults") or {}, dict):
+        raise TaskFileError(f"{path}: field 'defaults': expected a mapping")
+    return raw
+
+
+def read_prompt_file(ref: Mapping[str, Any], task: str, base_dir: Path, where: str) -> tuple[str, str]:
+    """(template, source) of a ``prompt_file`` entry, read in its format (see ``spec.PromptFile``)."""
+    from lc_pipeline.tasks.spec import PromptFile
+
+    try:
+        pf = PromptFile.model_validate(ref)
+    except ValidationError as exc:
+        raise TaskFileError(f"{where}: field 'prompt_file': {_problems(exc)}") from None
+    path = Path(pf.path).expanduser()
+    path = path if path.is_absolute() else base_dir / path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TaskFileError(f"{where}: field 'prompt_file': cannot read {path}: {exc.strerror or exc}") from None
+    if pf.format == "text":
+        return text, str(path)
+    try:
+        table = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TaskFileError(f"{where}: prompt_file {path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    key = pf.key or task
+    if not isinstance(table, dict) or not isinstance(table.get(key), str):
+        keys = sorted(table) if isinstance(table, dict) else []
+        raise TaskFileError(f"{where}: prompt_file {path}: no string entry {key!r}"
+                            + (f"; it has {keys[:30]}" if keys else ""))
+    template = table[key]
+    if pf.format == "longbench":
+        # LongBench's templates name the question {input}; ours {question}. Nothing else is touched.
+        template = template.replace("{input}", "{question}")
+    return template, f"{path}#{key}"
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(f"field {'.'.join(map(str, e['loc'])) or '(task)'!r}: {e['msg']}" for e in exc.errors())
+
+
+def _entries(path: Path) -> tuple[str, str, list[tuple[str, dict]]]:
+    """(benchmark, description, [(where, merged raw task)]) of one file, defaults applied, prompt files read."""
+    raw = _read_yaml(path)
+    benchmark, defaults = raw["benchmark"], dict(raw.get("defaults") or {})
+    out = []
+    for i, task in enumerate(raw["tasks"]):
+        if not isinstance(task, dict) or not isinstance(task.get("name"), str):
+            raise TaskFileError(f"{path}: tasks[{i}]: expected a mapping with a 'name'")
+        where = f"{path}: task {benchmark}/{task['name']}"
+        if "benchmark" in task and task["benchmark"] != benchmark:
+            raise TaskFileError(f"{where}: field 'benchmark': {task['benchmark']!r} differs from the file's "
+                                f"{benchmark!r}; one file declares one benchmark")
+        entry = {**task, "benchmark": benchmark}
+        if "prompt_file" in entry:
+            entry["prompt"], entry["prompt_source"] = read_prompt_file(entry.pop("prompt_file"), entry["name"],
+                                                                      path.parent, where)
+        out.append((where, defaults, entry))
+    return benchmark, str(raw.get("description", "")), out
+
+
+def _validate(where: str, fields: dict) -> TaskSpec:
+    try:
+        return TaskSpec.model_validate(fields)
+    except ValidationError as exc:
+        raise TaskFileError(f"{where}: {_problems(exc)}") from None
+
+
+def packaged_files() -> list[Path]:
+    return sorted(PACKAGED_DIR.glob("*.yaml"))
+
+
+@lru_cache(maxsize=16)
+def _load(files: tuple[str, ...], packaged: tuple[str, ...], _contents: tuple[str, ...]) -> TaskCatalog:
+    """Cached by the files' contents (``_contents``), so an edited file is read again."""
+    specs: dict[str, TaskSpec] = {}
+    raw_of: dict[str, dict] = {}  # merged raw fields, what an override or a `base:` starts from
+    descriptions: dict[str, str] = {}
+    for file in [*packaged, *files]:
+        path = Path(file)
+        is_user = file in files
+        benchmark, description, entries = _entries(path)
+        if description or benchmark not in descriptions:
+            descriptions[benchmark] = description or descriptions.get(benchmark, "")
+        for where, defaults, entry in entries:
+            key = f"{benchmark}/{entry['name']}"
+            base_name = entry.pop("base", None)
+            if key in raw_of and base_name is None:
+                if not is_user:
+                    raise TaskFileError(f"{where}: declared twice in the packaged task files")
+                fields = {**raw_of[key], **entry}  # an override: only the fields given change
+            elif base_name is not None:
+                base_key = base_name if "/" in base_name else f"{benchmark}/{base_name}"
+                if base_key not in raw_of:
+                    raise TaskFileError(f"{where}: field 'base': no task {base_name!r} is declared before it")
+                fields = {**raw_of[base_key], **entry}
+            else:
+                fields = {**defaults, **entry}
+            fields["declared_in"] = str(path)
+            specs[key] = _validate(where, fields)
+            raw_of[key] = fields
+    return TaskCatalog(specs.values(), descriptions)
+
+
+def load_catalog(task_files: Sequence[str | Path] = ()) -> TaskCatalog:
+    """The packaged tasks plus ``task_files`` (a config's ``task_files``, absolute paths), in that order."""
+    files = tuple(str(Path(f).resolve()) for f in task_files)
+    for f in files:
+        if not Path(f).is_file():
+            raise TaskFileError(f"task file {f} does not exist")
+    packaged = tuple(str(p) for p in packaged_files())
+    contents = tuple(hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in (*packaged, *files))
+    return _load(files, packaged, contents)
+
+
+def catalog_for(config: Any) -> TaskCatalog:
+    """The catalog of a BenchmarkConfig (its ``task_files``, when the config has them)."""
+    return load_catalog(tuple(getattr(config, "task_files", ()) or ()))

@@ -1,0 +1,118 @@
+"""``TaskSpec``: everything about one benchmark task that changes its numbers, as data.
+
+A task is declared once, in a YAML task file (``lc_pipeline/tasks/packaged/<benchmark>.yaml`` or a
+user's own file named by the config's ``task_files``): which builder makes its instances (a
+registered name with options), its prompt template, whether an instruct model gets it through its
+chat template, the answer prefix its metric parses after, ``max_new_tokens``, stop sequences, the
+truncation policy, its metrics and judge rubric (registered names), and the group the benchmark's
+headline averages it into. The pipeline never branches on a task or benchmark name: it reads the
+spec. Model after lm-evaluation-harness's task YAML and inspect_ai's Task (dataset + solver +
+scorer bound in one object).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+TRUNCATION_POLICIES = ("middle", "end_of_context", "drop_documents")  # construct/truncation.py
+PROMPT_FILE_FORMATS = ("longbench", "json", "text")
+PLACEHOLDERS = ("context", "question", "options", "demos")  # builders may define more (e.g. RULER's {kind})
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BuilderRef(_Strict):
+    """The registered builder that makes the task's instances (``tasks.registry.BUILDERS``) and its options."""
+
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class MetricRef(_Strict):
+    """A registered metric (``tasks.registry.METRICS``) with its options; YAML may give just the name."""
+
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class PromptFile(_Strict):
+    """A prompt read from a file in another project's format, e.g. LongBench's ``config/dataset2prompt.json``.
+
+    ``format``: ``longbench`` (a JSON object task -> template with ``{context}`` and ``{input}``; ``{input}``
+    is our ``{question}``), ``json`` (the same with our placeholders) or ``text`` (the whole file is the
+    template). ``key``: the entry to read (default: the task's name). A relative ``path`` is relative to
+    the task file that names it.
+    """
+
+    path: str
+    format: Literal["longbench", "json", "text"] = "text"
+    key: str | None = None
+
+
+class Aggregation(_Strict):
+    """Where the task sits in its benchmark's headline: task -> ``group`` (a category) -> overall.
+
+    ``table`` separates tables a paper reports apart (LongBench's English and Chinese tables);
+    ``weight`` is the task's weight within its group (1 = plain mean).
+    """
+
+    group: str
+    table: str = "all"
+    weight: float = Field(default=1.0, gt=0)
+
+
+class TaskSpec(_Strict):
+    name: str = Field(min_length=1)
+    benchmark: str = Field(min_length=1)
+    category: str
+    language: str = "en"  # "en", "zh", or "any" (the items' own)
+    description: str = ""
+    builder: BuilderRef
+    # The user message; placeholders {context} {question} {options} {demos} (and builder-specific ones).
+    # None: the builder's own wording (e.g. synthetic tasks whose prompt is generated per instance).
+    prompt: str | None = None
+    prompt_file: PromptFile | None = None
+    chat_template: bool = True  # instruct models get the prompt through their chat template
+    answer_prefix: str | None = None  # the text the answer follows; metrics also score the part after it
+    max_new_tokens: int | None = Field(default=None, ge=1)  # None: the config's max_new_tokens
+    stop: tuple[str, ...] = ()
+    truncation: Literal["middle", "end_of_context", "drop_documents"]
+    metrics: tuple[MetricRef, ...] = ()
+    rubric: str | None = None  # registered judge rubric; None: not judged
+    aggregation: Aggregation
+    # Where it was declared (packaged file or the user's) and where its prompt was read from
+    # (a prompt_file, resolved when the catalog loads); neither is part of the task's content.
+    declared_in: str = Field(default="", exclude=True)
+    prompt_source: str = Field(default="", exclude=True)
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _metric_names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError("expected a list of metric names")
+        return [{"name": v} if isinstance(v, str) else v for v in (value or [])]
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> TaskSpec:
+        if self.prompt is not None and self.prompt_file is not None:
+            raise ValueError("give either prompt or prompt_file, not both")
+        return self
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.benchmark}/{self.name}"
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.metrics)
+
+    def content_hash(self) -> str:
+        """Short hash of everything that can change the task's instances or scores (not where it was declared)."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
