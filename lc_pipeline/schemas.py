@@ -100,6 +100,7 @@ INSTANCES = pl.Schema(
         "item_id": Str,
         "source": Str,
         "suite": Str,  # how it was built: "qa" (evidence + hard negatives + fillers) | "longbench100"
+        "benchmark": Str,  # the task's benchmark (its task file): with `task` it names the TaskSpec
         "task": Str,
         "category": Str,
         "language": Str,
@@ -111,6 +112,7 @@ INSTANCES = pl.Schema(
         "question": Str,
         "answers": StrList,
         "answer_keywords": StrList,
+        "all_classes": StrList,  # label set of classification tasks (LongBench trec, lsht), for their metric; [] otherwise
         "evidence_doc_ids": StrList,
         "context_doc_ids": StrList,  # block ids in context order (doc ids and passage ids)
         "n_hard_negatives": pl.Int32,

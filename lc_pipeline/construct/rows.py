@@ -29,7 +29,10 @@ COLUMNS: tuple[str, ...] = tuple(INSTANCES.names())
 
 # Columns a builder may leave out, with the value they then take.
 DEFAULTS: Mapping[str, Any] = {"variant": "plain", "insertions": (), "replacement_rule_ids": (),
-                               "length_unit": "tokens"}
+                               "length_unit": "tokens",
+                               # Filled from the task catalog and the items by construct/builders.py, which
+                               # runs every builder: a builder itself need not know them.
+                               "benchmark": "", "all_classes": ()}
 # Token levels measure their size in tokens: these two default to the token columns.
 _TOKEN_UNITS = {"target_units": "target_tokens", "context_units": "context_tokens"}
 
