@@ -193,6 +193,7 @@ def _load(files: tuple[str, ...], packaged: tuple[str, ...], _contents: tuple[st
     specs: dict[str, TaskSpec] = {}
     raw_of: dict[str, dict] = {}  # merged raw fields, what an override or a `base:` starts from
     descriptions: dict[str, str] = {}
+    packaged_hash: dict[str, str] = {}
     for file in [*packaged, *files]:
         path = Path(file)
         is_user = file in files
@@ -214,7 +215,14 @@ def _load(files: tuple[str, ...], packaged: tuple[str, ...], _contents: tuple[st
             else:
                 fields = {**defaults, **entry}
             fields["declared_in"] = str(path)
-            specs[key] = _validate(where, fields)
+            spec = _validate(where, fields)
+            if is_user:
+                spec = spec.model_copy(update={"instance_salt": spec.content_hash()})
+                if key in packaged_hash and packaged_hash[key] == spec.content_hash():
+                    spec = spec.model_copy(update={"instance_salt": ""})  # an override that changes nothing
+            else:
+                packaged_hash[key] = spec.content_hash()
+            specs[key] = spec
             raw_of[key] = fields
     return TaskCatalog(specs.values(), descriptions)
 

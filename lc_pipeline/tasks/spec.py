@@ -90,6 +90,10 @@ class TaskSpec(_Strict):
     # (a prompt_file, resolved when the catalog loads); neither is part of the task's content.
     declared_in: str = Field(default="", exclude=True)
     prompt_source: str = Field(default="", exclude=True)
+    # Mixed into the ids of the task's instances: "" for a packaged task as shipped (its wording is versioned
+    # with the code, so ids stay stable), its content hash once a user file adds or changes it, so a changed
+    # prompt or option yields new rows, never a silent reuse of old ones. Set by the catalog.
+    instance_salt: str = Field(default="", exclude=True)
 
     @field_validator("metrics", mode="before")
     @classmethod
