@@ -337,6 +337,10 @@ from lc_pipeline.commands.report import report  # noqa: E402
 
 main.add_command(report)
 
+from lc_pipeline.commands.tasks import tasks  # noqa: E402
+
+main.add_command(tasks)
+
 
 if __name__ == "__main__":
     main()

@@ -8,6 +8,7 @@ from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
 from lc_pipeline.generate.partition import chunk_size, generate_partition, plan_partition
+from lc_pipeline.tasks.catalog import catalog_for
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
 
@@ -41,7 +42,7 @@ def build(parts: Partitions) -> list:
         slug = dims["model"]
         spec = models.spec(slug)
         generator = models.generator(slug)
-        plan = plan_partition(instances, spec, generator, models.policies())
+        plan = plan_partition(instances, spec, generator, models.policies(), catalog_for(config))
         # Kept after the partition is written: it is also the cache an unchanged rerun reads.
         store = GenerationCheckpoint(lake.checkpoint_dir("generations", dims))
         try:

@@ -6,21 +6,24 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline import plots, schemas, storage
-from lc_pipeline.assets.common import FINGERPRINT_KEY, Progress, plot_metadata, preview
+from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
 from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.progress import Progress
 from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, ModelsResource
 from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.resources.parquet_io import FILE_NAME, read_partition
 from lc_pipeline.score.judge import judge_frame, judge_summary, plan_judgments, rubric_fingerprint
+from lc_pipeline.tasks.catalog import catalog_for
 
 TABLE = "judge_scores"
 
 
-def judge_fingerprint(model: str, decoding: dict, overrides: dict) -> str:
+def judge_fingerprint(model: str, decoding: dict, overrides: dict, *extra: str) -> str:
     from lc_pipeline.fingerprints import short_id
 
-    return short_id(model, sorted(decoding.items()), sorted(overrides.items()), rubric_fingerprint())
+    # The rubric texts, and which task gets which rubric (task files): a change there re-judges.
+    return short_id(model, sorted(decoding.items()), sorted(overrides.items()), rubric_fingerprint(), *extra)
 
 
 def read_judge_scores(lake_dir: str | Path) -> pl.DataFrame:
@@ -62,7 +65,7 @@ def build(parts: Partitions) -> list:
             client = judge.client()
             judgments = plan_judgments(
                 generations.select(schemas.GENERATIONS.names()), instances.select(schemas.INSTANCES.names()),
-                client.model, client.decoding, judge.rubric_overrides,
+                client.model, client.decoding, judge.rubric_overrides, catalog_for(config),
             )
         except ValueError as exc:
             raise dg.Failure(f"judge_scores {dims[LENGTH_DIM]}|{slug}: {exc}", allow_retries=False) from exc
@@ -74,7 +77,8 @@ def build(parts: Partitions) -> list:
         summary = judge_summary(out)
         if summary["parse_failures"]:
             context.log.warning(f"{summary['parse_failures']} of {out.height} judge replies could not be parsed")
-        fp = judge_fingerprint(client.model, client.decoding, dict(judge.rubric_overrides))
+        fp = judge_fingerprint(client.model, client.decoding, dict(judge.rubric_overrides),
+                               *sorted(f"{t.qualified_name}:{t.rubric}" for t in catalog_for(config)))
         return dg.Output(
             out,
             metadata={

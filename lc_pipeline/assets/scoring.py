@@ -14,9 +14,9 @@ from lc_pipeline.construct.longbench100 import NO_CONTEXT_PROMPT
 from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.score.longbench100 import prior_knowledge_frame
 from lc_pipeline.score.longscore import judge_leaderboard, leaderboard_frame, long_scores_frame
-from lc_pipeline.score.metrics import score_frame
+from lc_pipeline.score.metric_scores import score_frame
+from lc_pipeline.tasks.catalog import catalog_for
 
-METRICS = ("subem", "em", "f1")  # QA-suite metrics; 100-LongBench instances get their task metric "lb100"
 
 
 def _number(v: float | None) -> dg.MetadataValue:
@@ -29,9 +29,9 @@ def build(parts: Partitions) -> list:
         partitions_def=parts.length_x_model,
         group_name="scoring",
         kinds={"parquet"},
-        description="Per generation: SubEM, EM and token F1 for QA-suite instances (max of raw and parsed output); "
-        "the task's own metric ('lb100': accuracy / F1 / ROUGE-L of the first line) for 100-LongBench instances; "
-        "LV-Eval keyword recall ('lveval') for items with CFI/KPR variants and LV-Eval datasets",
+        description="Per generation: the metrics its task declares (task files; `lcp tasks list`): SubEM, EM and "
+        "token F1 for the QA suite, LongBench's per-task metric ('longbench'), 100-LongBench's ('lb100'), HELMET's "
+        "('helmet'), LV-Eval keyword recall ('lveval', also on every item with CFI/KPR variants)",
     )
     def metric_scores(
         context: dg.AssetExecutionContext,
@@ -43,8 +43,8 @@ def build(parts: Partitions) -> list:
         config = benchmark.load()
         slug = context.partition_key.keys_by_dimension[MODEL_DIM]
         out = score_frame(
-            generations.select(schemas.GENERATIONS.names()), instances.select(schemas.INSTANCES.names()), METRICS,
-            lveval_variant=config.lveval.metric_variant,  # "lveval" rows: items with LV-Eval variants (score/metrics.py)
+            generations.select(schemas.GENERATIONS.names()), instances.select(schemas.INSTANCES.names()),
+            catalog_for(config), lveval_variant=config.lveval.metric_variant,
         )
         means = dict(out.group_by("metric").agg(pl.col("score").mean()).sort("metric").iter_rows())
         return dg.Output(

@@ -38,10 +38,10 @@ def resolve_metric(name: str, variant: str | None) -> Callable[[dict, str], floa
     """``(record, prediction) -> score`` for a metric name; ``ValueError`` for unknown names."""
     family, _, target = name.partition(":")
     if family == "longbench":
-        from lc_pipeline.score.longbench import TASKS, score_record
+        from lc_pipeline.score.longbench import score_record, tasks
 
-        if target not in TASKS:
-            raise ValueError(f"unknown LongBench task {target!r}; use longbench:<task> with one of: {', '.join(TASKS)}")
+        if target not in tasks():
+            raise ValueError(f"unknown LongBench task {target!r}; use longbench:<task> with one of: {', '.join(tasks())}")
         if variant is not None:
             raise ValueError("--variant applies to lveval:<dataset> metrics only (LongBench has one definition)")
         return lambda rec, pred: score_record(target, pred, rec["answers"], rec.get("all_classes"))

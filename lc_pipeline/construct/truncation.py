@@ -10,6 +10,8 @@ template included) plus the tokens to generate does not fit the model's window, 
 - ``drop_documents`` (Loong; loong.md §6.3): walk the documents in order and keep each one
   that still fits, skipping (not cutting) the rest; a later, shorter document may still fit.
 
+Which policy a task uses is declared in its task file (``truncation:``; lc_pipeline/tasks/packaged/),
+and a test holds the packaged ones against the papers (tests/unit/test_truncation_policies.py).
 Token counts are the evaluated model's own (``encode``/``render`` come from the backend).
 Nothing here imports a model library.
 """
@@ -25,31 +27,6 @@ END_OF_CONTEXT = "end_of_context"
 DROP_DOCUMENTS = "drop_documents"
 POLICIES = (MIDDLE, END_OF_CONTEXT, DROP_DOCUMENTS)
 
-# Task -> policy. Task names are those the source adapters write into ``instances.task``.
-_LONGBENCH_TASKS = (
-    "narrativeqa", "qasper", "multifieldqa_en", "multifieldqa_zh", "hotpotqa", "2wikimqa", "musique", "dureader",
-    "gov_report", "qmsum", "multi_news", "vcsum", "trec", "triviaqa", "samsum", "lsht", "passage_count",
-    "passage_retrieval_en", "passage_retrieval_zh", "lcc", "repobench-p",
-)
-_LVEVAL_TASKS = (
-    "lic_mixup", "hotpotwikiqa_mixup", "loogle_MR_mixup", "loogle_MIR_mixup", "loogle_CR_mixup", "dureader_mixup",
-    "loogle_SD_mixup", "cmrc_mixup", "multifieldqa_en_mixup", "multifieldqa_zh_mixup", "factrecall_en",
-    "factrecall_zh",
-)
-_HELMET_TASKS = ("narrativeqa_helmet", "infbench_qa", "infbench_choice", "infbench_sum", "multi_lexsum")
-_LOONG_TASKS = ("spotlight_locating", "comparison", "clustering", "chain_of_reasoning")
-
-DEFAULT_TASK_POLICIES: dict[str, str] = {
-    **dict.fromkeys(_LONGBENCH_TASKS, MIDDLE),
-    **{t + "_e": MIDDLE for t in _LONGBENCH_TASKS},  # LongBench-E labels
-    **dict.fromkeys(_LVEVAL_TASKS, MIDDLE),
-    **dict.fromkeys(_HELMET_TASKS, END_OF_CONTEXT),
-    **dict.fromkeys(_LOONG_TASKS, DROP_DOCUMENTS),
-}
-# Tasks nobody mapped (the demo corpus, generic files): LongBench's convention, which keeps
-# the instruction and the question like the others.
-FALLBACK_POLICY = MIDDLE
-
 # Our documents are "Document [i] (Title: ...): text" blocks joined by a blank line
 # (construct/prompts.py); a block may itself contain blank lines, so split on the header.
 _DOCUMENT_START = re.compile(r"\n\n(?=Document \[\d+\] \(Title: )")
@@ -62,17 +39,16 @@ def validate_policy(policy: str, where: str = "truncation policy") -> str:
     return policy
 
 
-def policy_for_task(task: str, overrides: Mapping[str, str] | None = None) -> str:
-    """The policy for ``task``: an override (key = task, or ``"*"`` for every task) wins
-    over the built-in mapping, which falls back to ``middle``."""
+def policy_for_task(benchmark: str, task: str, declared: str, overrides: Mapping[str, str] | None = None) -> str:
+    """The policy of an instance: an override (key ``benchmark/task``, the bare ``task``, or ``"*"`` for
+    every task) wins over the policy its task file declares (``truncation:``, see lc_pipeline/tasks/)."""
     overrides = overrides or {}
     for key, value in overrides.items():
         validate_policy(value, f"truncation override for task {key!r}")
-    if task in overrides:
-        return overrides[task]
-    if "*" in overrides:
-        return overrides["*"]
-    return DEFAULT_TASK_POLICIES.get(task, FALLBACK_POLICY)
+    for key in (f"{benchmark}/{task}", task, "*"):
+        if key in overrides:
+            return overrides[key]
+    return validate_policy(declared, f"task {benchmark}/{task}")
 
 
 def split_documents(context: str) -> list[str]:

@@ -29,6 +29,7 @@ from lc_pipeline.generate.base import (
 )
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
 from lc_pipeline.generate.registry import ModelSpec
+from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
 
 # Batches per flushed chunk for batching backends; requests per chunk otherwise.
 FLUSH_EVERY_BATCHES = 2
@@ -60,13 +61,16 @@ def plan_partition(
     spec: ModelSpec,
     generator: Generator,
     truncation_overrides: Mapping[str, str] | None = None,
+    catalog: TaskCatalog | None = None,
 ) -> PartitionPlan:
     """Requests for every instance, in instance_id order.
 
-    Uses the instances columns ``instance_id``, ``task`` (-> truncation policy), ``prompt``,
-    ``context`` and ``max_new_tokens``; a missing column or null value is an error naming it.
+    Uses the instances columns ``instance_id``, ``benchmark`` and ``task`` (-> the TaskSpec: truncation
+    policy, chat-template switch, stop sequences), ``prompt``, ``context`` and ``max_new_tokens``; a
+    missing column or null value is an error naming it.
     """
-    needed = ("instance_id", "task", "prompt", "context", "max_new_tokens")
+    catalog = catalog or load_catalog()
+    needed = ("instance_id", "benchmark", "task", "prompt", "context", "max_new_tokens")
     missing = [c for c in needed if c not in instances.columns]
     if missing:
         raise ValueError(f"instances: missing columns {missing} needed for generation")
@@ -78,7 +82,11 @@ def plan_partition(
         for col in needed:
             if row[col] is None:
                 raise ValueError(f"instance {row['instance_id']!r}: field {col!r} is null")
-        policy = policy_for_task(row["task"], truncation_overrides)
+        try:
+            task = catalog.resolve(row["benchmark"], row["task"])
+            policy = policy_for_task(row["benchmark"], row["task"], task.truncation, truncation_overrides)
+        except ValueError as exc:
+            raise ValueError(f"instance {row['instance_id']!r}: {exc}") from exc
         key = cache_key(row["prompt"], int(row["max_new_tokens"]), policy, fp, sp_hash)
         plan.items.append(
             PlannedGeneration(

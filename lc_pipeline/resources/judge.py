@@ -187,7 +187,7 @@ class JudgeResource(dg.ConfigurableResource):
     # JSON otherwise); off by default, the papers' judges answer freely.
     json_mode: bool = False
     cache_path: str = ""  # SQLite reply cache; "" = no cache
-    rubric_overrides: dict[str, str] = {}  # "suite/task" or "suite/*" -> rubric name, or "none"
+    rubric_overrides: dict[str, str] = {}  # "benchmark/task" or "benchmark/*" -> rubric name, or "none"
 
     def resolved_model(self) -> str | None:
         return self.model or os.environ.get(MODEL_ENV) or None

@@ -1,6 +1,7 @@
 """HELMET's deterministic metrics (spec helmet.md §3) and its aggregation (§6). Pure functions.
 
-Per task (``construct.helmet``), one value in [0, 1] recorded as metric ``"helmet"``:
+Per task, one value in [0, 1] recorded as metric ``"helmet"``; which one a task uses, and the answer
+prefix it parses after, is declared in lc_pipeline/tasks/packaged/helmet.yaml:
 
 ==================  ===================================================================
 rag, rag_multi      SubEM: a normalized gold answer inside the normalized output, max of
@@ -10,8 +11,8 @@ ruler_*             recall: the share of gold values found (case-insensitive) in
                     output, so MV earns partial credit out of 4
 rerank              NDCG@10 of the parsed "a > b > c" ranking against the graded qrels
                     (trec_eval's ``ndcg_cut.10`` through pytrec_eval)
-longqa              ROUGE-L F1 (stemmed), max over golds, max of raw and parsed output
-summ                ROUGE-L F1 (stemmed) against the gold summary
+longqa, summ        ROUGE-L F1 (stemmed), max over golds, max of the raw output and the text
+                    after the answer prefix ("Answer:" / "Summary:"), as HELMET does for both
 ==================  ===================================================================
 
 The paper scores NarrativeQA and summarization with a GPT-4o judge; the judge rubrics live
@@ -29,18 +30,7 @@ import polars as pl
 
 from lc_pipeline.score.metrics import parse_answer, substring_exact_match
 
-METRIC = "helmet"
-
-SUBEM_TASKS = {"rag": "Answer:", "rag_multi": "Answer:", "json_kv": "Corresponding value:"}
-RECALL_TASKS = ("ruler_mk_needle", "ruler_mk_uuid", "ruler_mv")
-ROUGE_TASKS = {"longqa": "Answer:", "summ": "Summary:"}
-RERANK_TASK = "rerank"
-TASK_METRIC = {
-    **dict.fromkeys(SUBEM_TASKS, "subem"),
-    **dict.fromkeys(RECALL_TASKS, "recall"),
-    RERANK_TASK: "ndcg@10",
-    **dict.fromkeys(ROUGE_TASKS, "rougeL_f1"),
-}
+METRIC = "helmet"  # metric_scores.metric of every HELMET task (score/task_metrics.py registers the metrics)
 
 
 def subem(output: str, answers: Sequence[str], prefix: str = "Answer:") -> float:
@@ -103,22 +93,20 @@ def rouge_l(output: str, answers: Sequence[str], prefix: str | None = None) -> f
     return max(_rouge().score(g, p)["rougeL"].fmeasure for g in answers for p in preds)
 
 
-def task_score(task: str, output: str, answers: Sequence[str]) -> float:
-    """The HELMET metric of ``task`` for one output, in [0, 1]."""
-    if isinstance(answers, str):
-        raise TypeError("answers must be a sequence of gold strings, not a single str")
-    answers = list(answers)
-    if task in SUBEM_TASKS:
-        return subem(output, answers, SUBEM_TASKS[task])
-    if task in RECALL_TASKS:
-        return ruler_recall(output, answers)
-    if task == RERANK_TASK:
-        from lc_pipeline.construct.helmet import rerank_qrels
+def rerank_qrels(answers: Sequence[str]) -> dict[str, int]:
+    """``["12345:2", "67890:1"]`` -> ``{"12345": 2, "67890": 1}`` (re-rank instances' answers)."""
+    out = {}
+    for a in answers:
+        pid, sep, grade = a.rpartition(":")
+        if not sep or not pid or not grade.isdigit():
+            raise ValueError(f"re-rank answer {a!r}: expected '<ID>:<grade>'")
+        out[pid] = int(grade)
+    return out
 
-        return ndcg_at_10(parse_ranking(output), rerank_qrels(answers))
-    if task in ROUGE_TASKS:
-        return rouge_l(output, answers, ROUGE_TASKS[task] if task == "longqa" else None)
-    raise ValueError(f"unknown HELMET task {task!r}; known: {sorted(TASK_METRIC)}")
+
+def rerank_score(output: str, answers: Sequence[str]) -> float:
+    """NDCG@10 of the ranking parsed from ``output`` against the graded answers (``"<ID>:<grade>"``)."""
+    return ndcg_at_10(parse_ranking(output), rerank_qrels(answers))
 
 
 def helmet_summary(scores: pl.DataFrame) -> pl.DataFrame:

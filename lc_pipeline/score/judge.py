@@ -5,7 +5,9 @@ prompts, something else (``resources.judge.JudgeClient``) gets the replies, and
 :func:`judge_frame` parses them into JUDGE_SCORES rows. Parsing never raises: a reply that
 cannot be read gets a ``parse_status`` other than ``"ok"`` and a null score, and is counted.
 
-Rubrics (``RUBRICS``; each has a version that is part of every cache key and row):
+Rubrics (``RUBRICS``; each has a version that is part of every cache key and row). Which rubric a task
+gets is declared in its task file (``rubric:``; LongBench and LV-Eval have none); the judge
+resource's ``rubric_overrides`` (``benchmark/task`` or ``benchmark/*`` -> name or ``none``) win:
 
 ================  ========================================================================
 helmet_longqa     HELMET long-document QA (spec helmet.md §4.1): fluency 0/1 x correctness
@@ -39,6 +41,7 @@ import polars as pl
 from lc_pipeline import schemas
 from lc_pipeline.fingerprints import short_id
 from lc_pipeline.score.metrics import parse_answer
+from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
 
 OK = "ok"
 NO_SCORE = "no_score"  # nothing parseable in the reply
@@ -321,41 +324,29 @@ def _lb100_summ_combine(inp, replies):
     return OK, value, value, fields, None
 
 
-RUBRICS: dict[str, Rubric] = {
-    r.name: r
-    for r in (
-        Rubric("helmet_longqa", "1", "fluency (0/1) x correctness (0-3), 0-3", _helmet_qa_prompts, _helmet_qa_combine),
-        Rubric("helmet_summ", "1", "fluency (0/1) x F1(key-point recall, sentence precision), 0-1", _summ_prompts,
-               _summ_combine),
-        Rubric("loong", "1", "overall score 1-100", _loong_prompts, _loong_combine, json_reply=False),
-        Rubric("lb100_qa", "1", "fluency (0-2) x correctness (0-3), 0-6", _lb100_qa_prompts, _lb100_qa_combine),
-        Rubric("lb100_summ", "1", "fluency (0/1) x supported sentences / sentences, 0-1", _lb100_summ_prompts,
-               _lb100_summ_combine),
-    )
-}
+HELMET_LONGQA = Rubric("helmet_longqa", "1", "fluency (0/1) x correctness (0-3), 0-3", _helmet_qa_prompts,
+                       _helmet_qa_combine)
+HELMET_SUMM = Rubric("helmet_summ", "1", "fluency (0/1) x F1(key-point recall, sentence precision), 0-1", _summ_prompts,
+                     _summ_combine)
+LOONG = Rubric("loong", "1", "overall score 1-100", _loong_prompts, _loong_combine, json_reply=False)
+LB100_QA = Rubric("lb100_qa", "1", "fluency (0-2) x correctness (0-3), 0-6", _lb100_qa_prompts, _lb100_qa_combine)
+LB100_SUMM = Rubric("lb100_summ", "1", "fluency (0/1) x supported sentences / sentences, 0-1", _lb100_summ_prompts,
+                    _lb100_summ_combine)
+# By name (what task files and overrides say); tasks.registry.RUBRICS resolves the same names lazily.
+RUBRICS: dict[str, Rubric] = {r.name: r for r in (HELMET_LONGQA, HELMET_SUMM, LOONG, LB100_QA, LB100_SUMM)}
 
-# (suite, task) -> rubric; "*" matches any task of the suite. Instances without one are not judged.
-DEFAULT_RUBRICS: dict[str, str] = {
-    "helmet/longqa": "helmet_longqa",
-    "helmet/summ": "helmet_summ",
-    "longbench100/single_doc_qa": "lb100_qa",
-    "longbench100/multi_doc_qa": "lb100_qa",
-    "longbench100/single_doc_sum": "lb100_summ",
-    "longbench100/multi_doc_sum": "lb100_summ",
-    "qa/*": "loong",
-}
 NOT_JUDGED = "none"
 
 
-def rubric_for(suite: str, task: str, overrides: dict[str, str] | None = None) -> str | None:
-    """The rubric for an instance: an override for ``suite/task`` or ``suite/*`` wins over the
-    defaults; ``"none"`` turns judging off for it."""
-    table = {**DEFAULT_RUBRICS, **(overrides or {})}
-    name = table.get(f"{suite}/{task}", table.get(f"{suite}/*"))
+def rubric_for(benchmark: str, task: str, default: str | None, overrides: dict[str, str] | None = None) -> str | None:
+    """The rubric of an instance: an override for ``benchmark/task`` or ``benchmark/*`` wins over its task's
+    declared ``default`` (the task file's ``rubric``); ``"none"`` turns judging off for it."""
+    overrides = overrides or {}
+    name = overrides.get(f"{benchmark}/{task}", overrides.get(f"{benchmark}/*", default))
     if name is None or name == NOT_JUDGED:
         return None
     if name not in RUBRICS:
-        raise ValueError(f"rubric {name!r} for {suite}/{task}: unknown; known rubrics are {sorted(RUBRICS)}")
+        raise ValueError(f"rubric {name!r} for {benchmark}/{task}: unknown; known rubrics are {sorted(RUBRICS)}")
     return name
 
 
@@ -394,7 +385,7 @@ def call_key(judge_model: str, rubric: Rubric, aspect: str, prompt: str, decodin
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-_FIELDS = ("instance_id", "item_id", "suite", "task", "category", "depth", "question", "answers")
+_FIELDS = ("instance_id", "item_id", "suite", "benchmark", "task", "category", "depth", "question", "answers")
 
 
 def plan_judgments(
@@ -403,8 +394,11 @@ def plan_judgments(
     judge_model: str,
     decoding: dict,
     overrides: dict[str, str] | None = None,
+    catalog: TaskCatalog | None = None,
 ) -> list[Judgment]:
-    """One :class:`Judgment` per generation whose instance has a rubric (see :func:`rubric_for`)."""
+    """One :class:`Judgment` per generation whose instance's task has a rubric (its task file's ``rubric``,
+    or an override; see :func:`rubric_for`)."""
+    catalog = catalog or load_catalog()
     missing = [c for c in _FIELDS if c not in instances.columns]
     if missing:
         raise ValueError(f"instances frame lacks column(s) {missing}")
@@ -414,7 +408,8 @@ def plan_judgments(
         inst = by_id.get(iid)
         if inst is None:
             raise ValueError(f"generation {gid!r}: field instance_id={iid!r} not found in instances")
-        name = rubric_for(inst["suite"], inst["task"], overrides)
+        spec = catalog.resolve(inst["benchmark"], inst["task"])
+        name = rubric_for(inst["benchmark"], inst["task"], spec.rubric, overrides)
         if name is None:
             continue
         if output is None:

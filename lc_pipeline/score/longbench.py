@@ -11,7 +11,8 @@ Behaviour follows ``THUDM/LongBench`` ``metrics.py`` + ``eval.py`` (spec ``longb
   (see each function).
 
 Pure functions, no Dagster. Each metric takes one prediction and one gold answer; use
-:func:`score_record` for the max over golds and the first-line rule.
+:func:`score_with` for the max over golds and the first-line rule, :func:`score_record` for a task
+(its metric and rule as lc_pipeline/tasks/packaged/longbench.yaml declares them).
 """
 
 from __future__ import annotations
@@ -29,9 +30,7 @@ from functools import cache
 from lc_pipeline.text import normalize_answer
 
 __all__ = [
-    "FIRST_LINE_TASKS",
-    "TASKS",
-    "TASK_METRICS",
+    "METRICS",
     "classification_score",
     "code_sim_score",
     "count_score",
@@ -46,35 +45,10 @@ __all__ = [
     "rouge_score",
     "rouge_zh_score",
     "score_record",
+    "score_with",
+    "tasks",
     "zh_tokens",
 ]
-
-# Task -> metric name (LongBench eval.py dataset2metric).
-TASK_METRICS: dict[str, str] = {
-    "narrativeqa": "qa_f1",
-    "qasper": "qa_f1",
-    "multifieldqa_en": "qa_f1",
-    "multifieldqa_zh": "qa_f1_zh",
-    "hotpotqa": "qa_f1",
-    "2wikimqa": "qa_f1",
-    "musique": "qa_f1",
-    "dureader": "rouge_zh",
-    "gov_report": "rouge",
-    "qmsum": "rouge",
-    "multi_news": "rouge",
-    "vcsum": "rouge_zh",
-    "trec": "classification",
-    "triviaqa": "qa_f1",
-    "samsum": "rouge",
-    "lsht": "classification",
-    "passage_retrieval_en": "retrieval",
-    "passage_count": "count",
-    "passage_retrieval_zh": "retrieval_zh",
-    "lcc": "code_sim",
-    "repobench-p": "code_sim",
-}
-TASKS: tuple[str, ...] = tuple(TASK_METRICS)
-FIRST_LINE_TASKS = frozenset({"trec", "triviaqa", "samsum", "lsht"})  # few-shot tasks
 
 # LongBench's Chinese punctuation set. It has 》 but not 《, and no ·: those survive as tokens.
 _ZH_PUNCT = "！？｡。＂＃＄％＆＇（）＊＋，－／：；＜＝＞＠［＼］＾＿｀｛｜｝～｟｠｢｣､、〃》「」『』【】〔〕〖〗〘〙〚〛〜〝〞〟〰〾〿–—‘’‛“”„‟…‧﹏."
@@ -250,7 +224,7 @@ def code_sim_score(prediction: str, ground_truth: str) -> float:
     return _fuzz_ratio(line, ground_truth) / 100
 
 
-_METRICS: dict[str, Callable[..., float]] = {
+_METRICS: dict[str, Callable[[str, str], float]] = {
     "qa_f1": qa_f1_score,
     "qa_f1_zh": qa_f1_zh_score,
     "rouge": rouge_score,
@@ -260,6 +234,45 @@ _METRICS: dict[str, Callable[..., float]] = {
     "count": count_score,
     "code_sim": code_sim_score,
 }
+METRICS: tuple[str, ...] = (*_METRICS, "classification")  # LongBench eval.py's metric functions
+
+
+def score_with(
+    metric: str,
+    prediction: str,
+    answers: Sequence[str],
+    all_classes: Sequence[str] | None = None,
+    *,
+    first_line: bool = False,
+) -> float:
+    """One record's official score in [0, 1] under LongBench ``metric`` (qa_f1, rouge, classification, ...):
+    max over gold answers; ``first_line``: the few-shot rule (leading newlines dropped, cut at the next one).
+
+    Raises ``ValueError`` naming the field for a bare string or empty list of answers and a missing class
+    list. Which metric and rule a task uses is declared in lc_pipeline/tasks/packaged/longbench.yaml.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown LongBench metric {metric!r}; known: {', '.join(METRICS)}")
+    if not isinstance(prediction, str):
+        raise ValueError(f"field 'prediction': expected a string, got {type(prediction).__name__}")
+    if isinstance(answers, str) or not answers or not all(isinstance(a, str) for a in answers):
+        raise ValueError(f"field 'answers': expected a non-empty list of strings, got {answers!r}")
+    if first_line:
+        prediction = prediction.lstrip("\n").split("\n")[0]
+    if metric == "classification":
+        if isinstance(all_classes, str) or not all_classes:
+            raise ValueError(f"field 'all_classes': the classification metric needs the list of class names, "
+                             f"got {all_classes!r}")
+        return max([0.0] + [classification_score(prediction, g, all_classes) for g in answers])
+    fn = _METRICS[metric]
+    return max([0.0] + [fn(prediction, g) for g in answers])
+
+
+def tasks() -> tuple[str, ...]:
+    """LongBench v1's task names, as its task file declares them."""
+    from lc_pipeline.tasks.catalog import load_catalog
+
+    return tuple(s.name for s in load_catalog().tasks("longbench"))
 
 
 def score_record(
@@ -268,23 +281,13 @@ def score_record(
     answers: Sequence[str],
     all_classes: Sequence[str] | None = None,
 ) -> float:
-    """One record's official score in [0, 1]: max over gold answers, first-line rule for few-shot tasks.
+    """One record's official score for LongBench ``task``: its metric and first-line rule as its task file
+    declares them (``lcp score --metric longbench:<task>``; the pipeline scores instances the same way)."""
+    from lc_pipeline.score.task_metrics import longbench_task_metric
+    from lc_pipeline.tasks.catalog import load_catalog
 
-    ``all_classes`` is required for trec and lsht. Raises ``ValueError`` naming the field for
-    unknown tasks, a bare string or empty list of answers, and missing class lists.
-    """
-    metric = TASK_METRICS.get(task)
-    if metric is None:
-        raise ValueError(f"unknown LongBench task {task!r}; known tasks: {', '.join(TASKS)}")
-    if not isinstance(prediction, str):
-        raise ValueError(f"field 'prediction': expected a string, got {type(prediction).__name__}")
-    if isinstance(answers, str) or not answers or not all(isinstance(a, str) for a in answers):
-        raise ValueError(f"field 'answers': expected a non-empty list of strings, got {answers!r}")
-    if task in FIRST_LINE_TASKS:
-        prediction = prediction.lstrip("\n").split("\n")[0]
-    if metric == "classification":
-        if isinstance(all_classes, str) or not all_classes:
-            raise ValueError(f"field 'all_classes': task {task} needs the list of class names, got {all_classes!r}")
-        return max([0.0] + [classification_score(prediction, g, all_classes) for g in answers])
-    fn = _METRICS[metric]
-    return max([0.0] + [fn(prediction, g) for g in answers])
+    catalog = load_catalog()
+    if f"longbench/{task}" not in catalog:
+        raise ValueError(f"unknown LongBench task {task!r}; known tasks: {', '.join(tasks())}")
+    metric, first = longbench_task_metric(catalog.get(f"longbench/{task}"))
+    return score_with(metric, prediction, answers, all_classes, first_line=first)

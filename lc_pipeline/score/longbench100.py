@@ -21,8 +21,7 @@ from collections.abc import Callable, Sequence
 import polars as pl
 
 from lc_pipeline.schemas import PRIOR_KNOWLEDGE, conform
-from lc_pipeline.score.longbench import qa_f1_score, rouge_score
-from lc_pipeline.score.metrics import _METRIC_FUNCS, first_line
+from lc_pipeline.score.metrics import ANSWER_METRICS, first_line
 
 METRIC = "lb100"  # metric_scores.metric of these scores
 
@@ -42,27 +41,14 @@ def kv_retrieval_score(prediction: str, gold: str) -> float:
     return float(bool(found) and found[-1] == gold)
 
 
-TASK_SCORERS: dict[str, Callable[[str, str], float]] = {
-    "kv_retrieval": kv_retrieval_score,
-    "counting_stars": first_integer_score,
-    "passage_retrieval": first_integer_score,
-    "passage_count": first_integer_score,
-    "single_doc_qa": qa_f1_score,
-    "multi_doc_qa": qa_f1_score,
-    "single_doc_sum": rouge_score,
-    "multi_doc_sum": rouge_score,
-}
+def first_line_score(scorer: Callable[[str, str], float], output: str, answers: Sequence[str]) -> float:
+    """100-LongBench's rule for every task (spec §4.4): score the first line of the output (leading newlines
+    dropped), max over the golds; an empty first line scores 0. Which scorer a task uses is declared in its
+    task file (lc_pipeline/tasks/packaged/longbench100.yaml; metrics registered in score/task_metrics.py).
 
-
-def task_score(task: str, output: str, answers: Sequence[str]) -> float:
-    """One instance's score in [0, 1].
-
-    >>> task_score("passage_count", "\\n12 unique paragraphs\\n13", ["12"])
+    >>> first_line_score(first_integer_score, "\\n12 unique paragraphs\\n13", ["12"])
     1.0
     """
-    scorer = TASK_SCORERS.get(task)
-    if scorer is None:
-        raise ValueError(f"field task: {task!r} is not a 100-LongBench task; known: {sorted(TASK_SCORERS)}")
     if isinstance(answers, str) or not list(answers):
         raise ValueError("field answers: expected a non-empty list of gold strings")
     pred = first_line(output)
@@ -94,9 +80,9 @@ def prior_knowledge_frame(
     ``metric`` (max over golds); an item is dropped when it is not "unanswerable" and its
     score is >= ``threshold`` (the repo's rule, threshold 0.5 there).
     """
-    scorer = _METRIC_FUNCS.get(metric)
+    scorer = ANSWER_METRICS.get(metric)
     if scorer is None:
-        raise ValueError(f"prior_knowledge.metric: {metric!r} is not one of {sorted(_METRIC_FUNCS)}")
+        raise ValueError(f"prior_knowledge.metric: {metric!r} is not one of {sorted(ANSWER_METRICS)}")
     if len(outputs) != items.height:
         raise ValueError(f"prior_knowledge: {len(outputs)} outputs for {items.height} items")
     rows = []

@@ -7,6 +7,9 @@ Pure functions (no Dagster). Definitions follow the specs:
 * ``parse_answer``: HELMET ``parse_output``; ``score_qa`` keeps, per metric, the max of the
   raw output and the parsed output (HELMET's default QA post-processing).
 
+Which metrics a task uses is declared in its task file; ``score/task_metrics.py`` registers these
+(and every benchmark's own) by name, and ``score/metric_scores.py`` builds the table.
+
 All normalization goes through :func:`lc_pipeline.text.normalize_answer`, the same function
 construction uses to decide that a distractor "contains no gold answer".
 """
@@ -17,14 +20,10 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-import polars as pl
-
-from lc_pipeline import schemas
-from lc_pipeline.fingerprints import short_id
-from lc_pipeline.score.keyword_recall import dataset_rule, lveval_score
 from lc_pipeline.text import normalize_answer
 
 __all__ = [
+    "ANSWER_METRICS",
     "KNOWN_METRICS",
     "exact_match",
     "substring_exact_match",
@@ -32,8 +31,6 @@ __all__ = [
     "first_line",
     "parse_answer",
     "score_qa",
-    "score_id",
-    "score_frame",
 ]
 
 
@@ -105,19 +102,19 @@ def parse_answer(output: str, prefix: str = "Answer:") -> str:
     return parsed
 
 
-_METRIC_FUNCS: dict[str, Callable[[str, Sequence[str]], float]] = {
+ANSWER_METRICS: dict[str, Callable[[str, Sequence[str]], float]] = {
     "subem": substring_exact_match,
     "em": exact_match,
     "f1": token_f1,
 }
-KNOWN_METRICS: tuple[str, ...] = tuple(_METRIC_FUNCS)
+KNOWN_METRICS: tuple[str, ...] = tuple(ANSWER_METRICS)
 
 
 def _check_metrics(metrics: Sequence[str]) -> tuple[str, ...]:
     if isinstance(metrics, str):
         raise TypeError(f"metrics must be a sequence of names, e.g. ({metrics!r},), not a single str")
     names = tuple(metrics)
-    unknown = [m for m in names if m not in _METRIC_FUNCS]
+    unknown = [m for m in names if m not in ANSWER_METRICS]
     if unknown:
         raise ValueError(f"unknown metric(s) {unknown}; known metrics are {list(KNOWN_METRICS)}")
     if len(set(names)) != len(names):
@@ -139,137 +136,4 @@ def score_qa(
     names = _check_metrics(metrics)
     golds = _golds(answers)
     parsed = parse_answer(output)
-    return {m: max(_METRIC_FUNCS[m](output, golds), _METRIC_FUNCS[m](parsed, golds)) for m in names}
-
-
-def score_id(generation_id: str, metric: str) -> str:
-    """Stable short id of one (generation, metric) score row."""
-    return short_id(generation_id, metric, length=16)
-
-
-_INSTANCE_FIELDS = ("instance_id", "item_id", "suite", "task", "category", "depth", "answers")
-# Read when present (INSTANCES has them): the LV-Eval metric needs them; hand-made frames may lack them.
-_LVEVAL_FIELDS = ("variant", "language", "answer_keywords")
-LVEVAL_METRIC = "lveval"
-
-# Metrics per instance suite: the QA suite gets HELMET's SubEM/EM and LongBench's F1; a
-# 100-LongBench instance gets its task's own metric (accuracy / F1 / ROUGE-L) as "lb100".
-SUITE_METRICS: dict[str, tuple[str, ...]] = {
-    "qa": ("subem", "em", "f1"), "longbench100": ("lb100",),
-    "helmet": ("helmet",),  # its task's metric: SubEM / recall / NDCG@10 / ROUGE-L (score.helmet)
-}
-
-
-def _suite_scorer(suite: str, metrics: Sequence[str]) -> Callable[[dict, str], dict[str, float]]:
-    if suite == "longbench100":
-        from lc_pipeline.score.longbench100 import METRIC, task_score  # imports score.metrics itself
-
-        return lambda inst, output: {METRIC: task_score(inst["task"], output, inst["answers"] or [])}
-    if suite == "helmet":
-        from lc_pipeline.score.helmet import METRIC as HELMET_METRIC
-        from lc_pipeline.score.helmet import task_score as helmet_score
-
-        return lambda inst, output: {HELMET_METRIC: helmet_score(inst["task"], output, inst["answers"] or [])}
-    if suite == "qa":
-        def qa(inst: dict, output: str) -> dict[str, float]:
-            try:
-                return score_qa(output, inst["answers"] or [], metrics)
-            except ValueError as exc:
-                raise ValueError(f"field answers: {exc}") from exc
-
-        return qa
-    raise ValueError(f"field suite: unknown instance suite {suite!r}; known: {sorted(SUITE_METRICS)}")
-
-
-def lveval_rule(task: str, language: str) -> str:
-    """The LV-Eval scoring rule of an instance: its dataset's own rule when the task is an LV-Eval
-    dataset (cmrc, dureader, factrecall ... differ), else keyword-recall F1 in its language."""
-    try:
-        return dataset_rule(task or "").name
-    except ValueError:
-        return f"keyword_recall_{language}"
-
-
-def _is_lveval_dataset(task: str) -> bool:
-    try:
-        return not dataset_rule(task or "").name.startswith("keyword_recall_")
-    except ValueError:
-        return False
-
-
-def _lveval_value(inst: dict, output: str, variant: str) -> float:
-    language = inst.get("language") or "en"
-    return lveval_score(lveval_rule(inst["task"], language), output, inst["answers"] or [],
-                        inst.get("answer_keywords") or [], variant)
-
-
-def score_frame(
-    generations: pl.DataFrame,
-    instances: pl.DataFrame,
-    metrics: Sequence[str] = ("subem", "em", "f1"),
-    lveval_variant: str = "code",
-) -> pl.DataFrame:
-    """METRIC_SCORES rows: per generation, one row per metric of its instance's suite.
-
-    Plus LV-Eval's keyword-recall metric (``"lveval"``, score.keyword_recall, ``lveval_variant``
-    "code" or "paper") for every instance of an item that has LV-Eval variants in ``instances``
-    (its plain row too, so plain and CFI / KPR compare on one metric) and for every instance of
-    an LV-Eval dataset (task ``hotpotwikiqa_mixup`` ...). Other instances are scored as before.
-
-    ``generations`` needs ``generation_id, instance_id, output`` (GENERATIONS rows; extra
-    columns such as partition keys are ignored); ``instances`` needs the INSTANCES columns
-    ``instance_id, item_id, suite, task, category, depth, answers``. QA-suite instances get
-    ``metrics``; 100-LongBench instances get their task metric ("lb100"). Rows come out in
-    generation order, metrics in the order given.
-    """
-    names = _check_metrics(metrics)
-    for frame, label, cols in (
-        (generations, "generations", ("generation_id", "instance_id", "output")),
-        (instances, "instances", _INSTANCE_FIELDS),
-    ):
-        missing = [c for c in cols if c not in frame.columns]
-        if missing:
-            raise ValueError(f"{label} frame lacks column(s) {missing}")
-
-    by_id: dict[str, dict] = {}
-    optional = [c for c in _LVEVAL_FIELDS if c in instances.columns]
-    with_variants = set()
-    if "variant" in instances.columns:
-        with_variants = set(instances.filter(pl.col("variant") != "plain")["item_id"])
-    for row in instances.select(*_INSTANCE_FIELDS, *optional).iter_rows(named=True):
-        iid = row["instance_id"]
-        if iid in by_id:
-            raise ValueError(f"instances: instance_id {iid!r} occurs more than once")
-        by_id[iid] = row
-
-    scorers: dict[str, Callable[[dict, str], dict[str, float]]] = {}
-    rows: dict[str, list] = {c: [] for c in schemas.METRIC_SCORES}
-    for gen in generations.select("generation_id", "instance_id", "output").iter_rows(named=True):
-        gid, iid, output = gen["generation_id"], gen["instance_id"], gen["output"]
-        inst = by_id.get(iid)
-        if inst is None:
-            raise ValueError(f"generation {gid!r}: field instance_id={iid!r} not found in instances")
-        if output is None:
-            raise ValueError(f"generation {gid!r}: field output is null")
-        if inst["suite"] not in scorers:
-            try:
-                scorers[inst["suite"]] = _suite_scorer(inst["suite"], names)
-            except ValueError as exc:
-                raise ValueError(f"instance {iid!r}: {exc}") from exc
-        try:
-            values = scorers[inst["suite"]](inst, output)
-            if inst["item_id"] in with_variants or _is_lveval_dataset(inst["task"]):
-                values[LVEVAL_METRIC] = _lveval_value(inst, output, lveval_variant)
-        except ValueError as exc:
-            raise ValueError(f"generation {gid!r} (instance {iid!r}): {exc}") from exc
-        for m, value in values.items():
-            rows["score_id"].append(score_id(gid, m))
-            rows["generation_id"].append(gid)
-            rows["instance_id"].append(iid)
-            rows["item_id"].append(inst["item_id"])
-            rows["task"].append(inst["task"])
-            rows["category"].append(inst["category"])
-            rows["depth"].append(inst["depth"])
-            rows["metric"].append(m)
-            rows["score"].append(value)
-    return schemas.conform(pl.DataFrame(rows, schema=schemas.METRIC_SCORES), "metric_scores")
+    return {m: max(ANSWER_METRICS[m](output, golds), ANSWER_METRICS[m](parsed, golds)) for m in names}

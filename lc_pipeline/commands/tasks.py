@@ -1,0 +1,108 @@
+"""`lcp tasks list [--benchmark B] [--format table|json]` and `lcp tasks show NAME`: the declared tasks.
+
+Every task of the packaged task files (lc_pipeline/tasks/packaged/) plus a config's own
+(``task_files:``; ``--config``), with what changes its numbers: benchmark, category, builder,
+metric(s), judge rubric, truncation policy, max_new_tokens, chat-template switch, answer prefix and
+the prompt template (``show``; ``list --format json`` includes it too).
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from lc_pipeline.tasks.catalog import TaskFileError, load_catalog
+from lc_pipeline.tasks.spec import TaskSpec
+
+COLUMNS = ("name", "benchmark", "category", "language", "builder", "metric", "rubric", "truncation",
+           "max_new_tokens", "chat_template", "answer_prefix")
+
+
+def task_record(spec: TaskSpec, with_prompt: bool = True) -> dict:
+    """One task as a flat record (what `list --format json` prints per task)."""
+    record = {
+        "name": spec.name,
+        "qualified_name": spec.qualified_name,
+        "benchmark": spec.benchmark,
+        "category": spec.category,
+        "language": spec.language,
+        "builder": spec.builder.name,
+        "builder_options": spec.builder.options,
+        "metric": list(spec.metric_names),
+        "rubric": spec.rubric,
+        "truncation": spec.truncation,
+        "max_new_tokens": spec.max_new_tokens,  # null: the config's max_new_tokens
+        "chat_template": spec.chat_template,
+        "answer_prefix": spec.answer_prefix,
+        "stop": list(spec.stop),
+        "aggregation": spec.aggregation.model_dump(),
+        "description": spec.description,
+        "declared_in": spec.declared_in,
+    }
+    if with_prompt:
+        record["prompt"] = spec.prompt
+        record["prompt_source"] = spec.prompt_source or None
+    return record
+
+
+def _catalog(config: str | None):
+    files: tuple[str, ...] = ()
+    if config:
+        from lc_pipeline.config import ConfigError, load_config
+
+        try:
+            files = tuple(getattr(load_config(config), "task_files", ()) or ())
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from exc
+    try:
+        return load_catalog(files)
+    except TaskFileError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.group("tasks")
+def tasks() -> None:
+    """The declared benchmark tasks (packaged task files plus a config's task_files)."""
+
+
+@tasks.command("list")
+@click.option("--benchmark", default=None, help="Only this benchmark's tasks (qa, longbench, helmet, ...).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--config", default=None, help="A config whose task_files are added (packaged name or YAML path).")
+def list_tasks(benchmark: str | None, fmt: str, config: str | None) -> None:
+    """Every task, with benchmark, category, builder, metrics, rubric, truncation, max_new_tokens."""
+    catalog = _catalog(config)
+    specs = catalog.tasks(benchmark)
+    if benchmark and not specs:
+        raise click.ClickException(f"no task of benchmark {benchmark!r}; benchmarks: {', '.join(sorted(catalog.benchmarks))}")
+    if fmt == "json":
+        click.echo(json.dumps([task_record(s) for s in specs], indent=2, ensure_ascii=False))
+        return
+    from lc_pipeline.cli import _print_table
+
+    rows = []
+    for s in specs:
+        r = task_record(s, with_prompt=False)
+        rows.append(tuple("," .join(v) if isinstance(v, list) else ("" if v is None else v)
+                          for v in (r[c] for c in COLUMNS)))
+    _print_table(list(COLUMNS), rows)
+
+
+@tasks.command("show")
+@click.argument("name")
+@click.option("--config", default=None, help="A config whose task_files are added (packaged name or YAML path).")
+def show_task(name: str, config: str | None) -> None:
+    """One task (NAME or BENCHMARK/NAME): every field and its prompt template."""
+    catalog = _catalog(config)
+    try:
+        spec = catalog.get(name)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    record = task_record(spec)
+    prompt = record.pop("prompt")
+    width = max(len(k) for k in record)
+    for key, value in record.items():
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+        click.echo(f"{key:<{width}}  {'' if shown is None else shown}")
+    click.echo("\nprompt:\n" + (prompt if prompt is not None else "(the builder's own wording)"))

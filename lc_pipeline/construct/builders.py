@@ -1,0 +1,220 @@
+"""Every instance builder behind one protocol, and the plan of which builders a level runs.
+
+A builder is registered by name (``tasks.registry.BUILDERS``) and called as
+``build(request: BuildRequest) -> Iterator[pl.DataFrame]``: it gets the level's inputs and the
+``TaskSpec`` s it builds, and yields INSTANCES frames (construct/rows.py). Task files name their
+builder (``builder: {name: helmet, options: {kind: rag}}``); the config says which tasks a level
+builds (the QA suite from the sources' items, ``longbench100.tasks``, ``helmet.tasks``, and any
+``tasks:`` of its own). ``level_batches`` runs them in that order and fills the columns a builder
+need not know: the task's ``benchmark``, the item's ``all_classes``, the length units, the
+LV-Eval variant columns. Pure: no Dagster (the asset turns ``BuildError`` into a failure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from lc_pipeline.config import BenchmarkConfig, level_tokens
+from lc_pipeline.construct.tokens import TokenCounter
+from lc_pipeline.fingerprints import short_id
+from lc_pipeline.tasks.catalog import TaskCatalog, benchmark_of_source_kind
+from lc_pipeline.tasks.registry import BUILDERS
+from lc_pipeline.tasks.spec import TaskSpec
+
+
+class BuildError(ValueError):
+    """A level that cannot be built from these inputs; the message names the level and the cause."""
+
+
+@dataclass
+class LevelInputs:
+    """What every builder of one length level may read."""
+
+    items: pl.DataFrame
+    documents: pl.DataFrame
+    passages: pl.DataFrame
+    hard_negatives: pl.DataFrame
+    facts: pl.DataFrame
+    rules: pl.DataFrame
+    level: str
+    config: BenchmarkConfig
+    counter: TokenCounter
+    catalog: TaskCatalog
+    meta: dict = field(default_factory=dict)  # builders add counts for the asset's metadata
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    inputs: LevelInputs
+    tasks: tuple[TaskSpec, ...]
+
+
+Builder = Callable[[BuildRequest], Iterator[pl.DataFrame]]
+
+
+# --------------------------------------------------------------------------- which tasks a config builds
+
+
+def item_benchmarks(config: BenchmarkConfig) -> dict[str, str]:
+    """Source name -> the benchmark its items' tasks belong to (LongBench, LV-Eval, Loong; else ``qa``)."""
+    return {s.name: benchmark_of_source_kind(s.kind) for s in config.sources}
+
+
+def item_task(item: dict, config: BenchmarkConfig, catalog: TaskCatalog) -> TaskSpec:
+    """The TaskSpec of a QA-suite item: its source's benchmark and its own task name."""
+    return catalog.resolve(item_benchmarks(config).get(item["source"], "qa"), item["task"])
+
+
+def configured_tasks(config: BenchmarkConfig, catalog: TaskCatalog) -> list[TaskSpec]:
+    """The tasks a level builds besides the QA suite's items, in build order: LV-Eval's factrecall when
+    asked for, the ``longbench100`` and ``helmet`` sections' tasks, then the config's own ``tasks``."""
+    out: list[TaskSpec] = []
+    if config.items_per_length and config.lveval.factrecall_positions:
+        out += [t for t in catalog.tasks("lveval") if t.builder.name == "lveval.factrecall"]
+    out += [catalog.get(f"longbench100/{t}", "config longbench100.tasks") for t in config.longbench100.tasks]
+    out += [catalog.get(f"helmet/{t}", "config helmet.tasks") for t in config.helmet.tasks]
+    for name in getattr(config, "tasks", ()) or ():
+        spec = catalog.get(name, "config tasks")
+        if spec.builder.name in QA_SUITE_BUILDERS:
+            raise BuildError(f"config tasks: {spec.qualified_name} is built from the sources' items "
+                             f"(builder {spec.builder.name}); list sources instead")
+        if spec.qualified_name not in {t.qualified_name for t in out}:
+            out.append(spec)
+    return out
+
+
+def build_plan(config: BenchmarkConfig, catalog: TaskCatalog) -> list[tuple[str, tuple[TaskSpec, ...]]]:
+    """[(builder name, its tasks)] in build order; the QA suite (items) first when items_per_length > 0."""
+    plan: list[tuple[str, tuple[TaskSpec, ...]]] = []
+    if config.items_per_length:
+        plan.append((QA_SUITE, tuple(t for t in catalog if t.builder.name in QA_SUITE_BUILDERS)))
+    for spec in configured_tasks(config, catalog):
+        if plan and plan[-1][0] == spec.builder.name and spec.builder.name != QA_SUITE:
+            plan[-1] = (plan[-1][0], (*plan[-1][1], spec))
+        else:
+            plan.append((spec.builder.name, (spec,)))
+    return plan
+
+
+# --------------------------------------------------------------------------- running a level
+
+
+def level_batches(inputs: LevelInputs, progress: Callable[[], None] | None = None) -> Iterator[pl.DataFrame]:
+    """The level's INSTANCES frames, builder by builder (:func:`build_plan`), each completed with the
+    columns builders leave to this function. ``progress()`` is called after each frame."""
+    from lc_pipeline.construct.lveval_levels import with_length_units
+    from lc_pipeline.construct.lveval_variants import with_empty_variant_columns
+    from lc_pipeline.schemas import conform
+
+    config, catalog = inputs.config, inputs.catalog
+    sources = item_benchmarks(config)
+    benchmark_of_item = {i: sources.get(s, "qa") for i, s in inputs.items.select("item_id", "source").iter_rows()}
+    classes_of_item = dict(inputs.items.select("item_id", "all_classes").iter_rows())
+    for name, tasks in build_plan(config, catalog):
+        benchmark_of_task = {t.name: t.benchmark for t in tasks}
+        builder: Builder = BUILDERS.get(name, where="task files")
+        for frame in builder(BuildRequest(inputs, tasks)):
+            item_ids = frame["item_id"].to_list()
+            frame = frame.with_columns(
+                benchmark=pl.Series([benchmark_of_item.get(i) if name == QA_SUITE else benchmark_of_task[t]
+                                     for i, t in zip(item_ids, frame["task"].to_list(), strict=True)], dtype=pl.String),
+                all_classes=pl.Series([classes_of_item.get(i) or [] for i in item_ids], dtype=pl.List(pl.String)),
+            )
+            yield conform(with_length_units(with_empty_variant_columns(frame), inputs.level, config), "instances")
+            del frame
+            if progress is not None:
+                progress()
+
+
+def planned_batches(inputs: LevelInputs) -> int:
+    """How many frames :func:`level_batches` will yield (for a progress bar)."""
+    from lc_pipeline.construct.assembly import ITEMS_PER_BATCH, items_per_batch_at
+
+    n = 0
+    for name, tasks in build_plan(inputs.config, inputs.catalog):
+        if name != QA_SUITE:
+            n += 1
+        elif inputs.config.length_unit != "tokens":
+            n += 1
+        else:
+            per = items_per_batch_at(level_tokens(inputs.level),
+                                     len(inputs.config.depths) * len(inputs.config.lveval.variants), ITEMS_PER_BATCH)
+            n += -(-inputs.config.items_per_length // per)
+    return n
+
+
+# --------------------------------------------------------------------------- the registered builders
+
+
+QA_SUITE = "qa.assemble"
+QA_SUITE_BUILDERS = (QA_SUITE,)  # builders whose tasks are chosen by the sources' items, not listed
+
+
+def qa_prompt_for(config: BenchmarkConfig, catalog: TaskCatalog) -> Callable[[dict], Any]:
+    """item -> its QAPrompt: its task's template and max_new_tokens (the config's when the task says none).
+
+    Ids: a prompt equal to the default QA prompt at the config's max_new_tokens keeps today's ids; any
+    other mixes the template and length into them (LongBench's own prompts, a user's override).
+    """
+    from lc_pipeline.construct.prompts import QAPrompt
+
+    default = QAPrompt.default(config.max_new_tokens)
+    cache: dict[tuple[str, str], QAPrompt] = {}
+    sources = item_benchmarks(config)
+
+    def prompt_for(item: dict) -> QAPrompt:
+        key = (sources.get(item["source"], "qa"), item["task"])
+        if key not in cache:
+            spec = catalog.resolve(*key)
+            template = spec.prompt or default.template
+            max_new = spec.max_new_tokens or config.max_new_tokens
+            same = template == default.template and max_new == default.max_new_tokens
+            cache[key] = QAPrompt(template, max_new, "" if same else short_id(template, max_new, length=16))
+        return cache[key]
+
+    return prompt_for
+
+
+def qa_assemble(request: BuildRequest) -> Iterator[pl.DataFrame]:
+    """The QA suite: each selected item's evidence placed at the configured depths among hard negatives and
+    fillers (token levels, construct/assembly.py) or mixed whole (LV-Eval's word levels,
+    construct/lveval_levels.py), each row followed by its LV-Eval variants (construct/lveval_variants.py)."""
+    from lc_pipeline.construct import qa_suite
+
+    yield from qa_suite.build(request.inputs, qa_prompt_for(request.inputs.config, request.inputs.catalog))
+
+
+def lveval_factrecall(request: BuildRequest) -> Iterator[pl.DataFrame]:
+    """LV-Eval's factrecall: one fact sentence moved through one haystack (construct/lveval_levels.py)."""
+    from lc_pipeline.construct import qa_suite
+
+    yield from qa_suite.factrecall(request.inputs, qa_prompt_for(request.inputs.config, request.inputs.catalog))
+
+
+def longbench100(request: BuildRequest) -> Iterator[pl.DataFrame]:
+    """100-LongBench's tasks: a real item or synthetic needles padded by the paper's greedy fill."""
+    from lc_pipeline.construct.longbench100 import build_longbench100
+
+    i = request.inputs
+    try:
+        yield build_longbench100(i.documents, i.items, level=i.level, n_per_task=i.config.longbench100.n_per_task,
+                                 seed=i.config.seed, counter=i.counter, tasks=request.tasks)
+    except ValueError as exc:
+        raise BuildError(f"100-LongBench instances at {i.level}: {exc}") from exc
+
+
+def helmet(request: BuildRequest) -> Iterator[pl.DataFrame]:
+    """HELMET's categories: passages, demonstrations or pairs counted to the level (construct/helmet/)."""
+    from lc_pipeline.construct.helmet import build_helmet
+
+    i = request.inputs
+    try:
+        yield build_helmet(i.documents, i.items, i.passages, i.hard_negatives, level=i.level, config=i.config.helmet,
+                           seed=i.config.seed, counter=i.counter, length_tolerance=i.config.length_tolerance,
+                           tasks=request.tasks)
+    except ValueError as exc:
+        raise BuildError(f"HELMET instances at {i.level}: {exc}") from exc

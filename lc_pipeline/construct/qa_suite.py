@@ -1,0 +1,105 @@
+"""The QA suite at one level: which items it uses, their instances batch by batch, LV-Eval's variants.
+
+Token levels: the items whose evidence fits the smallest level are eligible (levels share their
+items); ``select_items`` picks ``items_per_length`` of them once; each becomes one row per configured
+depth (construct/assembly.py), in batches of at most ``items_per_batch_at`` items. Word levels
+(``length_unit: words``): LV-Eval's mixing of whole documents (construct/lveval_levels.py). After each
+batch its LV-Eval variant rows (CFI / KPR) follow their plain rows. Each item is prompted with its
+own task's template (``prompt_for``: see construct/builders.py). Pure: no Dagster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import polars as pl
+
+from lc_pipeline.config import level_tokens
+from lc_pipeline.construct.assembly import ITEMS_PER_BATCH, fitting_items, items_per_batch_at, iter_instance_batches
+from lc_pipeline.construct.lveval_levels import build_factrecall_instances, build_word_level_instances
+
+
+def items_per_batch(level: str, config) -> int:
+    """Each item makes a row per depth and LV-Eval variant; a batch holds ~BATCH_TOKENS prompt tokens."""
+    return items_per_batch_at(level_tokens(level), len(config.depths) * len(config.lveval.variants), ITEMS_PER_BATCH)
+
+
+def eligible_items(items: pl.DataFrame, documents: pl.DataFrame, config, counter, prompt_for=None
+                   ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(items whose prompt with only their evidence fits the smallest level, the others)."""
+    smallest = min(level_tokens(lv) for lv in config.lengths)
+    return fitting_items(items, documents, counter, smallest, prompt_for=prompt_for)
+
+
+def build(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[pl.DataFrame]:
+    """The QA suite's rows at ``inputs.level`` (plain rows, each followed by its LV-Eval variants)."""
+    from lc_pipeline.construct.builders import BuildError
+    from lc_pipeline.construct.lveval_variants import add_variants
+
+    for plain in _plain_batches(inputs, prompt_for):
+        try:  # LV-Eval: CFI / KPR rows after each plain row, as the config's lveval.variants asks
+            qa, variant_meta = add_variants(plain, inputs.facts, inputs.rules, inputs.config, inputs.counter)
+        except ValueError as exc:
+            raise BuildError(f"LV-Eval variants at {inputs.level}: {exc}") from exc
+        del plain  # a generator's locals live on while the consumer builds the next batch
+        for key, n in variant_meta.items():
+            inputs.meta[key] = inputs.meta.get(key, 0) + n
+        yield qa
+        del qa
+
+
+def factrecall(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[pl.DataFrame]:
+    """LV-Eval's factrecall rows (``lveval.factrecall_positions`` needle positions), with their variants."""
+    from lc_pipeline.construct.builders import BuildError
+    from lc_pipeline.construct.lveval_variants import add_variants
+
+    try:
+        plain = build_factrecall_instances(inputs.items, inputs.documents, level=inputs.level, config=inputs.config,
+                                           counter=inputs.counter, prompt_for=prompt_for)
+    except ValueError as exc:
+        raise BuildError(f"factrecall instances at {inputs.level}: {exc}") from exc
+    try:
+        rows, variant_meta = add_variants(plain, inputs.facts, inputs.rules, inputs.config, inputs.counter)
+    except ValueError as exc:
+        raise BuildError(f"LV-Eval variants at {inputs.level}: {exc}") from exc
+    for key, n in variant_meta.items():
+        inputs.meta[key] = inputs.meta.get(key, 0) + n
+    yield rows
+
+
+def _plain_batches(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[pl.DataFrame]:
+    from lc_pipeline.construct.builders import BuildError
+
+    items, documents, config, level, counter, meta = (inputs.items, inputs.documents, inputs.config, inputs.level,
+                                                      inputs.counter, inputs.meta)
+    if config.length_unit == "words":  # LV-Eval's construction (construct/lveval_levels.py)
+        try:
+            out, word_meta = build_word_level_instances(items, documents, level=level, config=config, counter=counter,
+                                                        prompt_for=prompt_for)
+        except ValueError as exc:
+            raise BuildError(f"instances {level} (words): {exc}") from exc
+        meta.update(word_meta)
+        yield out
+        return
+    # Items whose evidence alone overflows the smallest level are left out at every level
+    # (levels share their items), and counted in the metadata.
+    eligible, too_long = eligible_items(items, documents, config, counter, prompt_for)
+    if eligible.height < config.items_per_length:
+        smallest = min(level_tokens(lv) for lv in config.lengths)
+        raise BuildError(
+            f"only {eligible.height} of {items.height} items fit the smallest level ({smallest} tokens) with "
+            f"their evidence; items_per_length is {config.items_per_length}: lower it or raise the smallest level")
+    meta.update(items_eligible=eligible.height, items_too_long_for_smallest_level=too_long.height,
+                instances_with_cross_domain_fillers=0)
+    domain = dict(documents.select("doc_id", "domain").iter_rows())
+    for out in iter_instance_batches(eligible, documents, inputs.passages, inputs.hard_negatives, level=level,
+                                     config=config, counter=counter, items_per_batch=items_per_batch(level, config),
+                                     prompt_for=prompt_for):
+        meta["instances_with_cross_domain_fillers"] += sum(
+            any(domain.get(d.removesuffix(":cut"), own) not in own for d in ctx)
+            for ev, ctx in out.select("evidence_doc_ids", "context_doc_ids").iter_rows()
+            for own in [{domain[d] for d in ev}]
+        )
+        yield out
+        del out

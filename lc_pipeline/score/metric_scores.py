@@ -1,0 +1,107 @@
+"""The ``metric_scores`` table: every generation scored with the metrics its task declares.
+
+An instance names its task by ``benchmark`` and ``task``; the task catalog (lc_pipeline/tasks/) gives
+its ``TaskSpec``, whose ``metrics`` are registered names (``tasks.registry.METRICS``,
+score/task_metrics.py). One row per (generation, metric), the metric's label in ``metric``.
+
+Plus LV-Eval's keyword-recall metric (``lveval``) on every instance of an item that has LV-Eval
+variants in ``instances`` (its plain row too), so plain, CFI and KPR rows compare on one metric
+(spec lveval.md §5-§7), whatever the item's own task declares. Pure: no Dagster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
+from lc_pipeline import schemas
+from lc_pipeline.fingerprints import short_id
+from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
+from lc_pipeline.tasks.registry import METRICS
+from lc_pipeline.tasks.spec import MetricRef, TaskSpec
+
+INSTANCE_FIELDS = ("instance_id", "item_id", "benchmark", "task", "category", "depth", "answers")
+# Read when present (INSTANCES has them): metrics that need them say so; hand-made frames may lack them.
+OPTIONAL_FIELDS = ("suite", "variant", "language", "answer_keywords", "all_classes")
+VARIANT_METRIC = MetricRef(name="lveval")
+
+
+def score_id(generation_id: str, metric: str) -> str:
+    """Stable short id of one (generation, metric) score row."""
+    return short_id(generation_id, metric, length=16)
+
+
+def score_instance(spec: TaskSpec, instance: Mapping[str, Any], output: str,
+                   run_options: Mapping[str, Any] | None = None,
+                   extra: tuple[MetricRef, ...] = ()) -> dict[str, float]:
+    """{metric label: score} of one output, for every metric of ``spec`` (then ``extra`` ones it lacks)."""
+    values: dict[str, float] = {}
+    refs = (*spec.metrics, *(m for m in extra if m.name not in spec.metric_names))
+    for ref in refs:
+        metric = METRICS.get(ref.name, where=f"task {spec.qualified_name}, field metrics")
+        if metric.label in values:
+            raise ValueError(f"task {spec.qualified_name}: metrics {[m.name for m in refs]} write the label "
+                             f"{metric.label!r} twice")
+        values[metric.label] = metric(output, instance, spec, {**(run_options or {}), **ref.options})
+    return values
+
+
+def score_frame(
+    generations: pl.DataFrame,
+    instances: pl.DataFrame,
+    catalog: TaskCatalog | None = None,
+    lveval_variant: str = "code",
+) -> pl.DataFrame:
+    """METRIC_SCORES rows: per generation, one row per metric of its instance's task, in generation order.
+
+    ``generations`` needs ``generation_id, instance_id, output``; ``instances`` the INSTANCES columns
+    ``instance_id, item_id, benchmark, task, category, depth, answers`` (plus, when a metric needs them,
+    ``all_classes``, ``answer_keywords``, ``language``; ``variant`` marks LV-Eval variant rows).
+    ``lveval_variant``: LV-Eval's released scorer ("code", default) or the paper's. Bad input is a
+    ValueError naming the generation, the instance and the field.
+    """
+    catalog = catalog or load_catalog()
+    for frame, label, cols in ((generations, "generations", ("generation_id", "instance_id", "output")),
+                               (instances, "instances", INSTANCE_FIELDS)):
+        missing = [c for c in cols if c not in frame.columns]
+        if missing:
+            raise ValueError(f"{label} frame lacks column(s) {missing}")
+    optional = [c for c in OPTIONAL_FIELDS if c in instances.columns]
+    with_variants = (set(instances.filter(pl.col("variant") != "plain")["item_id"])
+                     if "variant" in instances.columns else set())
+    by_id: dict[str, dict] = {}
+    for row in instances.select(*INSTANCE_FIELDS, *optional).iter_rows(named=True):
+        if row["instance_id"] in by_id:
+            raise ValueError(f"instances: instance_id {row['instance_id']!r} occurs more than once")
+        by_id[row["instance_id"]] = row
+
+    specs: dict[tuple[str, str], TaskSpec] = {}
+    run_options = {"variant": lveval_variant}
+    rows: dict[str, list] = {c: [] for c in schemas.METRIC_SCORES}
+    for gid, iid, output in generations.select("generation_id", "instance_id", "output").iter_rows():
+        inst = by_id.get(iid)
+        if inst is None:
+            raise ValueError(f"generation {gid!r}: field instance_id={iid!r} not found in instances")
+        if output is None:
+            raise ValueError(f"generation {gid!r}: field output is null")
+        key = (inst["benchmark"], inst["task"])
+        try:
+            if key not in specs:
+                specs[key] = catalog.resolve(*key)
+            extra = (VARIANT_METRIC,) if inst["item_id"] in with_variants else ()
+            values = score_instance(specs[key], inst, output, run_options, extra)
+        except ValueError as exc:
+            raise ValueError(f"generation {gid!r} (instance {iid!r}): {exc}") from exc
+        for metric, value in values.items():
+            rows["score_id"].append(score_id(gid, metric))
+            rows["generation_id"].append(gid)
+            rows["instance_id"].append(iid)
+            rows["item_id"].append(inst["item_id"])
+            rows["task"].append(inst["task"])
+            rows["category"].append(inst["category"])
+            rows["depth"].append(inst["depth"])
+            rows["metric"].append(metric)
+            rows["score"].append(value)
+    return schemas.conform(pl.DataFrame(rows, schema=schemas.METRIC_SCORES), "metric_scores")

@@ -1,0 +1,136 @@
+"""The metrics a task names (``metrics:`` in its task file), registered by name in ``tasks.registry.METRICS``.
+
+Each is a small public ``Metric``: a ``label`` (the ``metric_scores.metric`` value of its rows) and a
+function ``(output, instance, task, options) -> float`` in [0, 1]. ``instance`` is the INSTANCES row
+(``answers``, ``all_classes``, ``answer_keywords``, ``language``, ``task``); ``task`` its TaskSpec, whose
+``answer_prefix`` is the one place a task's prefix is declared; ``options`` the metric's options from
+the task file merged over the run's (e.g. LV-Eval's ``variant``). Families share a label so that a
+benchmark's tables keep one metric column: every HELMET task writes ``helmet`` (spec helmet.md §3),
+every 100-LongBench task ``lb100`` (100longbench.md §4.4), every LongBench task ``longbench``
+(longbench_metrics.md), LV-Eval's keyword recall ``lveval`` (lveval.md §7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lc_pipeline.score import helmet as helmet_metrics
+from lc_pipeline.score import longbench as longbench_metrics
+from lc_pipeline.score import longbench100 as lb100_metrics
+from lc_pipeline.score.metrics import exact_match, first_line, parse_answer, substring_exact_match, token_f1
+
+DEFAULT_ANSWER_PREFIX = "Answer:"
+
+
+@dataclass(frozen=True)
+class Metric:
+    label: str  # metric_scores.metric
+    fn: Callable[[str, Mapping[str, Any], Any, Mapping[str, Any]], float]
+    description: str = ""
+
+    def __call__(self, output: str, instance: Mapping[str, Any], task: Any, options: Mapping[str, Any]) -> float:
+        return self.fn(output, instance, task, options)
+
+
+def _answers(instance: Mapping[str, Any]) -> list[str]:
+    answers = instance.get("answers")
+    if answers is None or isinstance(answers, str) or len(answers) == 0:
+        raise ValueError(f"field answers: expected a non-empty list of gold strings, got {answers!r}")
+    return list(answers)
+
+
+def _prefix(task: Any) -> str:
+    return getattr(task, "answer_prefix", None) or DEFAULT_ANSWER_PREFIX
+
+
+def _raw_or_parsed(fn: Callable[[str, Sequence[str]], float]) -> Callable[..., float]:
+    """HELMET's QA post-processing: the better of the raw output and the text after the task's answer prefix."""
+    def score(output: str, instance: Mapping[str, Any], task: Any, options: Mapping[str, Any]) -> float:
+        golds = _answers(instance)
+        return max(fn(output, golds), fn(parse_answer(output, _prefix(task)), golds))
+    return score
+
+
+SUBEM = Metric("subem", _raw_or_parsed(substring_exact_match), "SubEM (HELMET §3), raw or after the answer prefix")
+EM = Metric("em", _raw_or_parsed(exact_match), "exact match (SQuAD normalization), raw or after the answer prefix")
+F1 = Metric("f1", _raw_or_parsed(token_f1), "LongBench token F1, raw or after the answer prefix")
+
+# --------------------------------------------------------------------------- HELMET (spec helmet.md §3)
+
+HELMET_SUBEM = Metric("helmet", lambda o, i, t, _: helmet_metrics.subem(o, _answers(i), _prefix(t)),
+                      "SubEM of the raw output or the text after the answer prefix")
+HELMET_RECALL = Metric("helmet", lambda o, i, t, _: helmet_metrics.ruler_recall(o, _answers(i)),
+                       "RULER recall: share of gold values in the output")
+HELMET_NDCG10 = Metric("helmet", lambda o, i, t, _: helmet_metrics.rerank_score(o, _answers(i)),
+                       "NDCG@10 of the parsed ranking (trec_eval)")
+# HELMET scores ROUGE-L on the raw and on the parsed output and keeps the better (its summ too: §3).
+HELMET_ROUGEL = Metric("helmet", lambda o, i, t, _: helmet_metrics.rouge_l(o, _answers(i), t.answer_prefix),
+                       "ROUGE-L F1, the better of the raw output and the text after the answer prefix")
+
+# --------------------------------------------------------------------------- 100-LongBench (spec §4.4)
+
+
+def _lb100(scorer: Callable[[str, str], float]) -> Callable[..., float]:
+    def score(output: str, instance: Mapping[str, Any], task: Any, options: Mapping[str, Any]) -> float:
+        return lb100_metrics.first_line_score(scorer, output, _answers(instance))
+    return score
+
+
+LB100_KV_RETRIEVAL = Metric("lb100", _lb100(lb100_metrics.kv_retrieval_score), "last UUID of the first line")
+LB100_FIRST_INTEGER = Metric("lb100", _lb100(lb100_metrics.first_integer_score), "first integer of the first line")
+LB100_QA_F1 = Metric("lb100", _lb100(longbench_metrics.qa_f1_score), "token F1 of the first line")
+LB100_ROUGE = Metric("lb100", _lb100(longbench_metrics.rouge_score), "ROUGE-L of the first line")
+
+# --------------------------------------------------------------------------- LongBench v1 (longbench_metrics.md)
+
+
+def _longbench(kind: str) -> Callable[..., float]:
+    def score(output: str, instance: Mapping[str, Any], task: Any, options: Mapping[str, Any]) -> float:
+        return longbench_metrics.score_with(kind, output, _answers(instance), instance.get("all_classes"),
+                                            first_line=bool(options.get("first_line", False)))
+    return score
+
+
+def longbench_task_metric(task: Any) -> tuple[str, bool]:
+    """(LongBench metric, first-line rule) of a task whose metrics name one ``longbench.*`` metric."""
+    refs = [m for m in task.metrics if m.name.startswith("longbench.")]
+    if len(refs) != 1:
+        raise ValueError(f"task {task.qualified_name}: expected one longbench.* metric, got {list(task.metric_names)}")
+    return refs[0].name.removeprefix("longbench."), bool(refs[0].options.get("first_line", False))
+
+
+LONGBENCH_QA_F1 = Metric("longbench", _longbench("qa_f1"), "QA F1 (English normalization)")
+LONGBENCH_QA_F1_ZH = Metric("longbench", _longbench("qa_f1_zh"), "QA F1 on jieba tokens")
+LONGBENCH_ROUGE = Metric("longbench", _longbench("rouge"), "ROUGE-L F (rouge package)")
+LONGBENCH_ROUGE_ZH = Metric("longbench", _longbench("rouge_zh"), "ROUGE-L F on jieba tokens")
+LONGBENCH_CLASSIFICATION = Metric("longbench", _longbench("classification"), "class names found, gold share")
+LONGBENCH_RETRIEVAL = Metric("longbench", _longbench("retrieval"), "share of numbers equal to the gold paragraph")
+LONGBENCH_RETRIEVAL_ZH = Metric("longbench", _longbench("retrieval_zh"), "the same, Chinese paragraph labels")
+LONGBENCH_COUNT = Metric("longbench", _longbench("count"), "share of numbers equal to the gold count")
+LONGBENCH_CODE_SIM = Metric("longbench", _longbench("code_sim"), "fuzz ratio of the first code line")
+
+# --------------------------------------------------------------------------- LV-Eval (spec lveval.md §7)
+
+
+def lveval_rule(task: str, language: str) -> str:
+    """The LV-Eval rule of an instance: its dataset's own rule when the task is an LV-Eval dataset
+    (cmrc, dureader, factrecall ... differ), else keyword-recall F1 in its language."""
+    from lc_pipeline.score.keyword_recall import dataset_rule
+
+    try:
+        return dataset_rule(task or "").name
+    except ValueError:
+        return f"keyword_recall_{language if language in ('en', 'zh') else 'en'}"
+
+
+def _lveval(output: str, instance: Mapping[str, Any], task: Any, options: Mapping[str, Any]) -> float:
+    from lc_pipeline.score.keyword_recall import DEFAULT_VARIANT, lveval_score
+
+    rule = options.get("rule") or lveval_rule(instance.get("task") or "", instance.get("language") or "en")
+    return lveval_score(rule, output, instance.get("answers") or [], instance.get("answer_keywords") or [],
+                        options.get("variant", DEFAULT_VARIANT))
+
+
+LVEVAL = Metric("lveval", _lveval, "keyword-recall gate, then F1 (the dataset's own rule)")
