@@ -29,11 +29,11 @@ import polars as pl
 
 from lc_pipeline.config import BenchmarkConfig, level_size
 from lc_pipeline.construct.assembly import DocumentIndex, derive_seed, instance_id, select_items
-from lc_pipeline.construct.prompts import build_prompt, format_block, join_blocks
+from lc_pipeline.construct.prompts import PromptFor, QAPrompt, format_block, join_blocks, prompt_for_items
+from lc_pipeline.construct.rows import instance_row, instances_frame
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.construct.word_levels import count_units, mix_order, place_needle, sentence_boundaries
 from lc_pipeline.fingerprints import INSTANCE_CONTENT_FIELDS
-from lc_pipeline.schemas import INSTANCES, conform
 from lc_pipeline.text import contains_answer
 
 SUITE = "qa"
@@ -74,19 +74,24 @@ def _relative_offsets(counter: TokenCounter, context: str, prompt: str, starts: 
     return input_tokens, context_tokens, [round(c / max(context_tokens, 1), 4) for c in counts[2:]]
 
 
-def _row(item: dict, *, task: str | None = None, context: str, question: str, evidence_ids: list[str],
-         context_ids: list[str], depth: float, evidence_depths: list[float], input_tokens: int,
-         context_tokens: int, n_fillers: int, counter: TokenCounter, config: BenchmarkConfig) -> dict:
-    return {
-        "item_id": item["item_id"], "source": item["source"], "suite": SUITE, "task": task or item["task"],
-        "category": item["category"], "language": item.get("language") or "en", "variant": "plain",
-        "depth": depth, "evidence_depths": evidence_depths, "question": question,
-        "answers": list(item["answers"]), "answer_keywords": list(item.get("answer_keywords") or []),
-        "evidence_doc_ids": evidence_ids, "context_doc_ids": context_ids, "n_hard_negatives": 0,
-        "n_filler_documents": n_fillers, "context": context, "prompt": build_prompt(context, question),
-        "tokenizer": counter.name, "input_tokens": input_tokens, "context_tokens": context_tokens,
-        "max_new_tokens": config.max_new_tokens,
-    }
+def _row(item: dict, *, instance_id: str, prompt: QAPrompt, task: str | None = None, context: str, question: str,
+         evidence_ids: list[str], context_ids: list[str], depth: float, evidence_depths: list[float],
+         input_tokens: int, context_tokens: int, n_fillers: int, counter: TokenCounter, unit: str,
+         target: int) -> dict:
+    """The INSTANCES row; ``unit`` is the level's ("tokens", or "words" with ``target`` in words / characters)."""
+    language = item.get("language") or "en"
+    units = (dict(target_tokens=target) if unit == "tokens" else
+             dict(target_tokens=None, length_unit=unit_of(language), target_units=target,
+                  context_units=count_units(context, language)))
+    return instance_row(
+        instance_id=instance_id, item_id=item["item_id"], source=item["source"], suite=SUITE,
+        task=task or item["task"], category=item["category"], language=language, depth=depth,
+        evidence_depths=evidence_depths, question=question, answers=list(item["answers"]),
+        answer_keywords=list(item.get("answer_keywords") or []), evidence_doc_ids=evidence_ids,
+        context_doc_ids=context_ids, n_hard_negatives=0, n_filler_documents=n_fillers, context=context,
+        prompt=prompt.render(context, question), tokenizer=counter.name, input_tokens=input_tokens,
+        context_tokens=context_tokens, max_new_tokens=prompt.max_new_tokens, **units,
+    )
 
 
 def word_level_items(items: pl.DataFrame, documents: pl.DataFrame, config: BenchmarkConfig) -> tuple[pl.DataFrame, int]:
@@ -158,18 +163,22 @@ def _cut_text(text: str, keep_min: int, keep_max: int, measure: Callable[[str], 
 
 
 def build_word_level_instances(
-    items: pl.DataFrame, documents: pl.DataFrame, *, level: str, config: BenchmarkConfig, counter: TokenCounter
+    items: pl.DataFrame, documents: pl.DataFrame, *, level: str, config: BenchmarkConfig, counter: TokenCounter,
+    prompt_for: PromptFor | None = None,
 ) -> tuple[pl.DataFrame, dict]:
     """The QA suite at a word level: ``items_per_length`` items, one instance each (LV-Eval
-    builds one context per QA pair and level). Returns the rows and counts for the metadata."""
+    builds one context per QA pair and level). Returns the rows and counts for the metadata.
+    ``prompt_for``: each item's QAPrompt (None: our QA prompt with ``config.max_new_tokens``)."""
     target = level_size(level, "words")
     docs = DocumentIndex(documents)
     selected, too_long = word_level_items(items, documents, config)
+    prompt_of = prompt_for_items(prompt_for, config.max_new_tokens)
     fingerprint = config.fingerprint(*INSTANCE_CONTENT_FIELDS)
     ceiling = int(target * (1 + config.length_tolerance))
     rows = []
     for item in selected.iter_rows(named=True):
         lang = _language(item)
+        qa = prompt_of(item)
         evidence = docs.evidence(item)
         rng = random.Random(derive_seed(config.seed, item["item_id"], level, "words"))
         pool = docs.filler_pool(item, config.cross_domain_fill)
@@ -183,17 +192,17 @@ def build_word_level_instances(
         context, starts = _render(blocks)
         evidence_ids = [d["doc_id"] for d in evidence]
         ev_pos = [k for k, b in enumerate(blocks) if b["doc_id"] in set(evidence_ids)]
-        prompt = build_prompt(context, item["question"])
+        prompt = qa.render(context, item["question"])
         input_tokens, context_tokens, ev_depths = _relative_offsets(counter, context, prompt, [starts[k] for k in ev_pos])
         units_before = count_units(context[: starts[ev_pos[0]]], lang)
-        row = _row(item, context=context, question=item["question"], evidence_ids=evidence_ids,
-                   context_ids=[b["doc_id"] for b in blocks], depth=round(units_before / max(target, 1), 4),
-                   evidence_depths=ev_depths, input_tokens=input_tokens, context_tokens=context_tokens,
-                   n_fillers=len(blocks) - len(evidence), counter=counter, config=config)
-        row["instance_id"] = instance_id(item["item_id"], f"{level}/words", target, -1.0, "plain", fingerprint)
-        rows.append(row)
-    return conform(pl.DataFrame(rows, schema=INSTANCES), "instances"), {
-        "items_too_long_for_smallest_level": too_long, "length_unit": "words"}
+        rows.append(_row(
+            item, instance_id=instance_id(item["item_id"], f"{level}/words", target, -1.0, "plain", fingerprint,
+                                          qa.id_salt),
+            prompt=qa, context=context, question=item["question"], evidence_ids=evidence_ids,
+            context_ids=[b["doc_id"] for b in blocks], depth=round(units_before / max(target, 1), 4),
+            evidence_depths=ev_depths, input_tokens=input_tokens, context_tokens=context_tokens,
+            n_fillers=len(blocks) - len(evidence), counter=counter, unit="words", target=target))
+    return instances_frame(rows), {"items_too_long_for_smallest_level": too_long, "length_unit": "words"}
 
 
 def needle_sentence(item: dict, evidence_text: str) -> str | None:
@@ -225,28 +234,34 @@ def factrecall_needles(items: pl.DataFrame, documents: pl.DataFrame, config: Ben
 
 
 def build_factrecall_instances(
-    items: pl.DataFrame, documents: pl.DataFrame, *, level: str, config: BenchmarkConfig, counter: TokenCounter
+    items: pl.DataFrame, documents: pl.DataFrame, *, level: str, config: BenchmarkConfig, counter: TokenCounter,
+    prompt_for: PromptFor | None = None,
 ) -> pl.DataFrame:
     """``factrecall_items`` needles x ``factrecall_positions`` evenly spaced positions, at one level.
 
     The haystack is the same for every position of a needle (only the needle moves); in token
-    mode its target is the prompt's, in word mode the context's.
+    mode its target is the prompt's, in word mode the context's. ``prompt_for`` is asked with the
+    item as the row will be, its task ``factrecall_en`` / ``factrecall_zh`` (None: our QA prompt
+    with ``config.max_new_tokens``).
     """
     n_positions, unit = config.lveval.factrecall_positions, config.length_unit
     docs = DocumentIndex(documents)
     needles = factrecall_needles(items, documents, config)
+    prompt_of = prompt_for_items(prompt_for, config.max_new_tokens)
     fingerprint = config.fingerprint(*INSTANCE_CONTENT_FIELDS)
     target = level_size(level, unit)
     rows = []
     for item, needle in needles:
         lang = _language(item)
+        task = FACTRECALL_TASKS[lang]
+        qa = prompt_of({**item, "task": task})
         measure: Callable[[str], int]
         if unit == "words":
             measure = lambda text, lang=lang: count_units(text, lang)  # noqa: E731
             room = target - measure(needle)
         else:  # the prompt's tokens: leave room for the instruction, question and needle
             measure = counter.count
-            room = target - counter.count(build_prompt("", item["question"])) - counter.count(needle)
+            room = target - counter.count(qa.render("", item["question"])) - counter.count(needle)
         rng = random.Random(derive_seed(config.seed, item["item_id"], level, "factrecall"))
         pool = docs.filler_pool(item, config.cross_domain_fill)
         rng.shuffle(pool)
@@ -254,17 +269,16 @@ def build_factrecall_instances(
                                 f"factrecall item {item['item_id']!r} at level {level}")
         haystack, _ = _render(blocks)
         for placement, context in place_needle(haystack, needle, n_positions, lang):
-            prompt = build_prompt(context, item["question"])
+            prompt = qa.render(context, item["question"])
             input_tokens, context_tokens, depths = _relative_offsets(counter, context, prompt, [placement.char_offset])
-            row = _row(item, task=FACTRECALL_TASKS[lang], context=context, question=item["question"],
-                       evidence_ids=[], context_ids=[b["doc_id"] for b in blocks], depth=round(placement.depth, 4),
-                       evidence_depths=depths, input_tokens=input_tokens, context_tokens=context_tokens,
-                       n_fillers=len(blocks), counter=counter, config=config)
-            row["target_tokens"] = target if unit == "tokens" else None
-            row["instance_id"] = instance_id(item["item_id"], f"{level}/factrecall/{unit}", target,
-                                             placement.depth, "plain", fingerprint)
-            rows.append(row)
-    return conform(pl.DataFrame(rows, schema=INSTANCES), "instances")
+            rows.append(_row(
+                item, instance_id=instance_id(item["item_id"], f"{level}/factrecall/{unit}", target,
+                                              placement.depth, "plain", fingerprint, qa.id_salt),
+                prompt=qa, task=task, context=context, question=item["question"], evidence_ids=[],
+                context_ids=[b["doc_id"] for b in blocks], depth=round(placement.depth, 4), evidence_depths=depths,
+                input_tokens=input_tokens, context_tokens=context_tokens, n_fillers=len(blocks), counter=counter,
+                unit=unit, target=target))
+    return instances_frame(rows)
 
 
 def with_length_units(frame: pl.DataFrame, level: str, config: BenchmarkConfig) -> pl.DataFrame:
