@@ -1,6 +1,7 @@
-"""Answer normalization shared by construction (does a passage contain the answer?) and scoring.
+"""Text helpers shared by construction and scoring: answer normalization, the Chinese tokenizer.
 
-This is the SQuAD / LongBench English normalization: lower-case, drop ASCII punctuation
+Answer normalization (does a passage contain the answer? does a prediction match it?) is
+the SQuAD / LongBench English normalization: lower-case, drop ASCII punctuation
 (``string.punctuation``), drop the whole words a/an/the, collapse whitespace. Construction
 and scoring use the same function so that "contains no gold answer" (hard negatives,
 fillers) means exactly what SubEM would count as a hit.
@@ -8,9 +9,12 @@ fillers) means exactly what SubEM would count as a hit.
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
 import string
 from collections.abc import Iterable
+from types import ModuleType
 
 _PUNCT_DELETE = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -29,3 +33,14 @@ def contains_answer(text: str, answers: Iterable[str]) -> bool:
     """
     norm = normalize_answer(text)
     return any(na and na in norm for na in map(normalize_answer, answers))
+
+
+@functools.cache
+def jieba_tokenizer() -> ModuleType:
+    """The ``jieba`` module, imported on first use with its logger quieted (its dictionary-loading
+    chatter would go to our stderr). LongBench and LV-Eval cut Chinese with ``jieba.cut(text, cut_all=False)``;
+    construct/replacement.py tags entities with ``jieba.posseg``."""
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    return jieba

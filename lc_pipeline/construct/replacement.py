@@ -291,9 +291,9 @@ _ZH_ENTITY_FLAGS = ("nr", "ns", "nt", "nz")
 
 @cache
 def _posseg():
-    from lc_pipeline.score.longbench import _jieba
+    from lc_pipeline.text import jieba_tokenizer
 
-    _jieba()  # quiet logger and loaded dictionary first
+    jieba_tokenizer()  # quiet logger first
     import jieba.posseg
 
     return jieba.posseg

@@ -18,16 +18,14 @@ Pure functions, no Dagster. Each metric takes one prediction and one gold answer
 from __future__ import annotations
 
 import difflib
-import logging
 import re
 import string
 import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from functools import cache
 
-from lc_pipeline.text import normalize_answer
+from lc_pipeline.text import jieba_tokenizer, normalize_answer
 
 __all__ = [
     "METRICS",
@@ -58,17 +56,9 @@ _ALL_PUNCT = frozenset(string.punctuation + _ZH_PUNCT)
 # --------------------------------------------------------------------------- tokenization
 
 
-@cache
-def _jieba():
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)  # its dictionary-loading chatter would go to our stderr
-    return jieba
-
-
 def jieba_cut(text: str) -> list[str]:
     """jieba precise mode (``cut_all=False``) on the raw string, as LongBench and LV-Eval do."""
-    return list(_jieba().cut(text, cut_all=False))
+    return list(jieba_tokenizer().cut(text, cut_all=False))
 
 
 def normalize_zh_answer(s: str) -> str:
