@@ -28,10 +28,10 @@ import polars as pl
 
 from lc_pipeline.score.longscore import (
     ZeroBaseError,
-    _check_lengths,
-    _summarize,
-    _task_curves,
+    check_lengths,
     rank_descending,
+    summarize,
+    task_curves,
 )
 
 PAPER_BASE = ("2k", "4k", "6k")
@@ -82,7 +82,7 @@ def report(
         base_lengths = ["base"] if "base" in labels else list(PAPER_BASE)
     if long_lengths is None:
         long_lengths = list(PAPER_LONG)
-    base, long = _check_lengths(base_lengths, long_lengths)
+    base, long = check_lengths(base_lengths, long_lengths)
     absent = [lv for lv in (*base, *long) if lv not in labels]
     if absent:
         raise ValueError(
@@ -92,11 +92,11 @@ def report(
     rows = []
     for model in sorted(scores["model"].unique().to_list()):
         part = scores.filter(pl.col("model") == model)
-        curves = _task_curves(part, (*base, *long), f"model {model!r}")
+        curves = task_curves(part, (*base, *long), f"model {model!r}")
         try:
-            s = _summarize(curves, base, long, round_each, allow_zero_base=False)
+            s = summarize(curves, base, long, round_each, allow_zero_base=False)
         except ZeroBaseError:
-            s = _summarize(curves, base, long, round_each, allow_zero_base=True)
+            s = summarize(curves, base, long, round_each, allow_zero_base=True)
         rows.append(
             {
                 "model": model,

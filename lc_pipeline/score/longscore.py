@@ -31,11 +31,14 @@ __all__ = [
     "AVG",
     "ZeroBaseError",
     "LongScoreSummary",
+    "check_lengths",
     "long_score",
     "long_score_summary",
     "long_scores_frame",
     "rank_descending",
     "leaderboard_frame",
+    "summarize",
+    "task_curves",
 ]
 
 OVERALL = "overall"  # task name of the cross-task rows
@@ -78,9 +81,11 @@ class LongScoreSummary:
     avg_long_score: float | None
 
 
-def _check_lengths(
+def check_lengths(
     base_lengths: Sequence[str], long_lengths: Sequence[str]
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The base and long length levels as tuples; a bare str, an empty or duplicated group, or a
+    level in both groups is an error."""
     for name, group in (("base_lengths", base_lengths), ("long_lengths", long_lengths)):
         if isinstance(group, str):
             raise TypeError(f"{name} must be a sequence of length levels, not a single str")
@@ -100,7 +105,7 @@ def _require_columns(df: pl.DataFrame, cols: Iterable[str], label: str) -> None:
         raise ValueError(f"{label} frame lacks column(s) {missing}; it has {df.columns}")
 
 
-def _task_curves(
+def task_curves(
     scores: pl.DataFrame, needed: tuple[str, ...], label: str
 ) -> dict[str, dict[str, float]]:
     """{task: {length: score}} for the needed lengths, after checking coverage and values."""
@@ -124,13 +129,18 @@ def _task_curves(
     return curves
 
 
-def _summarize(
+def summarize(
     curves: dict[str, dict[str, float]],
     base_lengths: tuple[str, ...],
     long_lengths: tuple[str, ...],
     round_each: bool,
     allow_zero_base: bool,
 ) -> LongScoreSummary:
+    """LongScore of ``curves`` (from :func:`task_curves`), tasks averaged per length first.
+
+    ``round_each`` rounds each LC_l to 2 decimals before averaging (as the paper's code does);
+    ``allow_zero_base`` gives null LongScores instead of :class:`ZeroBaseError` for a zero base.
+    """
     tasks = tuple(curves)
     # Average the raw task scores per length first (spec §6.2 / §10.5), as longscore_table does.
     s = {lv: sum(curves[t][lv] for t in tasks) / len(tasks) for lv in (*base_lengths, *long_lengths)}
@@ -173,9 +183,9 @@ def long_score_summary(
     Rows at other lengths are ignored. A task missing a base or long length raises ValueError;
     a zero Base Ability raises :class:`ZeroBaseError` (a ValueError).
     """
-    base_lengths, long_lengths = _check_lengths(base_lengths, long_lengths)
-    curves = _task_curves(scores, (*base_lengths, *long_lengths), "scores")
-    return _summarize(curves, base_lengths, long_lengths, round_each, allow_zero_base=False)
+    base_lengths, long_lengths = check_lengths(base_lengths, long_lengths)
+    curves = task_curves(scores, (*base_lengths, *long_lengths), "scores")
+    return summarize(curves, base_lengths, long_lengths, round_each, allow_zero_base=False)
 
 
 def long_scores_frame(
@@ -201,7 +211,7 @@ def long_scores_frame(
     """
     if on_zero_base not in ("raise", "null"):
         raise ValueError(f"on_zero_base must be 'raise' or 'null', not {on_zero_base!r}")
-    base_lengths, long_lengths = _check_lengths(base_lengths, long_lengths)
+    base_lengths, long_lengths = check_lengths(base_lengths, long_lengths)
     needed = (*base_lengths, *long_lengths)
     _require_columns(per_instance, ("task", "length", "score"), "per_instance")
     df = per_instance
@@ -227,7 +237,7 @@ def long_scores_frame(
         .agg((pl.col("score").mean() * 100).alias("score"), pl.len().alias("n"))
         .sort("task", "length")
     )
-    curves = _task_curves(per_length, needed, "per_instance")
+    curves = task_curves(per_length, needed, "per_instance")
     counts = {(t, lv): n for t, lv, n in per_length.select("task", "length", "n").iter_rows()}
 
     rows: list[dict] = []
@@ -263,8 +273,8 @@ def long_scores_frame(
         )
 
     for task in sorted(curves):
-        emit(task, _summarize({task: curves[task]}, base_lengths, long_lengths, round_each, allow_zero), [task])
-    emit(OVERALL, _summarize(curves, base_lengths, long_lengths, round_each, allow_zero), curves)
+        emit(task, summarize({task: curves[task]}, base_lengths, long_lengths, round_each, allow_zero), [task])
+    emit(OVERALL, summarize(curves, base_lengths, long_lengths, round_each, allow_zero), curves)
     return schemas.conform(pl.DataFrame(rows, schema=schemas.LONG_SCORES), "long_scores")
 
 
