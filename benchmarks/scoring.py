@@ -38,7 +38,8 @@ from pathlib import Path
 import polars as pl
 
 from lc_pipeline.score.judge import judge_frame, plan_judgments
-from lc_pipeline.score.metrics import score_frame, score_qa
+from lc_pipeline.score.metric_scores import score_frame
+from lc_pipeline.score.metrics import score_qa
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -62,7 +63,7 @@ def made_up_rows(n: int, seed: int, cfi_share: float = 0.0) -> tuple[pl.DataFram
     with_cfi = {r["item_id"] for r in item_rows[: int(len(item_rows) * cfi_share)]}
     for r in item_rows:
         for variant in ("plain", "cfi") if r["item_id"] in with_cfi else ("plain",):
-            inst_rows.append({**r, "instance_id": f"{r['item_id']}-{variant}", "suite": "qa", "depth": 0.5,
+            inst_rows.append({**r, "instance_id": f"{r['item_id']}-{variant}", "suite": "qa", "benchmark": "qa", "depth": 0.5,
                               "variant": variant})
     rng.shuffle(inst_rows)
     for i in range(n):

@@ -25,7 +25,7 @@ from lc_pipeline.construct.replacement import (
 )
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner
-from lc_pipeline.score.metrics import score_frame
+from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.settings import Settings
 from lc_pipeline.text import contains_answer
 

@@ -57,7 +57,7 @@ def instances_frame(level: str, n: int) -> pl.DataFrame:
         prompt = build_prompt(context, item["question"])
         rows.append({
             "instance_id": hashlib.sha256(f"{level}/{item['item_id']}/{depth}".encode()).hexdigest()[:16],
-            "item_id": item["item_id"], "source": "demo", "suite": "qa", "task": item["task"],
+            "item_id": item["item_id"], "source": "demo", "suite": "qa", "benchmark": "qa", "task": item["task"],
             "category": item["category"], "language": "en", "variant": "plain", "insertions": [],
             "replacement_rule_ids": [], "depth": depth, "evidence_depths": [depth], "question": item["question"],
             "answers": item["answers"], "answer_keywords": item["answer_keywords"],

@@ -17,7 +17,7 @@ from lake_world import make_world, served_model
 
 from lc_pipeline.config import ConfigError, load_config
 from lc_pipeline.definitions import build_pipeline
-from lc_pipeline.generate.base import make_generator
+from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.partition import plan_partition
 from lc_pipeline.generate.registry import ModelRegistry, ModelSpecError
 from lc_pipeline.settings import Settings
@@ -185,7 +185,7 @@ def test_a_malformed_model_entry_is_an_error_naming_model_and_field(tmp_path, ca
     ("context", ..., "instances: missing columns ['context'] needed for generation"),
 ])
 def test_instances_with_a_missing_or_null_field_are_not_generated(column, value, expected):
-    frame = pl.DataFrame({"instance_id": ["inst-0", "inst-1"], "task": ["single_hop_qa"] * 2,
+    frame = pl.DataFrame({"instance_id": ["inst-0", "inst-1"], "benchmark": ["qa"] * 2, "task": ["single_hop_qa"] * 2,
                           "prompt": ["Which river?", "Which town?"], "context": ["a", "b"], "max_new_tokens": [8, 8]})
     if value is ...:
         frame = frame.drop(column)

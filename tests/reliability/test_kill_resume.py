@@ -54,7 +54,7 @@ def kill_9(proc: subprocess.Popen) -> None:
 CHILD = r"""
 import dataclasses, json, sys
 import polars as pl
-from lc_pipeline.generate.base import make_generator
+from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
 from lc_pipeline.generate.partition import generate_partition, plan_partition
 from lc_pipeline.generate.registry import BUILTIN_MODELS
@@ -75,6 +75,7 @@ def instances() -> pl.DataFrame:
     prompts = [f"Write three sentences about {t}." for t in topics]
     return pl.DataFrame({
         "instance_id": [f"inst-{i:02d}" for i in range(N)],
+        "benchmark": ["qa"] * N,
         "task": ["single_hop_qa"] * N,
         "prompt": prompts,
         "context": prompts,

@@ -13,7 +13,8 @@ import pytest
 from fault_server import FaultyOpenAIServer, reply_for
 from lake_world import served_model
 
-from lc_pipeline.generate.base import GenerationRequest, make_generator
+from lc_pipeline.generate.backends import make_generator
+from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
 from lc_pipeline.generate.partition import chunk_size, generate_partition, plan_partition
 from lc_pipeline.resources.judge import JudgeCache, JudgeClient
@@ -48,7 +49,7 @@ def generator(url: str):
 
 def instances(n: int) -> pl.DataFrame:
     prompts = [f"Name a river that flows through city number {i}." for i in range(n)]
-    return pl.DataFrame({"instance_id": [f"inst-{i:02d}" for i in range(n)], "task": ["single_hop_qa"] * n,
+    return pl.DataFrame({"instance_id": [f"inst-{i:02d}" for i in range(n)], "benchmark": ["qa"] * n, "task": ["single_hop_qa"] * n,
                          "prompt": prompts, "context": prompts, "max_new_tokens": [8] * n})
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import polars as pl
 import pytest
 
-from lc_pipeline.generate.base import make_generator
+from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.partition import chunk_size, plan_partition
 from lc_pipeline.generate.registry import ModelSpec
 
@@ -18,7 +18,8 @@ SERVED = ModelSpec(slug="served", backend="openai", model_id="Qwen/Qwen2.5-7B-In
 def instances(**changes) -> pl.DataFrame:
     base = {
         "instance_id": ["b", "a", "c"],
-        "task": ["comparison", "hotpotwikiqa_mixup", "infbench_qa"],
+        "benchmark": ["loong", "lveval", "helmet"],
+        "task": ["comparison", "hotpotwikiqa_mixup", "longqa"],
         "prompt": ["Q about docs", "Q mixup", "Q about docs"],
         "context": ["docs", "mixup", "docs"],
         "max_new_tokens": [64, 64, 64],
@@ -30,7 +31,7 @@ def plan(df: pl.DataFrame, spec: ModelSpec = SERVED, overrides=None):
     return plan_partition(df, spec, make_generator(spec), overrides)
 
 
-def test_requests_in_instance_order_with_the_task_policy():
+def test_requests_in_instance_order_with_the_policy_each_task_declares():
     p = plan(instances())
     assert [i.instance_id for i in p.items] == ["a", "b", "c"]
     assert [i.request.truncation for i in p.items] == ["middle", "drop_documents", "end_of_context"]

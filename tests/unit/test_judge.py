@@ -13,6 +13,7 @@ import pytest
 from lc_pipeline import schemas
 from lc_pipeline.resources.judge import JudgeCache, JudgeClient, JudgeResource, scrub
 from lc_pipeline.score import judge
+from lc_pipeline.tasks import load_catalog
 from lc_pipeline.score.longscore import judge_leaderboard
 from conftest import free_port
 
@@ -82,19 +83,36 @@ def test_lb100_summ_zero_sentences_scores_zero():
     assert combine("lb100_summ", none, answers=("gold",))[2] == 0.0
 
 
+def rubric_of(benchmark: str, task: str, overrides: dict | None = None) -> str | None:
+    spec = load_catalog().resolve(benchmark, task)
+    return judge.rubric_for(benchmark, task, spec.rubric, overrides)
+
+
 def test_rubric_for_defaults_and_overrides():
-    assert judge.rubric_for("helmet", "longqa") == "helmet_longqa"
-    assert judge.rubric_for("helmet", "rag") is None  # deterministic metrics only
-    assert judge.rubric_for("qa", "single_hop_qa") == "loong"
-    assert judge.rubric_for("qa", "x", {"qa/*": "none"}) is None
-    assert judge.rubric_for("helmet", "rag", {"helmet/rag": "helmet_longqa"}) == "helmet_longqa"
+    assert rubric_of("helmet", "longqa") == "helmet_longqa"
+    assert rubric_of("helmet", "rag") is None  # deterministic metrics only
+    assert rubric_of("qa", "single_hop_qa") == "loong"
+    assert rubric_of("qa", "x", {"qa/*": "none"}) is None
+    assert rubric_of("helmet", "rag", {"helmet/rag": "helmet_longqa"}) == "helmet_longqa"
     with pytest.raises(ValueError, match="unknown; known rubrics"):
-        judge.rubric_for("qa", "x", {"qa/*": "gpt"})
+        rubric_of("qa", "x", {"qa/*": "gpt"})
+
+
+def test_each_benchmark_has_its_own_default_rubric_and_lveval_is_never_judged_with_loongs():
+    catalog = load_catalog()
+    rubrics = {b: {t.rubric for t in catalog.tasks(b)} for b in catalog.benchmarks}
+    assert rubrics["lveval"] == {None}  # LV-Eval scores by keyword recall; it has no judge (lveval.md §7)
+    assert rubrics["longbench"] == {None}  # LongBench has no judge either
+    assert rubrics["loong"] == {"loong"}
+    assert rubrics["helmet"] == {None, "helmet_longqa", "helmet_summ"}
+    assert rubrics["longbench100"] == {None, "lb100_qa", "lb100_summ"}
+    assert all(rubric_of("lveval", t.name) != "loong" for t in catalog.tasks("lveval"))
 
 
 def frames():
     instances = pl.DataFrame({
         "instance_id": ["i1", "i2", "i3"], "item_id": ["a", "b", "c"], "suite": ["qa", "helmet", "helmet"],
+        "benchmark": ["qa", "helmet", "helmet"],
         "task": ["single_hop_qa", "longqa", "rag"], "category": ["single-doc QA", "LongQA", "RAG"],
         "depth": [0.0, 0.0, 0.4], "question": ["Q1?", "Q2?", "Q3?"], "answers": [["A1"], ["A2"], ["A3"]],
     })

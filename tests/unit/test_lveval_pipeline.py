@@ -11,7 +11,7 @@ import yaml
 from lc_pipeline import schemas
 from lc_pipeline.assets.lveval import ablation_frame
 from lc_pipeline.config import ConfigError, load_config
-from lc_pipeline.score.metrics import score_frame
+from lc_pipeline.score.metric_scores import score_frame
 
 BASE = {"name": "t", "sources": [{"name": "demo"}], "lengths": ["1k"], "base_lengths": ["1k"], "long_lengths": ["1k"]}
 
@@ -56,7 +56,8 @@ def test_a_bad_lveval_section_is_refused(tmp_path, section, message):
 
 
 def _instances() -> pl.DataFrame:
-    row = {"suite": "qa", "category": "single-doc QA", "depth": 0.0, "language": "en", "task": "single_hop_qa"}
+    row = {"suite": "qa", "benchmark": "qa", "category": "single-doc QA", "depth": 0.0, "language": "en",
+           "task": "single_hop_qa"}
     return pl.DataFrame([
         {**row, "instance_id": "a-plain", "item_id": "a", "variant": "plain", "answers": ["Lytoford Abbey"],
          "answer_keywords": ["Lytoford Abbey Kessary"]},
@@ -65,7 +66,7 @@ def _instances() -> pl.DataFrame:
         {**row, "instance_id": "b-plain", "item_id": "b", "variant": "plain", "answers": ["Paris"],
          "answer_keywords": []},
         {**row, "instance_id": "c-plain", "item_id": "c", "variant": "plain", "answers": ["Ostik"],
-         "answer_keywords": [], "task": "factrecall_en"},
+         "answer_keywords": [], "benchmark": "lveval", "task": "factrecall_en"},
     ])
 
 
