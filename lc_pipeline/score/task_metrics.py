@@ -19,7 +19,7 @@ from typing import Any
 from lc_pipeline.score import helmet as helmet_metrics
 from lc_pipeline.score import longbench as longbench_metrics
 from lc_pipeline.score import longbench100 as lb100_metrics
-from lc_pipeline.score.metrics import exact_match, first_line, parse_answer, substring_exact_match, token_f1
+from lc_pipeline.score.metrics import exact_match, parse_answer, substring_exact_match, token_f1
 
 DEFAULT_ANSWER_PREFIX = "Answer:"
 
