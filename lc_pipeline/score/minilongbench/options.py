@@ -28,41 +28,65 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
+from pydantic_core import PydanticCustomError
 
-__all__ = ["DEFAULT_METRICS", "MiniLongBenchOptions", "PATH_KEYS"]
+__all__ = ["DEFAULT_METRICS", "PATH_KEYS", "MiniLongBenchOptions"]
 
 DEFAULT_METRICS = ("lb100", "f1")
 PATH_KEYS = ("scores", "embeddings", "texts", "estimate_scores")
 
 
+# Values are kept as written (no coercion: a YAML ``0`` stays ``0``, ``"10"`` is refused), so that
+# ``model_dump(exclude_unset=True)`` gives back the mapping the config's fingerprint always hashed.
+def _ratio(value: Any) -> float:
+    """A number in [0, 1) (never a bool or a string), kept as written."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("float_type", "Input should be a valid number")
+    if not 0 <= value < 1:
+        raise PydanticCustomError("ratio_range", "the share of samples removed must be in [0, 1)")
+    return value
+
+
+Ratio = Annotated[float, PlainValidator(_ratio, json_schema_input_type=float)]
+
+
 class MiniLongBenchOptions(BaseModel):
     """Options of the MiniLongBench assets; unknown keys are refused.
 
-    A config loader keeps the section as given and dumps it with ``model_dump(exclude_unset=True)``
-    for the fingerprint (the keys written in the file, nothing more).
+    A config loader keeps the section as given and hashes ``model_dump(exclude_unset=True)`` into
+    the fingerprint: the keys written in the file, with their values as written.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    scores: str | None = None
-    embeddings: str | None = None
-    texts: str | None = None
-    estimate_scores: str | None = None
-    train_models: tuple[str, ...] | None = None
-    metrics: tuple[str, ...] = Field(DEFAULT_METRICS, min_length=1)
+    scores: StrictStr | None = None
+    embeddings: StrictStr | None = None
+    texts: StrictStr | None = None
+    estimate_scores: StrictStr | None = None
+    train_models: tuple[StrictStr, ...] | None = None  # None or empty: every model of the matrix
+    metrics: tuple[StrictStr, ...] = Field(DEFAULT_METRICS, min_length=1)
     representation: Literal["text", "none"] = "text"
-    ratio: float = Field(0.95, ge=0, lt=1)
-    dims: int = Field(10, ge=1)
-    seed: int | None = None
-    epochs: int = Field(2000, ge=1)
-    baseline_draws: int = Field(50, ge=0)
-    subset_candidates: int = Field(8, ge=1)
+    ratio: Ratio = 0.95
+    dims: StrictInt = Field(10, ge=1)
+    seed: StrictInt | None = None  # None: the config's seed
+    epochs: StrictInt = Field(2000, ge=1)
+    baseline_draws: StrictInt = Field(50, ge=0)
+    subset_candidates: StrictInt = Field(8, ge=1)
 
     @classmethod
-    def parse(cls, section: MiniLongBenchOptions | Mapping | None, where: str = "minilongbench") -> MiniLongBenchOptions:
+    def parse(cls, section: MiniLongBenchOptions | Mapping | None, where: str = "minilongbench",
+              ) -> MiniLongBenchOptions:
         """The options from a config section (a mapping, ``None`` or already typed); a bad or
         unknown key raises ``ValueError`` naming ``where`` (e.g. ``"config 'x': minilongbench"``),
         the key and, for unknown keys, the known ones."""
@@ -70,10 +94,8 @@ class MiniLongBenchOptions(BaseModel):
             return section
         if section is None:
             section = {}
-        if not isinstance(section, Mapping):
-            raise ValueError(f"{where}: expected a mapping, got {type(section).__name__}")
         try:
-            return cls.model_validate(dict(section))
+            return cls.model_validate(dict(section) if isinstance(section, Mapping) else section)
         except ValidationError as exc:
             problems, unknown = [], False
             for err in exc.errors():
