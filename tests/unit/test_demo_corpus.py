@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -14,6 +16,7 @@ import pytest
 
 from lc_pipeline import schemas
 from lc_pipeline.sources.demo_corpus import DOMAIN, ENTITY_TYPES, build_demo_corpus
+from lc_pipeline.sources.demo_corpus import data as corpus_data
 from lc_pipeline.text import contains_answer
 
 
@@ -165,6 +168,14 @@ def test_same_arguments_give_identical_frames(docs, items):
     assert items2.equals(items)
 
 
+def test_the_default_corpus_is_pinned_by_its_hash(docs, items):
+    # Any change to the templates, word lists (sources/data/demo_corpus_*.yaml, order included)
+    # or the drawing code changes the benchmark built on the corpus: it must be deliberate.
+    # If it is, update the digest here and say so in the commit.
+    content = json.dumps([docs.columns, docs.rows(), items.columns, items.rows()], ensure_ascii=False)
+    assert hashlib.sha256(content.encode()).hexdigest()[:16] == "045566f02be42a13"
+
+
 def test_output_does_not_depend_on_string_hashing():
     # Python salts str hashes per process; iterating a set of names would leak that salt.
     script = (
@@ -178,6 +189,7 @@ def test_output_does_not_depend_on_string_hashing():
         for salt in ("1", "2")
     }
     assert len(digests) == 1
+
 
 def test_another_seed_gives_another_corpus(docs):
     other, _ = build_demo_corpus(n_entities=240, seed=8)
@@ -246,6 +258,26 @@ def test_a_person_article_states_its_facts(items, text_of):
     text = text_of[row["evidence_doc_ids"][0]]
     assert name in text and row["answers"][0] in text
     assert re.fullmatch(r"1[6-9]\d\d", row["answers"][0])
+
+
+# --------------------------------------------------------------------------- packaged data
+
+
+def test_templates_and_word_lists_are_packaged_data_read_once():
+    assert corpus_data.templates() is corpus_data.templates()
+    assert corpus_data.vocabulary() is corpus_data.vocabulary()
+    person = corpus_data.templates()["person"]
+    assert {"facts", "employee_facts", "founder_employer_facts"} <= set(person.facts)
+    assert any(len(f.alternatives) > 1 for f in person.fillers)  # alternative phrasings of one sentence
+    assert "composer" in corpus_data.vocabulary().occupation_works
+
+
+def test_a_malformed_template_file_names_the_file_and_the_entry():
+    with pytest.raises(corpus_data.DataFileError, match=r"demo_corpus_templates.yaml: person.fillers\[0\].section"):
+        corpus_data.parse_entity_templates("person", {"intros": [], "facts": [],
+                                                      "fillers": [{"section": "middle", "text": "x"}]})
+    with pytest.raises(corpus_data.DataFileError, match=r"person.intros\[0\]: missing field\(s\) \['states'\]"):
+        corpus_data.parse_entity_templates("person", {"intros": [{"text": "x"}], "facts": [], "fillers": []})
 
 
 # --------------------------------------------------------------------------- arguments
