@@ -35,7 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from generation_throughput import BUILTIN, prompts, start_server  # noqa: E402  (same inputs and server start)
 
-from lc_pipeline.generate.base import GenerationRequest, make_generator  # noqa: E402
+from lc_pipeline.generate.backends import make_generator  # noqa: E402
+from lc_pipeline.generate.base import GenerationRequest  # noqa: E402
 
 
 def load_average() -> str:

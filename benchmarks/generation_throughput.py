@@ -25,7 +25,8 @@ import sys
 import time
 import urllib.request
 
-from lc_pipeline.generate.base import GenerationRequest, make_generator
+from lc_pipeline.generate.backends import make_generator
+from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.generate.registry import BUILTIN_MODELS, resolve_model_path
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 

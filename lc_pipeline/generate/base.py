@@ -7,7 +7,9 @@ reports what it actually fed the model, so every backend fills the same generati
 
 Backends: ``transformers`` (CPU or one GPU, left-padded batches), ``llamacpp``
 (in-process llama-cpp-python), ``openai`` (any OpenAI-compatible server, concurrent async
-requests), ``vllm`` (offline engine, a whole partition submitted at once).
+requests), ``vllm`` (offline engine, a whole partition submitted at once). They are
+registered by name in generate/backends.py, whose ``make_generator`` builds one for a
+``ModelSpec``; this module imports none of them.
 """
 
 from __future__ import annotations
@@ -101,26 +103,3 @@ def cache_key(prompt: str, max_new_tokens: int, truncation: str, model_fingerpri
         [hashlib.sha256(prompt.encode()).hexdigest(), max_new_tokens, truncation, model_fingerprint, sampling_hash]
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
-
-
-def make_generator(spec: ModelSpec) -> Generator:
-    """The generator for ``spec``. Cheap: no model is loaded until the first ``generate``."""
-    # Backends are imported here so that building configs and schemas never imports torch,
-    # llama_cpp, openai or vllm.
-    if spec.backend == "transformers":
-        from lc_pipeline.generate.transformers_backend import TransformersGenerator
-
-        return TransformersGenerator(spec)
-    if spec.backend == "llamacpp":
-        from lc_pipeline.generate.llamacpp_backend import LlamaCppGenerator
-
-        return LlamaCppGenerator(spec)
-    if spec.backend == "openai":
-        from lc_pipeline.generate.openai_backend import OpenAIGenerator
-
-        return OpenAIGenerator(spec)
-    if spec.backend == "vllm":
-        from lc_pipeline.generate.vllm_backend import VLLMGenerator
-
-        return VLLMGenerator(spec)
-    raise ValueError(f"model {spec.slug!r}: unknown backend {spec.backend!r}")

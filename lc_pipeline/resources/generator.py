@@ -12,7 +12,8 @@ import threading
 import dagster as dg
 
 from lc_pipeline.construct.truncation import validate_policy
-from lc_pipeline.generate.base import Generator, make_generator
+from lc_pipeline.generate.backends import make_generator
+from lc_pipeline.generate.base import Generator
 from lc_pipeline.generate.registry import ModelRegistry, ModelSpec
 
 _CACHE: dict[str, Generator] = {}

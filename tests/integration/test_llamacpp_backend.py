@@ -8,7 +8,8 @@ import importlib.util
 
 import pytest
 
-from lc_pipeline.generate.base import GenerationRequest, Generator, make_generator
+from lc_pipeline.generate.backends import make_generator
+from lc_pipeline.generate.base import GenerationRequest, Generator
 from lc_pipeline.generate.registry import BUILTIN_MODELS
 
 pytestmark = [

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from conftest import free_port
-from lc_pipeline.generate.base import GenerationRequest, make_generator
+from lc_pipeline.generate.backends import make_generator
+from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.generate.registry import BUILTIN_MODELS
 from servers import llama_server, needs_llama_server, smollm2_gguf
 

@@ -128,7 +128,7 @@ BAD_CONFIGS = {
     "base length not a level": ({"base_lengths": ["4k"]}, "base_lengths ['4k'] are not in lengths"),
     "flag of the wrong type": ({"cross_domain_fill": "yes"}, "field 'cross_domain_fill': expected true or false"),
     "section field of the wrong type": ({"helmet": {"tasks": ["rag"], "n_per_task": "2"}},
-                                        "helmet: field 'n_per_task': expected an integer, got '2'"),
+                                        "field 'helmet.n_per_task': expected an integer, got '2'"),
     "negative answer budget": ({"max_new_tokens": -3}, "max_new_tokens, passage_words and retrieval_top_k must be >= 1"),
     "unknown length unit": ({"length_unit": "pages"}, "length_unit 'pages'"),
     "unknown key": ({"lenghts": ["1k"]}, "unknown keys ['lenghts']"),

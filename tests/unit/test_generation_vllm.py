@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from lc_pipeline.generate.base import make_generator
+from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.registry import ModelSpec
 from lc_pipeline.generate.vllm_backend import engine_args, import_vllm, sampling_args
 

@@ -1,13 +1,15 @@
 import dataclasses
 import importlib.util
 import os
+import subprocess
 import sys
 
 import pytest
 import yaml
 
-from lc_pipeline.generate.base import make_generator
+from lc_pipeline.generate.backends import GENERATORS, make_generator
 from lc_pipeline.generate.registry import (
+    BACKENDS,
     BUILTIN_MODELS,
     MODEL_SLUG,
     ModelRegistry,
@@ -167,6 +169,29 @@ def test_every_backend_has_a_generator_that_loads_nothing_yet(backend, cls):
     assert type(gen).__name__ == cls and gen.backend == backend
     assert gen.sampling_params()["decoding"] == "greedy"
     assert "vllm" not in sys.modules  # building a generator imports no engine
+
+
+def test_every_model_backend_has_a_registered_generator():
+    assert GENERATORS.names() == sorted(BACKENDS)
+
+
+def test_an_unknown_backend_names_the_model_and_the_known_backends():
+    spec = dataclasses.replace(LLAMA, slug="mystery")
+    object.__setattr__(spec, "backend", "tgi")  # past ModelSpec's own check, as a hand-built spec could be
+    known = "llamacpp, openai, transformers, vllm"
+    with pytest.raises(ValueError, match=f"model 'mystery': unknown backend 'tgi'; known: {known}"):
+        make_generator(spec)
+
+
+def test_the_generation_interface_imports_no_backend():
+    # generate.base is what the backends import; it must not import them back (no cycle), and
+    # the registry imports a backend only when it is looked up.
+    script = (
+        "import sys, lc_pipeline.generate.base, lc_pipeline.generate.backends; "
+        "print([m for m in sys.modules if m.startswith('lc_pipeline.generate.') and m.endswith('_backend')])"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_api_settings_are_validated():

@@ -1,0 +1,31 @@
+"""Generation backends by name: ``ModelSpec.backend`` -> the ``Generator`` class that serves it.
+
+Each entry is a ``"module:Class"`` string imported on first lookup, so building configs and
+schemas never imports torch, llama_cpp, openai or vllm, and this module imports no backend
+(the backends import generate.base; nothing here imports them back: no cycle).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lc_pipeline.tasks.registry import Registry
+
+if TYPE_CHECKING:
+    from lc_pipeline.generate.base import Generator
+    from lc_pipeline.generate.registry import ModelSpec
+
+GENERATORS: Registry = Registry("backend", {
+    "transformers": "lc_pipeline.generate.transformers_backend:TransformersGenerator",  # CPU or one GPU
+    "llamacpp": "lc_pipeline.generate.llamacpp_backend:LlamaCppGenerator",  # in-process llama-cpp-python
+    "openai": "lc_pipeline.generate.openai_backend:OpenAIGenerator",  # any OpenAI-compatible server
+    "vllm": "lc_pipeline.generate.vllm_backend:VLLMGenerator",  # offline engine, whole partitions
+})
+
+
+def make_generator(spec: ModelSpec) -> Generator:
+    """The generator for ``spec``. Cheap: no model is loaded until the first ``generate``.
+
+    An unknown backend is a ValueError naming the model and the known backends.
+    """
+    return GENERATORS.get(spec.backend, where=f"model {spec.slug!r}")(spec)
