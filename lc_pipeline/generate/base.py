@@ -31,6 +31,10 @@ class GenerationRequest:
     max_new_tokens: int
     truncation: str = MIDDLE  # the task's truncation policy (construct/truncation.py)
     context: str | None = None  # the part of ``prompt`` that end_of_context / drop_documents may cut
+    # The task's switch (its task file's ``chat_template``): False feeds the plain prompt even to a chat model
+    # (HELMET runs RAG, recall and re-rank as completions; LongBench its few-shot and code tasks).
+    chat_template: bool = True
+    stop: tuple[str, ...] = ()  # the task's stop sequences: the output is cut before the first one
 
     def __post_init__(self) -> None:
         validate_policy(self.truncation, f"request {self.key!r}")
@@ -93,13 +97,25 @@ def sampling_params_hash(params: dict) -> str:
     return hashlib.sha256(sampling_params_json(params).encode()).hexdigest()[:16]
 
 
-def cache_key(prompt: str, max_new_tokens: int, truncation: str, model_fingerprint: str, sampling_hash: str) -> str:
+def cache_key(prompt: str, max_new_tokens: int, truncation: str, model_fingerprint: str, sampling_hash: str,
+              plain_prompt: bool = False, stop: Sequence[str] = ()) -> str:
     """What a generation depends on: the prompt, the model's settings and the decoding.
 
     An unchanged rerun finds every key in the generation store and costs nothing; a change
-    to any of these produces new keys, never a stale reuse.
+    to any of these produces new keys, never a stale reuse. ``plain_prompt`` (a chat model fed the
+    raw prompt, as its task asks) and ``stop`` enter the key only when set, so keys of requests
+    without them are what they always were.
     """
-    payload = json.dumps(
-        [hashlib.sha256(prompt.encode()).hexdigest(), max_new_tokens, truncation, model_fingerprint, sampling_hash]
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()[:24]
+    parts: list = [hashlib.sha256(prompt.encode()).hexdigest(), max_new_tokens, truncation, model_fingerprint,
+                   sampling_hash]
+    if plain_prompt:
+        parts.append("plain-prompt")
+    if stop:
+        parts.append(["stop", *stop])
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
+
+
+def cut_at_stop(output: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """(``output`` before the first of the ``stop`` sequences, whether one was found)."""
+    ends = [i for i in (output.find(s) for s in stop if s) if i >= 0]
+    return (output[: min(ends)], True) if ends else (output, False)

@@ -24,6 +24,7 @@ from lc_pipeline.generate.base import (
     GenerationResult,
     Generator,
     cache_key,
+    cut_at_stop,
     sampling_params_hash,
     sampling_params_json,
 )
@@ -87,12 +88,15 @@ def plan_partition(
             policy = policy_for_task(row["benchmark"], row["task"], task.truncation, truncation_overrides)
         except ValueError as exc:
             raise ValueError(f"instance {row['instance_id']!r}: {exc}") from exc
-        key = cache_key(row["prompt"], int(row["max_new_tokens"]), policy, fp, sp_hash)
+        # The task's chat-template switch matters only for a model that has a chat template to skip.
+        plain = spec.chat_template and not task.chat_template
+        key = cache_key(row["prompt"], int(row["max_new_tokens"]), policy, fp, sp_hash, plain, task.stop)
         plan.items.append(
             PlannedGeneration(
                 generation_id=generation_id(row["instance_id"], spec.slug, fp, sp_hash),
                 instance_id=row["instance_id"],
-                request=GenerationRequest(key, row["prompt"], int(row["max_new_tokens"]), policy, row["context"]),
+                request=GenerationRequest(key, row["prompt"], int(row["max_new_tokens"]), policy, row["context"],
+                                          chat_template=not plain, stop=task.stop),
             )
         )
     return plan
@@ -110,17 +114,19 @@ def chunk_size(spec: ModelSpec) -> int:
 
 
 def result_rows(plan: PartitionPlan, results: list[GenerationResult], by_key: dict[str, PlannedGeneration]) -> pl.DataFrame:
+    # A task's stop sequences end its output, whatever the backend supports (finish_reason "stop").
+    cuts = [cut_at_stop(r.output, by_key[r.key].request.stop) for r in results]
     rows = pl.DataFrame(
         {
             "generation_id": [by_key[r.key].generation_id for r in results],
             "instance_id": [by_key[r.key].instance_id for r in results],
-            "output": [r.output for r in results],
+            "output": [out for out, _ in cuts],
             "prompt_tokens": [r.prompt_tokens for r in results],
             "original_prompt_tokens": [r.original_prompt_tokens for r in results],
             "truncated": [r.truncated for r in results],
             "truncation_policy": [r.truncation_policy for r in results],
             "completion_tokens": [r.completion_tokens for r in results],
-            "finish_reason": [r.finish_reason for r in results],
+            "finish_reason": ["stop" if cut else r.finish_reason for r, (_, cut) in zip(results, cuts, strict=True)],
             "latency_s": [r.latency_s for r in results],
             "backend": [plan.backend] * len(results),
             "model_id": [plan.model_id] * len(results),

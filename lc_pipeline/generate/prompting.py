@@ -203,9 +203,10 @@ def messages_for(spec: ModelSpec, user_text: str) -> list[dict[str, str]]:
     return messages
 
 
-def render_ids(spec: ModelSpec, tok: PromptTokenizer, user_text: str) -> list[int]:
-    """Token ids of the full model input for one user prompt."""
-    if not spec.chat_template:
+def render_ids(spec: ModelSpec, tok: PromptTokenizer, user_text: str, chat: bool = True) -> list[int]:
+    """Token ids of the full model input for one user prompt; ``chat=False`` (the task's switch) feeds a
+    chat model the plain prompt, as a base model gets it."""
+    if not (spec.chat_template and chat):
         return tok.encode_plain_prompt(user_text)
     text = tok.chat_text(messages_for(spec, user_text))
     if text is None:
@@ -227,7 +228,7 @@ def fit_request(spec: ModelSpec, tok: PromptTokenizer, request: GenerationReques
     return fit_prompt(
         request.prompt,
         budget,
-        render=lambda text: render_ids(spec, tok, text),
+        render=lambda text: render_ids(spec, tok, text, request.chat_template),
         encode=tok.encode,
         decode=tok.decode,
         policy=request.truncation,
