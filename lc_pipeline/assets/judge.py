@@ -8,8 +8,8 @@ import polars as pl
 from lc_pipeline import plots, schemas, storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
 from lc_pipeline.fingerprints import stage_fingerprint
-from lc_pipeline.progress import Progress
 from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, Partitions
+from lc_pipeline.progress import Progress
 from lc_pipeline.resources import BenchmarkResource, ModelsResource
 from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.resources.parquet_io import FILE_NAME, read_partition

@@ -35,7 +35,6 @@ from lc_pipeline.construct.assembly import derive_seed, fitting_items, select_it
 from lc_pipeline.construct.lveval_levels import factrecall_needles, word_level_items
 from lc_pipeline.construct.confusing_facts import (
     CandidateFact,
-    accepted_facts,
     fact_problems,
     facts_frame,
     knowledge_base_facts,
@@ -44,16 +43,11 @@ from lc_pipeline.construct.confusing_facts import (
 from lc_pipeline.construct.replacement import (
     ReplacementRule,
     TermIndex,
-    apply_rules,
     check_rules,
     load_rules,
     propose_rules,
     rules_by_item,
     rules_frame,
-)
-from lc_pipeline.construct.variants import (
-    available_variants,
-    lveval_variants,
 )
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
@@ -62,8 +56,6 @@ from lc_pipeline.score.keyword_recall import ablation_table
 
 CHECK_FACTS = "facts_never_contain_a_gold_answer"
 CHECK_RULES = "rules_are_consistent"
-CHECK_KPR = "no_replaced_term_left"
-CHECK_INSERTIONS = "facts_at_recorded_offsets"
 METRIC = "lveval"  # METRIC_SCORES.metric of the keyword-recall scores (score/metrics.py)
 
 
@@ -249,122 +241,6 @@ def rule_problems(rules: pl.DataFrame, chosen: pl.DataFrame, texts: Mapping[str,
 
 
 # --------------------------------------------------------------------------- instances
-
-
-def add_variants(qa: pl.DataFrame, facts: pl.DataFrame, rules: pl.DataFrame, config: BenchmarkConfig, counter
-                 ) -> tuple[pl.DataFrame, dict]:
-    """The QA suite's plain rows, each followed by the variants the config asks for and its item
-    can have (CFI needs accepted facts, KPR rules); what could not be built is counted."""
-    wanted = [v for v in config.lveval.variants if v != "plain"]
-    qa = with_empty_variant_columns(qa)
-    if not wanted or qa.is_empty():
-        return qa, {}
-    by_fact, by_rule = accepted_facts(facts), rules_by_item(rules)
-    rows: list[dict] = []
-    unbuildable: Counter = Counter()
-    for row in qa.iter_rows(named=True):
-        rows.append(row)
-        item_facts, item_rules = by_fact.get(row["item_id"], []), by_rule.get(row["item_id"], [])
-        possible = [v for v in available_variants(len(item_facts), len(item_rules)) if v in wanted]
-        unbuildable.update(v for v in wanted if v not in possible)
-        if possible:
-            rows += lveval_variants(row, item_facts, item_rules, seed=config.seed, counter=counter, variants=possible)
-    out = schemas.conform(pl.DataFrame(rows, schema=schemas.INSTANCES), "instances")
-    return out, {f"variants_not_buildable_{v}": n for v, n in sorted(unbuildable.items())}
-
-
-def with_empty_variant_columns(frame: pl.DataFrame) -> pl.DataFrame:
-    """Rows built without LV-Eval (every suite's builder) have null insertions / rule ids: []."""
-    return frame.with_columns(
-        pl.col("insertions").fill_null(pl.lit([], dtype=schemas.INSERTIONS)),
-        pl.col("replacement_rule_ids").fill_null(pl.lit([], dtype=pl.List(pl.String))),
-    )
-
-
-def _lead(language: str) -> str:
-    return " " if language == "en" else ""  # insert_facts puts one space before an English fact
-
-
-def without_insertions(context: str, insertions: Sequence[Mapping], language: str) -> str:
-    """The context with its inserted facts (and the space put before each) taken out again."""
-    lead = _lead(language)
-    for ins in sorted(insertions, key=lambda i: i["char_offset"], reverse=True):
-        start = ins["char_offset"] - len(lead)
-        context = context[:start] + context[ins["char_offset"] + ins["char_length"]:]
-    return context
-
-
-def inserted_tokens(frame: pl.DataFrame, counter) -> pl.Series:
-    """Per row, the tokens of its inserted facts (0 without CFI)."""
-    spans = [[ctx[i["char_offset"]: i["char_offset"] + i["char_length"]] for i in ins]
-             for ctx, ins in frame.select("context", "insertions").iter_rows()]
-    flat = counter.count_many([s for row in spans for s in row]) if any(spans) else []
-    out, k = [], 0
-    for row in spans:
-        out.append(sum(flat[k: k + len(row)]))
-        k += len(row)
-    return pl.Series("inserted_tokens", out, dtype=pl.Int64)
-
-
-def variant_metadata(out: pl.DataFrame, fact_tokens: pl.Series) -> dict:
-    """Rows per variant and what the confusing facts add to CFI rows."""
-    counts = dict(out.group_by("variant").len().iter_rows())
-    meta = {f"instances_variant_{v}": counts[v] for v in ("plain", "cfi", "kpr", "cfi_kpr") if v in counts}
-    if counts.keys() - {"plain"}:
-        cfi = fact_tokens.filter(out["insertions"].list.len() > 0)
-        meta["cfi_fact_tokens_max"] = int(cfi.max()) if cfi.len() else 0
-        meta["cfi_fact_tokens_mean"] = float(cfi.mean()) if cfi.len() else 0.0
-    return meta
-
-
-def evidence_problems(
-    frame: pl.DataFrame, documents: pl.DataFrame, rules: pl.DataFrame | None
-) -> tuple[list[str], list[str]]:
-    """(instances missing an evidence document, instances with an answer keyword not in their
-    evidence) among variant rows, with the variant undone as the module docstring says."""
-    text = dict(documents.select("doc_id", "text").iter_rows())
-    by_rule = rules_by_item(rules) if rules is not None else {}
-    missing, bad_keywords = [], []
-    for row in frame.filter(pl.col("variant") != "plain").iter_rows(named=True):
-        context = without_insertions(row["context"], row["insertions"], row["language"])
-        evidence = [text[d] for d in row["evidence_doc_ids"]]
-        if row["replacement_rule_ids"]:
-            evidence = apply_rules({"evidence": evidence}, by_rule.get(row["item_id"], []))[0]["evidence"]
-        if any(e.strip() not in context for e in evidence):
-            missing.append(row["instance_id"])
-        # No evidence documents (factrecall's needle is a sentence): the answer lives in the context.
-        joined = (" ".join(evidence) if evidence else context).casefold()
-        if any(k.casefold() not in joined for k in row["answer_keywords"] or []):
-            bad_keywords.append(row["instance_id"])
-    return missing, bad_keywords
-
-
-def insertion_problems(frame: pl.DataFrame, facts: pl.DataFrame, rules: pl.DataFrame) -> list[str]:
-    """CFI rows whose recorded spans do not hold their facts (rewritten by the rules in cfi_kpr rows)."""
-    fact_text = dict(facts.select("fact_id", "text").iter_rows())
-    by_rule = rules_by_item(rules)
-    problems = []
-    for row in frame.filter(pl.col("insertions").list.len() > 0).iter_rows(named=True):
-        for ins in row["insertions"]:
-            want = fact_text.get(ins["fact_id"])
-            if want is None:
-                problems.append(f"instance {row['instance_id']}: fact {ins['fact_id']} is not in confusing_facts")
-                continue
-            if row["replacement_rule_ids"]:
-                want = apply_rules({"f": want}, by_rule.get(row["item_id"], []))[0]["f"]
-            got = row["context"][ins["char_offset"]: ins["char_offset"] + ins["char_length"]]
-            if got.rstrip(".。") != want.rstrip(".。"):  # insertion ends a fact like a sentence
-                problems.append(f"instance {row['instance_id']}: fact {ins['fact_id']} is not at offset "
-                                f"{ins['char_offset']} (found {got[:60]!r})")
-    return problems
-
-
-VARIANT_CHECK_SPECS = [
-    dg.AssetCheckSpec(CHECK_KPR, asset="instances", blocking=True,
-                      description="after KPR no replaced term remains in question, answers, keywords, context or prompt"),
-    dg.AssetCheckSpec(CHECK_INSERTIONS, asset="instances", blocking=True,
-                      description="every CFI row holds its confusing facts at the recorded offsets"),
-]
 
 
 # --------------------------------------------------------------------------- assets

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from lc_pipeline import schemas, storage
-from lc_pipeline.assets.common import FINGERPRINT_KEY, Progress, preview
+from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
 from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.construct.chunking import chunk_documents
 from lc_pipeline.construct.retrieval import (
@@ -19,6 +19,7 @@ from lc_pipeline.construct.retrieval import (
 )
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
+from lc_pipeline.progress import Progress
 from lc_pipeline.resources import (
     BenchmarkResource,
     EmbedderResource,

@@ -6,7 +6,7 @@ import re
 
 import polars as pl
 
-from lc_pipeline.assets.instances import length_histogram_markdown
+from lc_pipeline.construct.instance_metadata import length_histogram_markdown
 
 
 def table_rows(markdown: str) -> list[tuple[str, int]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lc_pipeline.assets.common import Progress
+from lc_pipeline.progress import Progress
 
 
 class Log:
