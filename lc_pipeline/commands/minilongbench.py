@@ -11,7 +11,7 @@ global_sample, score``; score in [0, 1]) and sample representations: ``--embeddi
 neither, alpha starts at 0 (no text signal; the paper's ablation says this costs accuracy). It
 writes ``DIR/subset.parquet`` (``global_sample, task, category`` and the cluster of each sample)
 and the fitted parameters (``items.parquet``, ``abilities.parquet``, ``meta.json``; the format is
-described in :mod:`lc_pipeline.score.minilongbench`) and prints a JSON summary. Beside the subset
+described in :mod:`lc_pipeline.score.minilongbench.persistence`) and prints a JSON summary. Beside the subset
 it reports the honest baseline (``DIR/baseline.json``): per mode, the training models' Spearman
 from the subset against the median of ``--baseline-draws`` random subsets with the same per-task
 counts (in-sample for both; benchmarks/minilongbench_cv.py measures held-out models).

@@ -1,0 +1,327 @@
+"""What the ``minilongbench_subset`` and ``minilongbench_estimates`` assets run, without Dagster.
+
+``minilongbench_subset`` fits MiniLongBench on a score matrix (:func:`fit_subset`): an imported one
+(``minilongbench.scores``) or our own ``metric_scores`` tables (every model in the lake; a sample
+is one instance, scored by the first of ``minilongbench.metrics`` it has; its representation the
+PCA of the embedding of its question and the start of its context). With an imported matrix and
+neither ``embeddings`` nor ``texts``, alpha starts at 0. The whole fitted model is saved in the lake
+(``<lake>/_minilongbench/``, the ``lcp minilongbench fit`` format) beside the subset table, whose
+metadata carries the honest baseline the paper omits (spec §7): the training models' Spearman from
+the subset beside the median over ``baseline_draws`` random stratified subsets (in-sample for both).
+
+``minilongbench_estimates`` estimates one model's full-benchmark score, in every mode, from its
+scores on the subset only (:func:`estimate_partition`), read from ``estimate_scores``, ``scores``
+or, for a model fitted on our own tables, ``metric_scores``.
+
+Lake tables are read through a ``read_table(name) -> DataFrame | None`` the caller gives and the
+embedder is built by a callable, so this module needs neither Dagster nor its resources. Errors
+worth no retry are :class:`MiniLongBenchError` (a ``ValueError``) naming the asset and the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from lc_pipeline import schemas, storage
+from lc_pipeline.score.minilongbench import persistence
+from lc_pipeline.score.minilongbench.baseline import baseline_report
+from lc_pipeline.score.minilongbench.fitting import fit
+from lc_pipeline.score.minilongbench.matrix import SAMPLE, Estimate, ScoreMatrix
+from lc_pipeline.score.minilongbench.model import MODES, MiniLongBench, estimate_frame
+from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
+from lc_pipeline.score.minilongbench.representations import (
+    representations_from_frame,
+    text_representations,
+)
+
+__all__ = [
+    "MODEL_DIR",
+    "EstimatesRun",
+    "MiniLongBenchError",
+    "SubsetRun",
+    "estimate_partition",
+    "fit_subset",
+    "load_fitted",
+    "model_dir",
+    "options_of",
+    "own_scores",
+    "own_texts",
+]
+
+MODEL_DIR = "_minilongbench"  # under the lake; "_" keeps it out of the DuckDB table views
+ReadTable = Callable[[str], "pl.DataFrame | None"]  # a lake table by name; None when it has no file yet
+
+
+class MiniLongBenchError(ValueError):
+    """A failure a retry cannot mend (bad options, missing files or scores, a stale fitted model)."""
+
+
+def options_of(section: Any, config_name: str, config_file: str | Path | None = None) -> MiniLongBenchOptions:
+    """The typed ``minilongbench:`` section of config ``config_name`` (a mapping until the config
+    loader types it); an unknown or bad key names the config, its file and the key."""
+    where = f"config {config_name!r}" + (f" ({config_file})" if config_file else "") + ": minilongbench"
+    try:
+        return MiniLongBenchOptions.parse(section, where)
+    except ValueError as exc:
+        raise MiniLongBenchError(str(exc)) from None
+
+
+def model_dir(lake_dir: str | Path) -> Path:
+    """Where the fitted model lives in the lake."""
+    return storage.lake_path(lake_dir) / MODEL_DIR
+
+
+def _file(opts: MiniLongBenchOptions, key: str, config_file: str | Path | None) -> pl.DataFrame:
+    """The table option ``key`` names (CSV by suffix, else Parquet; relative to the config's folder)."""
+    try:
+        path = opts.path(key, config_file)
+    except FileNotFoundError as exc:
+        raise MiniLongBenchError(str(exc)) from None
+    return pl.read_csv(path) if path.suffix.lower() == ".csv" else pl.read_parquet(path)
+
+
+def own_scores(metric_scores: pl.DataFrame | None, metrics: Sequence[str]) -> pl.DataFrame | None:
+    """Our metric_scores as ``model, task, category, global_sample (= instance_id), score``: per
+    model and instance the score of the first metric of ``metrics`` it has (None when none has)."""
+    if metric_scores is None:
+        return None
+    rank = {m: i for i, m in enumerate(metrics)}
+    df = metric_scores.filter(pl.col("metric").is_in(list(metrics))).with_columns(
+        pl.col("metric").replace_strict(rank, return_dtype=pl.Int64).alias("_rank")
+    )
+    if df.is_empty():
+        return None
+    return (
+        df.sort("_rank")
+        .group_by("model", "instance_id", maintain_order=True)
+        .first()
+        .select("model", "task", "category", pl.col("instance_id").alias(SAMPLE), "score")
+    )
+
+
+def own_texts(instances: pl.DataFrame | None) -> dict[str, str]:
+    """Per instance id, its question and the start of its context (what gets embedded)."""
+    if instances is None:
+        return {}
+    return {i: f"{q}\n{c[:4000]}" for i, q, c in instances.select("instance_id", "question", "context").iter_rows()}
+
+
+# ---------------------------------------------------------------------------------------------
+# minilongbench_subset
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubsetRun:
+    """A fitted MiniLongBench, saved in the lake, with its subset table and what its metadata shows."""
+
+    mlb: MiniLongBench
+    matrix: ScoreMatrix
+    source: str  # "metric_scores" or "imported <file name>"
+    table: pl.DataFrame  # the minilongbench_subset table
+    quality: dict[str, float]  # baseline_report: train / random-median Spearman per mode
+    baseline_draws: int
+    model_dir: Path
+
+    @property
+    def task_counts(self) -> pl.DataFrame:
+        counts = self.mlb.subset_task_counts()
+        return pl.DataFrame({"task": list(counts), "n": list(counts.values())})
+
+    @property
+    def summary(self) -> str:
+        return (f"MiniLongBench: {self.table.height} of {len(self.mlb.samples)} samples from "
+                f"{len(self.matrix.models)} models")
+
+    def metadata(self) -> dict[str, Any]:
+        """Plain values for the materialization (the quality figures are :attr:`quality`)."""
+        return {
+            "source": self.source,
+            "train_models": len(self.matrix.models),
+            "samples": len(self.mlb.samples),
+            "subset": self.table.height,
+            "threshold": float(self.mlb.threshold),
+            "representation": str(self.mlb.meta["representation"]),
+        }
+
+
+def _training_data(
+    opts: MiniLongBenchOptions,
+    config_file: str | Path | None,
+    read_table: ReadTable,
+    embedder: Callable[[], Any],
+    source: str,
+    scores: pl.DataFrame,
+) -> tuple[ScoreMatrix, Any, str | None]:
+    """The score matrix and the samples' representations (None: alpha starts at 0) with their label."""
+    matrix = ScoreMatrix.from_frame(scores)
+    if opts.train_models:
+        matrix = matrix.select_models(list(opts.train_models))
+    if opts.embeddings is not None:
+        reps = representations_from_frame(_file(opts, "embeddings", config_file), matrix.samples, opts.dims)
+        return matrix, reps, f"embeddings {Path(opts.embeddings).name}"
+    if opts.texts is None and not (source == "metric_scores" and opts.representation == "text"):
+        return matrix, None, None
+    if opts.texts is not None:
+        t = _file(opts, "texts", config_file)
+        by_id = dict(zip(t[SAMPLE].to_list(), t["text"].to_list()))
+    else:
+        by_id = own_texts(read_table("instances"))
+    missing = [s for s in matrix.samples.tolist() if s not in by_id]
+    if missing:
+        raise ValueError(f"{len(missing)} sample(s) have no text, e.g. {missing[:3]}")
+    emb = embedder()
+    reps = text_representations([by_id[s] for s in matrix.samples.tolist()], opts.dims, embedder=emb)
+    return matrix, reps, f"{emb.model_name} + PCA-{opts.dims}"
+
+
+def fit_subset(
+    opts: MiniLongBenchOptions,
+    *,
+    config_file: str | Path | None,
+    read_table: ReadTable,
+    embedder: Callable[[], Any],
+    default_seed: int,
+    lake_dir: str | Path,
+) -> SubsetRun:
+    """Fit MiniLongBench as the options say, replace the fitted model in the lake and build the
+    subset table. ``embedder()`` (with ``encode`` and ``model_name``) is called only when texts
+    are embedded; ``default_seed`` is the config's seed."""
+    if opts.scores is not None:
+        scores = _file(opts, "scores", config_file)
+        source = f"imported {Path(opts.scores).name}"
+    else:
+        scores = own_scores(read_table("metric_scores"), opts.metrics)
+        if scores is None:
+            raise MiniLongBenchError("minilongbench_subset: no minilongbench.scores configured and no metric_scores "
+                                     "in the lake; evaluate models first or import a score matrix")
+        source = "metric_scores"
+    try:
+        matrix, reps, label = _training_data(opts, config_file, read_table, embedder, source, scores)
+        mlb = fit(
+            matrix, reps, ratio=float(opts.ratio), dims=opts.dims,
+            seed=opts.seed if opts.seed is not None else default_seed,
+            epochs=opts.epochs, representation=label, candidates=opts.subset_candidates,
+        )
+    except MiniLongBenchError:
+        raise
+    except ValueError as exc:
+        raise MiniLongBenchError(f"minilongbench_subset ({source}): {exc}") from exc
+    mlb.meta["source"] = source
+    where = persistence.write_to_lake(mlb, model_dir(lake_dir))
+    # In-sample check on the training models, beside random stratified subsets (spec §7).
+    quality = baseline_report(mlb, matrix, opts.baseline_draws, seed=mlb.meta["seed"])
+    return SubsetRun(mlb=mlb, matrix=matrix, source=source, table=subset_table(mlb), quality=quality,
+                     baseline_draws=opts.baseline_draws, model_dir=where)
+
+
+def subset_table(mlb: MiniLongBench) -> pl.DataFrame:
+    """The ``minilongbench_subset`` table: the subset samples with their clusters and IRT parameters."""
+    sub = mlb.subset_frame()
+    return schemas.conform(
+        pl.DataFrame(
+            {
+                "sample_id": [str(s) for s in sub[SAMPLE].to_list()],
+                "task": sub["task"],
+                "category": sub["category"],
+                "cluster_group": sub["cluster_group"],
+                "cluster": sub["cluster"],
+                "cluster_weight": sub["cluster_weight"],
+                "alpha": mlb.alpha[mlb.subset].tolist(),
+                "beta": mlb.beta[mlb.subset],
+            },
+            schema_overrides={"alpha": pl.List(pl.Float64)},
+        ),
+        "minilongbench_subset",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# minilongbench_estimates
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EstimatesRun:
+    """One model's estimates in every mode, as the ``minilongbench_estimates`` table."""
+
+    table: pl.DataFrame
+    estimates: dict[str, Estimate]  # per mode
+    scores_from: str  # the option ("estimate_scores", "scores") or "metric_scores" the scores came from
+    n_observed: int
+    in_training: bool
+
+
+def load_fitted(lake_dir: str | Path, subset: pl.DataFrame, who: str) -> MiniLongBench:
+    """The fitted model in the lake, checked against the ``minilongbench_subset`` table."""
+    try:
+        mlb = MiniLongBench(**persistence.read_fields_from_lake(model_dir(lake_dir)))
+    except (FileNotFoundError, ValueError) as exc:
+        raise MiniLongBenchError(f"{who}: {exc}; materialize minilongbench_subset") from exc
+    if sorted(map(str, mlb.subset_ids.tolist())) != sorted(subset["sample_id"].to_list()):
+        raise MiniLongBenchError("the fitted MiniLongBench in the lake does not match the minilongbench_subset table; "
+                                 "re-materialize minilongbench_subset")
+    return mlb
+
+
+def _model_scores(
+    opts: MiniLongBenchOptions, config_file: str | Path | None, read_table: ReadTable, mlb: MiniLongBench, slug: str,
+) -> tuple[pl.DataFrame, str]:
+    """The scores of partition ``slug``'s model (matched case-insensitively in files, as partition
+    keys are lower-case slugs) and where they came from."""
+    for key in ("estimate_scores", "scores"):
+        if getattr(opts, key) is not None:
+            df = _file(opts, key, config_file)
+            mine = df.filter(pl.col("model").str.to_lowercase() == slug.lower())
+            if mine.height:
+                return mine, key
+    if mlb.meta.get("source") == "metric_scores":
+        own = own_scores(read_table("metric_scores"), opts.metrics)
+        if own is not None and own.filter(pl.col("model") == slug).height:
+            return own.filter(pl.col("model") == slug), "metric_scores"
+    looked = [k for k in ("estimate_scores", "scores") if getattr(opts, k) is not None] or ["metric_scores"]
+    raise MiniLongBenchError(f"minilongbench_estimates: no scores for model {slug!r} (looked in {looked})")
+
+
+def estimate_partition(
+    opts: MiniLongBenchOptions,
+    *,
+    config_file: str | Path | None,
+    read_table: ReadTable,
+    lake_dir: str | Path,
+    subset: pl.DataFrame,
+    slug: str,
+) -> EstimatesRun:
+    """Estimate model ``slug`` (a partition key) in every mode from its scores on the subset of the
+    fitted model in the lake; ``subset`` is the ``minilongbench_subset`` table it must match."""
+    mlb = load_fitted(lake_dir, subset, f"minilongbench_estimates {slug}")
+    rows, where = _model_scores(opts, config_file, read_table, mlb, slug)
+    names = set(rows["model"].unique().to_list())
+    if len(names) > 1:
+        raise MiniLongBenchError(f"minilongbench_estimates: models {sorted(names)} all match partition {slug!r}")
+    in_training = bool(names & set(mlb.train_models))
+    rows = rows.with_columns(pl.lit(slug).alias("model"))
+    if mlb.meta.get("sample_id_type") == "int":
+        rows = rows.with_columns(pl.col(SAMPLE).cast(pl.Int64))
+    rows = rows.filter(pl.col(SAMPLE).is_in(list(set(mlb.subset_ids.tolist()))))
+    try:
+        estimates = {mode: estimate_frame(mlb, rows, mode)[slug] for mode in MODES}
+    except ValueError as exc:
+        raise MiniLongBenchError(f"minilongbench_estimates {slug}: {exc}") from exc
+    out_rows = []
+    for mode, e in estimates.items():
+        out_rows.append((mode, "overall", "overall", e.overall))
+        out_rows += [(mode, "category", c, v) for c, v in e.categories.items()]
+        out_rows += [(mode, "task", t, v) for t, v in e.tasks.items()]
+    out = pl.DataFrame(out_rows, schema=["mode", "scope", "name", "estimate"], orient="row").with_columns(
+        pl.lit(rows.height).alias("n_observed"),
+        pl.lit(len(mlb.subset)).alias("n_subset"),
+        pl.lit(in_training).alias("in_training"),
+    )
+    return EstimatesRun(table=schemas.conform(out, "minilongbench_estimates"), estimates=estimates, scores_from=where,
+                        n_observed=rows.height, in_training=in_training)
