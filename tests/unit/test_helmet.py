@@ -14,10 +14,18 @@ import pytest
 from lc_pipeline.config import HelmetConfig
 from lc_pipeline.construct import helmet
 from lc_pipeline.construct.chunking import chunk_documents
-from lc_pipeline.construct.retrieval import Embedder, build_exact_index, select_hard_negatives
+from lc_pipeline.construct.retrieval import (
+    Embedder,
+    build_exact_index,
+    select_hard_negatives,
+)
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
+from lc_pipeline.tasks import load_catalog
+from lc_pipeline.tasks.spec import BuilderRef
 from lc_pipeline.text import contains_answer
+
+HELMET = {spec.name: spec for spec in load_catalog().tasks("helmet")}  # the packaged task specs
 
 SHARED = Path(os.environ.get("LCP_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
 needs_shared = pytest.mark.skipif(not (SHARED / "longbench").exists(),
@@ -41,10 +49,12 @@ def demo(counter):
     return docs, items, passages, negatives
 
 
-def build(demo, counter, level="4k", **cfg):
+def build(demo, counter, level="4k", specs=None, **cfg):
+    """Build the packaged specs of ``cfg["tasks"]`` (or ``specs``, given)."""
     docs, items, passages, negatives = demo
-    return helmet.build_helmet(docs, items, passages, negatives, level=level, config=HelmetConfig(**cfg),
-                               seed=42, counter=counter)
+    config = HelmetConfig(**cfg)
+    return helmet.build_helmet(docs, items, passages, negatives, level=level, config=config, seed=42,
+                               counter=counter, tasks=specs or [HELMET[t] for t in config.tasks])
 
 
 def within_level(df: pl.DataFrame, tolerance: float = 0.05) -> bool:
@@ -159,7 +169,58 @@ def test_too_few_hard_negatives_is_an_error_naming_the_fix(demo, counter):
     few = negatives.filter(pl.col("rank") < 5)
     with pytest.raises(ValueError, match="raise hard_negatives_per_item"):
         helmet.build_helmet(docs, items, passages, few, level="4k", config=HelmetConfig(tasks=("rag",)), seed=1,
-                            counter=counter)
+                            counter=counter, tasks=[HELMET["rag"]])
+
+
+def test_a_renamed_copy_with_its_own_prompt_builds_rows_of_its_own(demo, counter):
+    packaged = build(demo, counter, tasks=("rag",), n_per_task=1)
+    terse = HELMET["rag"].model_copy(update={
+        "name": "rag_terse", "max_new_tokens": 8,
+        "prompt": "Passages:\n\n{demos}{context}\n\nQ: {question}\nAnswer:",
+    })
+    copy = build(demo, counter, specs=[terse], tasks=("rag",), n_per_task=1)  # the same config: only the task differs
+    assert copy.height == 6 and within_level(copy) and helmet.gold_depth_violations(copy, 6, tasks=["rag_terse"]) == []
+    assert set(copy["task"]) == {"rag_terse"} and set(copy["category"]) == {"RAG"}
+    assert set(copy["max_new_tokens"]) == {8}
+    for row in copy.iter_rows(named=True):
+        assert row["prompt"].startswith("Passages:\n\n") and row["prompt"].endswith(f"\n\nQ: {row['question']}\nAnswer:")
+        assert row["prompt"].count("\nAnswer: ") == 2  # the demonstrations end with the task's answer prefix
+        assert row["context"] in row["prompt"]
+    assert not set(copy["instance_id"]) & set(packaged["instance_id"])
+
+
+def test_a_salted_task_keeps_its_rows_but_not_their_ids(demo, counter):
+    plain = build(demo, counter, level="2k", tasks=("json_kv",), n_per_task=1)
+    salted = build(demo, counter, level="2k", specs=[HELMET["json_kv"].model_copy(update={"instance_salt": "c0ffee"})],
+                   tasks=("json_kv",), n_per_task=1)
+    assert salted.drop("instance_id").equals(plain.drop("instance_id"))
+    assert not set(salted["instance_id"]) & set(plain["instance_id"])
+
+
+def test_multikey_keys_and_values_come_from_its_options(demo, counter):
+    mixed = HELMET["ruler_mk_needle"].model_copy(update={
+        "name": "ruler_mk_uuid_numbers", "builder": BuilderRef(name="helmet", options={
+            "kind": "multikey", "key": "uuid", "value": "number"})})
+    row = build(demo, counter, level="2k", specs=[mixed], n_per_task=1).row(0, named=True)
+    assert len(row["question"]) == 36 and row["answers"][0].isdigit() and len(row["answers"][0]) == 7
+    assert f"special magic numbers for {row['question']}" in row["prompt"]
+
+
+@pytest.mark.parametrize(("update", "field"), [
+    ({"builder": BuilderRef(name="helmet", options={"kind": "needle_in_a_haystack"})}, "builder.options.kind"),
+    ({"builder": BuilderRef(name="helmet", options={})}, "builder.options.kind"),
+    ({"builder": BuilderRef(name="helmet", options={"kind": "multikey", "key": "word"})}, "builder.options.value"),
+    ({"builder": BuilderRef(name="helmet", options={"kind": "rag", "depths": 3})}, "builder.options"),
+    ({"builder": BuilderRef(name="longbench100", options={"kind": "rag"})}, "builder.name"),
+    ({"prompt": "{context}\n\nQuestion: {query}"}, "prompt"),
+    ({"prompt": None}, "prompt"),
+    ({"max_new_tokens": None}, "max_new_tokens"),
+    ({"answer_prefix": None}, "answer_prefix"),
+])
+def test_a_task_its_builder_cannot_make_fails_naming_the_task_and_field(demo, counter, update, field):
+    bad = HELMET["rag"].model_copy(update={"name": "my_rag", **update})
+    with pytest.raises(ValueError, match=rf"task 'helmet/my_rag'.*field '{field}'"):
+        build(demo, counter, specs=[HELMET["json_kv"], bad], n_per_task=1)
 
 
 def test_demo_corpus_has_no_long_documents_for_longqa(demo, counter):
@@ -182,7 +243,8 @@ def test_long_documents_are_cut_from_the_end(longbench, counter):
                                    "text": pl.String, "position": pl.Int32})
     empty_n = pl.DataFrame(schema={"item_id": pl.String, "rank": pl.Int32, "passage_id": pl.String})
     out = helmet.build_helmet(documents, items, empty_p, empty_n, level="4k",
-                              config=HelmetConfig(tasks=("longqa", "summ"), n_per_task=2), seed=42, counter=counter)
+                              config=HelmetConfig(tasks=("longqa", "summ"), n_per_task=2), seed=42, counter=counter,
+                              tasks=[HELMET["longqa"], HELMET["summ"]])
     assert sorted(out["task"]) == ["longqa", "longqa", "summ", "summ"] and within_level(out)
     text = dict(documents.select("doc_id", "text").iter_rows())
     for row in out.iter_rows(named=True):

@@ -1,0 +1,74 @@
+"""HELMET instance construction at controllable length (pure logic, no Dagster).
+
+Spec: ``shared/specs/helmet.md`` (§2 categories, §5 prompts, §9 what must be right). Each task is a
+``TaskSpec`` (``lc_pipeline/tasks/packaged/helmet.yaml``): its name, category, prompt, answer
+prefix and ``max_new_tokens`` are the spec's; its ``builder.options.kind`` picks the construction.
+The length lever is the number of passages / pairs / needles (RAG, re-rank, synthetic recall) or
+the cut of one long document (LongQA, summarization); every prompt is filled to just under the
+level's target (cl100k_base, exact count on every row).
+
+===============================================  =====================  ==========================================
+``builder.options``                              packaged tasks         module
+===============================================  =====================  ==========================================
+``kind: rag``                                    rag                    ``rag``: one gold passage at ``n_depths``
+``kind: rag_multi``                              rag_multi              ``rag``: two golds, shuffled orders
+``kind: rerank``                                 rerank                 ``rerank``: graded candidates, NDCG@10
+``kind: json_kv``                                json_kv                ``synthetic``: JSON object of UUID pairs
+``kind: multikey, key: word|uuid,                ruler_mk_needle,       ``synthetic``: RULER MK, all needles
+value: number|uuid``                             ruler_mk_uuid
+``kind: multivalue``                             ruler_mv               ``synthetic``: RULER MV, 4 values
+``kind: long_document, items: qa|summarization``  longqa, summ          ``long_document``: cut from the end
+===============================================  =====================  ==========================================
+
+Other modules: ``pools`` (items, documents, passages, hard negatives; gold passages), ``fitting``
+(depths, the exact-count search, cutting), ``context`` (one task's build context and its rows),
+``spec_checks`` (a spec checked before building), ``suite`` (``build_helmet``), ``checks``
+(``gold_depth_violations``).
+
+A task's random draws are seeded by its name, and its name is part of its instance ids: a copy of a
+packaged task under another name (its own prompt, say) draws its own sample and gets its own ids.
+
+Deviations, each for a reason we can name:
+
+* Retrieval: our passages and our dense retriever (``construct.retrieval``), not KILT with
+  gte-large (the paper's retrieval code was never released, spec §10.1). Gold passages stand
+  in for KILT provenance (``pools``).
+* Re-rank grades come from our items, not TREC DL qrels (``rerank``).
+* Lengths are prompt lengths in cl100k tokens (the pipeline's convention; generation comes on
+  top), not Llama-2 tokens including the generation budget; ``k`` follows from the budget.
+* LongQA / summarization take items whose document is longer than the level's budget (HELMET
+  keeps only > 128k-token books); the same items are used at every level where they qualify.
+* Prompts are our own wording of HELMET's instructions; formats (``Document (Title: …)``,
+  ``[ID: …]``, ``Key: … / Corresponding value:``, RULER's needle sentence) and the per-task
+  generation caps (spec §5.1) are kept.
+"""
+
+from lc_pipeline.construct.helmet.checks import gold_depth_violations
+from lc_pipeline.construct.helmet.context import (
+    CONSTRUCTION_VERSION,
+    SUITE,
+    BuildContext,
+    Row,
+)
+from lc_pipeline.construct.helmet.fitting import (
+    cut_to_tokens,
+    depth_position,
+    evenly_spaced_depths,
+)
+from lc_pipeline.construct.helmet.long_document import DEMO_PLACEHOLDER, OMITTED
+from lc_pipeline.construct.helmet.pools import (
+    Passage,
+    Pools,
+    format_passage,
+    format_ranked_passage,
+    gold_passages,
+)
+from lc_pipeline.construct.helmet.rerank import rerank_qrels
+from lc_pipeline.construct.helmet.suite import KINDS, build_helmet, check_spec
+from lc_pipeline.construct.helmet.synthetic import NEEDLE
+
+__all__ = [
+    "CONSTRUCTION_VERSION", "DEMO_PLACEHOLDER", "KINDS", "NEEDLE", "OMITTED", "SUITE", "BuildContext", "Passage",
+    "Pools", "Row", "build_helmet", "check_spec", "cut_to_tokens", "depth_position", "evenly_spaced_depths",
+    "format_passage", "format_ranked_passage", "gold_depth_violations", "gold_passages", "rerank_qrels",
+]

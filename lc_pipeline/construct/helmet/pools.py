@@ -1,0 +1,141 @@
+"""HELMET's inputs indexed once per level: items, documents, passages and each item's hard negatives,
+and the gold passages that stand in for KILT provenance (spec helmet.md §10.1).
+
+Gold passages: the evidence document's first passage containing a gold answer; for the bridge
+document of a two-document item, its passage naming the other document's title (else the one
+sharing most words with the question).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from lc_pipeline.construct.assembly import derive_seed
+from lc_pipeline.construct.tokens import TokenCounter
+from lc_pipeline.text import contains_answer, normalize_answer
+
+QA_CATEGORIES = ("single-doc QA", "multi-doc QA")
+SUMMARIZATION_CATEGORY = "summarization"
+
+
+@dataclass(frozen=True)
+class Passage:
+    passage_id: str
+    doc_id: str
+    title: str
+    text: str
+
+
+def format_passage(p: Passage) -> str:
+    """HELMET's RAG passage format, ``Document (Title: …): text``."""
+    return f"Document (Title: {p.title}): {p.text}"
+
+
+def format_ranked_passage(pid: str, p: Passage) -> str:
+    """HELMET's re-rank passage format, ``[ID: …] Document (Title: …): text``."""
+    return f"[ID: {pid}] Document (Title: {p.title}): {p.text}" if p.title else f"[ID: {pid}] Document: {p.text}"
+
+
+@dataclass
+class Pools:
+    """Items, documents and passages of the configured sources, indexed once per level."""
+
+    items: list[dict]
+    docs: dict[str, dict]
+    passages_by_doc: dict[str, list[Passage]]
+    negatives: dict[str, list[Passage]]  # item id -> hard negatives in rank order
+    counter: TokenCounter
+    doc_tokens: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, items: pl.DataFrame, documents: pl.DataFrame, passages: pl.DataFrame,
+              hard_negatives: pl.DataFrame, counter: TokenCounter) -> Pools:
+        docs = {r["doc_id"]: r for r in documents.select("doc_id", "source", "title", "text", "language").to_dicts()}
+        by_doc: dict[str, list[Passage]] = defaultdict(list)
+        for r in passages.sort("doc_id", "position").select("passage_id", "doc_id", "title", "text").iter_rows(named=True):
+            by_doc[r["doc_id"]].append(Passage(**r))
+        text = {p.passage_id: p for ps in by_doc.values() for p in ps}
+        negatives: dict[str, list[Passage]] = defaultdict(list)
+        for iid, pid in hard_negatives.sort("item_id", "rank").select("item_id", "passage_id").iter_rows():
+            if pid not in text:
+                raise ValueError(f"item {iid!r}: hard negative passage_id {pid!r} is not in the passages table")
+            negatives[iid].append(text[pid])
+        rows = sorted(items.to_dicts(), key=lambda r: r["item_id"])
+        for it in rows:
+            bad = [d for d in it["evidence_doc_ids"] or [] if d not in docs]
+            if bad:
+                raise ValueError(f"item {it['item_id']!r}: field 'evidence_doc_ids' names unknown documents {bad}")
+        return cls(rows, docs, dict(by_doc), dict(negatives), counter)
+
+    def tokens(self, doc_id: str) -> int:
+        if doc_id not in self.doc_tokens:
+            self.doc_tokens[doc_id] = self.counter.count(self.docs[doc_id]["text"] or "")
+        return self.doc_tokens[doc_id]
+
+    def clean_negatives(self, item: dict) -> list[Passage]:
+        """The item's hard negatives, re-checked: none from an evidence document, none with an answer."""
+        evidence = set(item["evidence_doc_ids"])
+        return [p for p in self.negatives.get(item["item_id"], [])
+                if p.doc_id not in evidence and not contains_answer(p.text, item["answers"])]
+
+
+def answer_passage(pools: Pools, doc_id: str, answers: Sequence[str]) -> Passage | None:
+    for p in pools.passages_by_doc.get(doc_id, []):
+        if contains_answer(p.text, answers):
+            return p
+    return None
+
+
+def bridge_passage(pools: Pools, doc_id: str, other_titles: Sequence[str], question: str) -> Passage | None:
+    """The passage of a bridge document that names the other document, else the most question-like one."""
+    ps = pools.passages_by_doc.get(doc_id, [])
+    for p in ps:
+        if any(t and normalize_answer(t) in normalize_answer(p.text) for t in other_titles):
+            return p
+    q = set(normalize_answer(question).split())
+    return max(ps, key=lambda p: len(q & set(normalize_answer(p.text).split())), default=None)
+
+
+def gold_passages(pools: Pools, item: dict) -> list[Passage] | None:
+    """Gold passages of a QA item in evidence order (the answer's document last), or None."""
+    ev = list(item["evidence_doc_ids"])
+    if not item["answers"] or not ev:
+        return None
+    if len(ev) == 1:
+        p = answer_passage(pools, ev[0], item["answers"])
+        return [p] if p else None
+    golds = []
+    for i, d in enumerate(ev):
+        if i == len(ev) - 1:
+            p = answer_passage(pools, d, item["answers"])
+        else:
+            p = bridge_passage(pools, d, [pools.docs[o]["title"] for o in ev[i + 1:]], item["question"])
+        if p is None:
+            return None
+        golds.append(p)
+    return golds
+
+
+def qa_items(pools: Pools, n_evidence: int) -> list[tuple[dict, list[Passage]]]:
+    """QA items with ``n_evidence`` evidence documents whose gold passages can be found, with them."""
+    out = []
+    for it in pools.items:
+        if it["category"] in QA_CATEGORIES and len(it["evidence_doc_ids"] or []) == n_evidence:
+            golds = gold_passages(pools, it)
+            if golds is not None:
+                out.append((it, golds))
+    return out
+
+
+def pick(candidates: list, n: int, seed: int, task: str, what: str, level: str) -> list:
+    """A seeded choice of ``n`` candidates, the same at every level (seeded by the task's name)."""
+    if len(candidates) < n:
+        raise ValueError(f"task {task!r} at {level}: needs {n} {what}, found {len(candidates)}")
+    order = list(candidates)
+    random.Random(derive_seed(seed, "helmet", task)).shuffle(order)
+    return order[:n]

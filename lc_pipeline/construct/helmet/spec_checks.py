@@ -1,0 +1,73 @@
+"""Checks of a ``TaskSpec`` against what its builder can do, before anything is built.
+
+Generic (HELMET and 100-LongBench use them): a builder declares its kinds, each with its required
+options (and their allowed values) and the placeholders it fills; a spec that asks for something
+else is a ValueError naming the task (``benchmark/name``) and the field, never a silently ignored
+option or a KeyError from ``str.format`` halfway through a build.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Collection, Mapping
+
+from lc_pipeline.tasks.spec import TaskSpec
+
+
+def spec_error(spec: TaskSpec, field: str, problem: str) -> ValueError:
+    where = f" (declared in {spec.declared_in})" if spec.declared_in else ""
+    return ValueError(f"task {spec.qualified_name!r}{where}: field {field!r}: {problem}")
+
+
+def template_placeholders(template: str) -> set[str]:
+    """The names a ``str.format`` template fills (``{question}`` -> "question"; ``{{`` is a literal brace)."""
+    names = set()
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name is not None:
+            names.add(name.split(".", 1)[0].split("[", 1)[0])
+    return names
+
+
+def check_builder(spec: TaskSpec, builder: str, kinds: Mapping[str, Mapping[str, Collection[str]]]) -> str:
+    """The spec's ``builder.options.kind``, checked: the builder's name, a known kind, each of the kind's
+    options present with an allowed value, and no other option. ``kinds``: kind -> option -> allowed values."""
+    if spec.builder.name != builder:
+        raise spec_error(spec, "builder.name", f"{spec.builder.name!r} is not built here (builder {builder!r})")
+    options = dict(spec.builder.options)
+    kind = options.pop("kind", None)
+    if kind is None:
+        raise spec_error(spec, "builder.options.kind", f"missing; one of {sorted(kinds)}")
+    if kind not in kinds:
+        raise spec_error(spec, "builder.options.kind", f"unknown kind {kind!r}; known kinds are {sorted(kinds)}")
+    for name, allowed in kinds[kind].items():
+        if name not in options:
+            raise spec_error(spec, f"builder.options.{name}", f"missing (kind {kind!r}); one of {sorted(allowed)}")
+        if options[name] not in allowed:
+            raise spec_error(spec, f"builder.options.{name}", f"{options[name]!r} is not one of {sorted(allowed)}")
+    extra = sorted(set(options) - set(kinds[kind]))
+    if extra:
+        raise spec_error(spec, "builder.options", f"unknown option{'s' if len(extra) > 1 else ''} {extra} "
+                                                  f"for kind {kind!r}; it takes {['kind', *kinds[kind]]}")
+    return kind
+
+
+def check_prompt(spec: TaskSpec, placeholders: Collection[str]) -> str:
+    """The spec's prompt template, checked: present, well formed, and filled by ``placeholders`` alone."""
+    if spec.prompt is None:
+        raise spec_error(spec, "prompt", "missing; this builder needs the task's prompt template")
+    try:
+        used = template_placeholders(spec.prompt)
+    except ValueError as exc:  # e.g. a single "{": literal braces are written "{{" and "}}"
+        raise spec_error(spec, "prompt", f"not a valid template ({exc}); write literal braces as {{{{ and }}}}") from None
+    unknown = sorted(used - set(placeholders))
+    if unknown:
+        raise spec_error(spec, "prompt", f"placeholder{'s' if len(unknown) > 1 else ''} "
+                                         f"{', '.join('{' + u + '}' for u in unknown)} not filled by this builder; "
+                                         f"it fills {', '.join('{' + p + '}' for p in sorted(placeholders))}")
+    return spec.prompt
+
+
+def check_max_new_tokens(spec: TaskSpec) -> int:
+    if spec.max_new_tokens is None:
+        raise spec_error(spec, "max_new_tokens", "missing; this builder writes each row's generation budget")
+    return spec.max_new_tokens
