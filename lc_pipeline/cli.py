@@ -19,6 +19,8 @@ from pathlib import Path
 
 import click
 
+from lc_pipeline.commands.output import print_table
+
 from lc_pipeline.settings import Settings
 
 
@@ -54,39 +56,12 @@ def _runner(s: Settings):
     return Runner(build_pipeline(s), dg.DagsterInstance.get(), echo=lambda m: click.echo(m, err=True))
 
 
-def _print_table(columns: list[str], rows: list[tuple], fmt: str = "table") -> None:
-    if fmt == "json":
-        click.echo(json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=1))
-        return
-    if fmt == "csv":
-        import csv
-
-        w = csv.writer(sys.stdout)
-        w.writerow(columns)
-        w.writerows(rows)
-        return
-
-    def cell(v) -> str:
-        if v is None:
-            return "n/a"
-        return f"{v:.4f}" if isinstance(v, float) else str(v)
-
-    cells = [[cell(v) for v in r] for r in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    line = "+".join("-" * (w + 2) for w in widths)
-    click.echo(" | ".join(c.ljust(w) for c, w in zip(columns, widths)))
-    click.echo(line)
-    for r in cells:
-        click.echo(" | ".join(v.ljust(w) for v, w in zip(r, widths)))
-    click.echo(f"({len(rows)} rows)")
-
-
 def _print_leaderboard(df) -> None:
     cols = ["metric", "model", "base_ability", "old_metric", "long_score", "rank_old_metric", "rank_long_score",
             "n_instances"]
     shown = df.select(cols).sort("metric", "rank_long_score", nulls_last=True)
     click.echo("\nLeaderboard (scores 0-100; LongScore = 100*(S_l - Base)/Base averaged over the long lengths)")
-    _print_table(shown.columns, shown.rows())
+    print_table(shown.columns, shown.rows())
 
 
 @click.group()
@@ -244,7 +219,7 @@ def models(config: str | None) -> None:
     reg = ModelRegistry(s.models_file)
     specs = [reg.get(n) for n in reg.names()]
     rows = [(m.slug, m.backend, m.model_id, m.max_model_len, m.base_url or "", m.fingerprint()) for m in specs]
-    _print_table(["model", "backend", "model_id", "max_model_len", "base_url", "fingerprint"], rows)
+    print_table(["model", "backend", "model_id", "max_model_len", "base_url", "fingerprint"], rows)
 
 
 @main.group()
@@ -280,7 +255,7 @@ def sources_validate(paths: tuple[Path, ...], kind: str | None, fmt: str, reason
     if fmt == "json":
         click.echo(json.dumps(out, indent=1, ensure_ascii=False))
     else:
-        _print_table(["file", "kind", "format", "records", "accepted", "rejected"],
+        print_table(["file", "kind", "format", "records", "accepted", "rejected"],
                      [(o["file"], o["kind"], o["format"], o["records"], o["accepted"], o["rejected"]) for o in out])
         for o in out:
             for reason in o["reasons"]:
@@ -305,7 +280,7 @@ def query(sql: str, fmt: str) -> None:
         columns, rows = run_query(s.lake_dir, sql)
     except (duckdb.Error, FileNotFoundError, QueryRefused) as exc:
         raise click.ClickException(str(exc)) from exc
-    _print_table(columns, rows, fmt)
+    print_table(columns, rows, fmt)
 
 
 @main.command()

