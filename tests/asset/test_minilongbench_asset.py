@@ -139,3 +139,12 @@ def test_subset_without_any_scores_fails_clearly(tmp_path):
     pipeline = build_pipeline(settings)
     with dg.instance_for_test() as instance, pytest.raises(dg.Failure, match="no metric_scores"):
         materialize(pipeline, instance, "minilongbench_subset")
+
+
+def test_an_unknown_option_fails_naming_the_config_file_and_the_key(tmp_path):
+    settings = settings_for(tmp_path, {"ratios": 0.9})
+    pipeline = build_pipeline(settings)
+    with dg.instance_for_test() as instance, pytest.raises(
+        dg.Failure, match=r"config 'mlb' \(.*mlb\.yaml\): minilongbench: unknown key 'ratios'; known keys"
+    ):
+        materialize(pipeline, instance, "minilongbench_subset")

@@ -1,10 +1,12 @@
 """MiniLongBench (spec shared/specs/minilongbench.md): budgets, weights, aggregation, subset
-selection, estimation modes, persistence, the `lcp minilongbench` commands, and held-out models
-on the real 20-LLM score matrix."""
+selection, estimation modes, persistence, the config's options and what the assets run, the
+`lcp minilongbench` commands, and held-out models on the real 20-LLM score matrix."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,8 @@ from click.testing import CliRunner
 
 from lc_pipeline.score import irt
 from lc_pipeline.score import minilongbench as mlbm
+from lc_pipeline.score.minilongbench import pipeline as mlbp
+from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "minilongbench"
 HAVE_DATA = (DATA / "scores_train_models.parquet").exists()
@@ -294,6 +298,101 @@ def test_text_representations_with_a_stub_embedder():
 
     x = mlbm.text_representations(["aa", "bbb", "ab", "aab b"], d=2, embedder=Stub())
     assert x.shape == (4, 2) and np.allclose(x.mean(axis=0), 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The config's minilongbench section and what the assets run (score/minilongbench/pipeline.py)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_options_default_to_the_paper_settings_and_the_configs_seed():
+    opts = MiniLongBenchOptions.parse(None)
+    assert (opts.ratio, opts.dims, opts.epochs, opts.subset_candidates, opts.baseline_draws) == (0.95, 10, 2000, 8, 50)
+    assert opts.metrics == ("lb100", "f1") and opts.representation == "text"
+    assert opts.seed is None and opts.scores is None and opts.train_models is None
+
+
+def test_options_keep_the_values_as_written_so_the_fingerprint_does_not_move():
+    written = {"ratio": 0, "dims": 3, "train_models": ["a", "b"], "scores": "./x.parquet"}
+    dumped = MiniLongBenchOptions.parse(written).model_dump(exclude_unset=True)
+    assert json.dumps(dumped, sort_keys=True) == json.dumps(written, sort_keys=True)
+    assert MiniLongBenchOptions.parse(MiniLongBenchOptions.parse(written)).ratio == 0
+
+
+@pytest.mark.parametrize(("section", "problem"), [
+    ({"ratios": 0.9}, r"unknown key 'ratios'; known keys: \['baseline_draws'"),
+    ({"representation": "pca"}, "representation: Input should be 'text' or 'none'"),
+    ({"ratio": 1}, r"ratio: the share of samples removed must be in \[0, 1\)"),
+    ({"dims": "10"}, "dims: Input should be a valid integer"),
+    ({"subset_candidates": 0}, "subset_candidates: Input should be greater than or equal to 1"),
+    ({"metrics": []}, "metrics: Tuple should have at least 1 item"),
+    (["scores"], "Input should be a valid dictionary"),
+])
+def test_bad_options_are_refused_naming_the_section_and_the_key(section, problem):
+    with pytest.raises(ValueError, match=r"^config 'x' \(x.yaml\): minilongbench: .*" + problem):
+        mlbp.options_of(section, "x", "x.yaml")
+
+
+def test_option_paths_are_relative_to_the_config_files_folder(tmp_path):
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "mlb.yaml").write_text("name: x\n")
+    (tmp_path / "cfg" / "train.parquet").write_bytes(b"")
+    opts = MiniLongBenchOptions.parse({"scores": "train.parquet", "texts": "absent.parquet"})
+    assert opts.path("scores", tmp_path / "cfg" / "mlb.yaml") == tmp_path / "cfg" / "train.parquet"
+    with pytest.raises(FileNotFoundError, match=r"'absent.parquet' not found \(looked at .*cfg/absent.parquet\)"):
+        opts.path("texts", tmp_path / "cfg" / "mlb.yaml")
+
+
+def test_importing_the_options_stays_light():
+    code = ("import sys, lc_pipeline.score.minilongbench.options; "
+            "print(sorted(m for m in ('numpy', 'polars', 'sklearn', 'torch', 'dagster') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_own_scores_take_each_instances_first_listed_metric():
+    metric_scores = pl.DataFrame(
+        [("m", "qa", "QA", "i1", "f1", 0.5), ("m", "qa", "QA", "i1", "lb100", 0.9), ("m", "qa", "QA", "i2", "f1", 0.4),
+         ("m", "qa", "QA", "i3", "rouge", 0.1)],
+        schema=["model", "task", "category", "instance_id", "metric", "score"], orient="row",
+    )
+    got = mlbp.own_scores(metric_scores, ["lb100", "f1"]).sort("global_sample")
+    assert got.columns == ["model", "task", "category", "global_sample", "score"]
+    assert got["global_sample"].to_list() == ["i1", "i2"] and got["score"].to_list() == [0.9, 0.4]
+    assert mlbp.own_scores(metric_scores, ["subem"]) is None and mlbp.own_scores(None, ["f1"]) is None
+
+
+def test_pipeline_fits_an_imported_matrix_saves_it_in_the_lake_and_estimates_a_new_model(tmp_path):
+    df, reps = synthetic_frame(n_models=8)
+    df.filter(pl.col("model") != "m07").write_parquet(tmp_path / "train.parquet")
+    df.filter(pl.col("model") == "m07").write_csv(tmp_path / "new.csv")
+    emb_frame(df, reps).write_parquet(tmp_path / "emb.parquet")
+    (tmp_path / "mlb.yaml").write_text("name: x\n")
+    opts = mlbp.options_of({"scores": "train.parquet", "embeddings": "emb.parquet", "estimate_scores": "new.csv",
+                            "ratio": 0.8, "dims": 2, "epochs": 40, "baseline_draws": 2, "subset_candidates": 2}, "x")
+    common = {"config_file": tmp_path / "mlb.yaml", "read_table": lambda table: None, "lake_dir": tmp_path / "lake"}
+
+    run = mlbp.fit_subset(opts, embedder=lambda: None, default_seed=3, **common)
+    assert run.source == "imported train.parquet" and run.table.height == 40 and run.mlb.meta["seed"] == 3
+    assert run.metadata()["train_models"] == 7 and run.metadata()["representation"] == "embeddings emb.parquet"
+    assert set(run.quality) >= {"train_spearman_blend", "random_median_spearman_blend"}
+    assert mlbm.MiniLongBench.load(tmp_path / "lake" / "_minilongbench").subset.tolist() == run.mlb.subset.tolist()
+
+    est = mlbp.estimate_partition(opts, subset=run.table, slug="m07", **common)
+    assert est.scores_from == "estimate_scores" and not est.in_training and est.n_observed == 40
+    assert set(est.table["mode"]) == set(mlbm.MODES)
+    assert est.estimates["direct"] == mlbm.estimate_frame(
+        run.mlb, df.filter(pl.col("model") == "m07"), "direct")["m07"]
+    with pytest.raises(mlbp.MiniLongBenchError, match="no scores for model 'm99'"):
+        mlbp.estimate_partition(opts, subset=run.table, slug="m99", **common)
+    with pytest.raises(mlbp.MiniLongBenchError, match="does not match the minilongbench_subset table"):
+        mlbp.estimate_partition(opts, subset=run.table.head(3), slug="m07", **common)
+
+
+def test_pipeline_without_scores_fails_clearly(tmp_path):
+    with pytest.raises(mlbp.MiniLongBenchError, match="no minilongbench.scores configured and no metric_scores"):
+        mlbp.fit_subset(mlbp.options_of({}, "x"), config_file=None, read_table=lambda table: None,
+                        embedder=lambda: None, default_seed=1, lake_dir=tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------
