@@ -1,9 +1,14 @@
 """100-LongBench instance construction at controllable length (pure logic, no Dagster).
 
-Eight tasks (spec ``shared/specs/100longbench.md`` §2-§4), 4 categories x 2 tasks:
+Eight tasks (spec ``shared/specs/100longbench.md`` §2-§4), 4 categories x 2 tasks, each a
+``TaskSpec`` (``lc_pipeline/tasks/packaged/longbench100.yaml``): its ``builder.options.kind``
+picks the construction below; its name, category, prompt (placeholders ``{context}``,
+``{question}`` and, for the QA kinds, ``{instruction}``: which passages to read) and
+``max_new_tokens`` are the spec's. A task's random draws are seeded by its name, which is part
+of its instance ids (with its ``instance_salt`` when non-empty).
 
 ==================  ===========================  =============================================
-task                category                     real / noise pools (our corpora)
+kind                category (packaged task)     real / noise pools (our corpora)
 ==================  ===========================  =============================================
 kv_retrieval        Key Retrieval                synthetic UUID chain / NOISE pool
 counting_stars      Key Retrieval                synthetic star sentences / NOISE pool
@@ -60,9 +65,15 @@ import polars as pl
 
 from lc_pipeline.config import level_tokens
 from lc_pipeline.construct.assembly import derive_seed, instance_id
+from lc_pipeline.construct.rows import instance_row, instances_frame
+from lc_pipeline.construct.spec_checks import (
+    check_builder,
+    check_max_new_tokens,
+    check_prompt,
+)
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.fingerprints import short_id
-from lc_pipeline.schemas import INSTANCES, conform
+from lc_pipeline.tasks.spec import TaskSpec
 
 CONSTRUCTION_VERSION = "lb100-2"
 SUITE = "longbench100"  # INSTANCES.suite of rows built here
@@ -79,7 +90,7 @@ MULTI_DOC_QA = "multi_doc_qa"
 SINGLE_DOC_SUM = "single_doc_sum"
 MULTI_DOC_SUM = "multi_doc_sum"
 
-ALL_TASKS: tuple[str, ...] = (
+KINDS: tuple[str, ...] = (  # TaskSpec.builder.options.kind of the tasks built here
     KV_RETRIEVAL,
     COUNTING_STARS,
     PASSAGE_RETRIEVAL,
@@ -89,28 +100,11 @@ ALL_TASKS: tuple[str, ...] = (
     SINGLE_DOC_SUM,
     MULTI_DOC_SUM,
 )
-
-CATEGORY = {
-    KV_RETRIEVAL: "Key Retrieval",
-    COUNTING_STARS: "Key Retrieval",
-    PASSAGE_RETRIEVAL: "Information Retrieval",
-    PASSAGE_COUNT: "Information Retrieval",
-    SINGLE_DOC_QA: "Information Comprehension",
-    MULTI_DOC_QA: "Information Comprehension",
-    SINGLE_DOC_SUM: "Information Summarization",
-    MULTI_DOC_SUM: "Information Summarization",
-}
-
-# spec §4.3 (config/dataset2maxlen.json)
-MAX_NEW_TOKENS = {
-    SINGLE_DOC_QA: 256,
-    MULTI_DOC_QA: 256,
-    SINGLE_DOC_SUM: 512,
-    MULTI_DOC_SUM: 512,
-    PASSAGE_COUNT: 32,
-    PASSAGE_RETRIEVAL: 32,
-    KV_RETRIEVAL: 64,
-    COUNTING_STARS: 32,
+BUILDER = "longbench100"  # TaskSpec.builder.name of the tasks built here
+# What a kind's prompt template may name; the QA kinds' {instruction} names the passages to read.
+PLACEHOLDERS = {kind: ("context", "question") for kind in KINDS} | {
+    SINGLE_DOC_QA: ("context", "question", "instruction"),
+    MULTI_DOC_QA: ("context", "question", "instruction"),
 }
 
 # Item categories (SOURCE_ITEMS.category) that feed each pool.
@@ -121,48 +115,6 @@ SYNTHETIC_CATEGORY = "synthetic"
 PASSAGE_RETRIEVAL_SOURCE_TASKS = ("passage_retrieval_en",)  # LongBench items whose question is a paragraph summary
 
 # --------------------------------------------------------------------------- prompts (our wording)
-
-_PROMPTS = {
-    KV_RETRIEVAL: (
-        "The passages below come from many different fields. Somewhere among them are statements of the form "
-        '"The value of <key> is <value>."\n\n{context}\n\nUsing those statements, give the value that belongs '
-        "to the key in the question. Reply with the value only.\n{input}"
-    ),
-    COUNTING_STARS: (
-        "The passages below come from many different fields.\n\n{context}\n\nAnswer the following question "
-        "without any explanation.\n{input}\nThe final answer is: "
-    ),
-    PASSAGE_RETRIEVAL: (
-        "Below are numbered passages from many different fields, followed by a summary of one of them. "
-        "Find the passage the summary was written from.\n\n{context}\n\nSummary:\n\n{input}\n\n"
-        'Reply with the passage number in the form "Passage 1", "Passage 2", and so on.\n\nAnswer: Passage '
-    ),
-    PASSAGE_COUNT: (
-        "Below are numbered paragraphs from many different fields; some paragraphs occur more than once. "
-        "Read them all and count how many different paragraphs there are once repeats are ignored.\n\n"
-        "{context}\n\nHow many distinct paragraphs are there? Reply with one number only (1, 2, 3, ...).\n\n"
-        "The final answer is: "
-    ),
-    SINGLE_DOC_QA: (
-        "Answer the question from the passages below, which come from many different fields. Reply with the "
-        "answer only, no other words.\n\n{context}\n\nInstruction: {instruction}\n\nQuestion: {input}\n"
-        "Reply with the answer only, no other words. Answer:\n"
-    ),
-    SINGLE_DOC_SUM: (
-        "The passages below come from many different fields; only some of them are to be summarized.\n\n"
-        "{context}\n\nInstructions:\n1. {input}\n2. Leave out every passage not named above.\n"
-        "3. Cover the main arguments or conclusions, the key evidence or data, and any new or unusual points.\n"
-        "4. Be concise and keep to the most important information.\nSummary:\n"
-    ),
-    MULTI_DOC_SUM: (
-        "The passages below come from many different fields; only some of them are to be summarized.\n\n"
-        "{context}\n\nInstructions:\n1. {input}\n2. Leave out every passage not named above.\n"
-        "3. Write one joint summary of a few short sentences, not one summary per passage, covering the main "
-        "arguments or conclusions, the key evidence or data, and any new or unusual points.\n"
-        "4. Be concise and keep to the most important information.\nSummary:\n"
-    ),
-}
-_PROMPTS[MULTI_DOC_QA] = _PROMPTS[SINGLE_DOC_QA]
 
 # The prior-knowledge probe (the repo's `qa_old`, in our words): the question alone, no context.
 NO_CONTEXT_PROMPT = (
@@ -250,7 +202,7 @@ class Corpus:
     single_sum: list[dict]
     multi_sum: list[dict]
     counter: TokenCounter
-    missing: dict[str, str] = field(default_factory=dict)  # task -> what it lacks
+    missing: dict[str, str] = field(default_factory=dict)  # kind -> what it lacks
 
     @classmethod
     def build(cls, documents: pl.DataFrame, items: pl.DataFrame, counter: TokenCounter) -> Corpus:
@@ -351,18 +303,18 @@ class _Built:
     item_id: str
     source: str
     language: str
-    question: str  # the task input shown after the context
+    question: str  # the task input shown after the context: the prompt's {question}
     answers: list[str]
     answer_keywords: list[str]
     evidence_doc_ids: list[str]
     blocks: list[tuple[str, str]]  # (block id, formatted text) in context order
     evidence_blocks: list[int]  # indices into blocks of the true context (first = depth)
     n_filler: int
-    prompt_fields: dict[str, str]
+    prompt_fields: dict[str, str]  # the kind's own placeholders (the QA kinds' {instruction})
 
 
 def _finish(
-    task: str,
+    spec: TaskSpec,
     b: _Built,
     *,
     level: str,
@@ -372,7 +324,7 @@ def _finish(
     counter: TokenCounter,
 ) -> dict:
     context = "".join(text for _, text in b.blocks).rstrip("\n")
-    prompt = _PROMPTS[task].format(context=context, **b.prompt_fields)
+    prompt = spec.prompt.format(context=context, question=b.question, **b.prompt_fields)
     starts, pos = [], 0
     for _, text in b.blocks:
         starts.append(pos)
@@ -381,33 +333,33 @@ def _finish(
     context_tokens, input_tokens, ev = counts[0], counts[1], counts[2:]
     ev_depths = [c / context_tokens if context_tokens else 0.0 for c in ev]
     depth = ev_depths[0] if ev_depths else 0.0
-    fingerprint = short_id(CONSTRUCTION_VERSION, task, seed, index, counter.name, length=16)
-    return {
-        "instance_id": instance_id(b.item_id, level, target, round(depth, 6), "plain", fingerprint),
-        "item_id": b.item_id,
-        "source": b.source,
-        "suite": SUITE,
-        "task": task,
-        "category": CATEGORY[task],
-        "language": b.language,
-        "variant": "plain",
-        "depth": depth,
-        "evidence_depths": ev_depths,
-        "question": b.question,
-        "answers": b.answers,
-        "answer_keywords": b.answer_keywords,
-        "evidence_doc_ids": b.evidence_doc_ids,
-        "context_doc_ids": [bid for bid, _ in b.blocks],
-        "n_hard_negatives": 0,
-        "n_filler_documents": b.n_filler,
-        "context": context,
-        "prompt": prompt,
-        "tokenizer": counter.name,
-        "target_tokens": target,
-        "input_tokens": input_tokens,
-        "context_tokens": context_tokens,
-        "max_new_tokens": MAX_NEW_TOKENS[task],
-    }
+    salt = (spec.instance_salt,) if spec.instance_salt else ()
+    fingerprint = short_id(CONSTRUCTION_VERSION, spec.name, seed, index, counter.name, *salt, length=16)
+    return instance_row(
+        instance_id=instance_id(b.item_id, level, target, round(depth, 6), "plain", fingerprint),
+        item_id=b.item_id,
+        source=b.source,
+        suite=SUITE,
+        task=spec.name,
+        category=spec.category,
+        language=b.language,
+        depth=depth,
+        evidence_depths=ev_depths,
+        question=b.question,
+        answers=b.answers,
+        answer_keywords=b.answer_keywords,
+        evidence_doc_ids=b.evidence_doc_ids,
+        context_doc_ids=[bid for bid, _ in b.blocks],
+        n_hard_negatives=0,
+        n_filler_documents=b.n_filler,
+        context=context,
+        prompt=prompt,
+        tokenizer=counter.name,
+        target_tokens=target,
+        input_tokens=input_tokens,
+        context_tokens=context_tokens,
+        max_new_tokens=spec.max_new_tokens,
+    )
 
 
 def _source_of(c: Corpus, ids: Iterable[str]) -> str:
@@ -434,11 +386,11 @@ def _uuid(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
-def build_kv_retrieval(c: Corpus, target: int, rng: random.Random, index: int) -> _Built:
+def build_kv_retrieval(c: Corpus, target: int, rng: random.Random, index: int, task: str = KV_RETRIEVAL) -> _Built:
     keys = [_uuid(rng) for _ in range(4)]
     needles = [f"The value of {keys[i]} is {keys[i + 1]}.\n\n" for i in range(3)]
     budget = target - sum(_needle_tokens(c, needles))
-    chosen = _fill_min_docs(c, KV_RETRIEVAL, c.pairs(c.noise_pool), budget, rng)
+    chosen = _fill_min_docs(c, task, c.pairs(c.noise_pool), budget, rng)
     positions = rng.sample(range(len(chosen)), 3)  # pair i goes before the document at positions[i]
     at = {p: i for i, p in enumerate(positions)}
     blocks: list[tuple[str, str]] = []
@@ -462,7 +414,7 @@ def build_kv_retrieval(c: Corpus, target: int, rng: random.Random, index: int) -
         blocks=blocks,
         evidence_blocks=[first],
         n_filler=len(chosen),
-        prompt_fields={"input": question},
+        prompt_fields={},
     )
 
 
@@ -510,11 +462,11 @@ def star_options(gold: list[int], rng: random.Random) -> tuple[list[str], int]:
 STAR_NEEDLE = "The little penguin counted {} ★"
 
 
-def build_counting_stars(c: Corpus, target: int, rng: random.Random, index: int) -> _Built:
+def build_counting_stars(c: Corpus, target: int, rng: random.Random, index: int, task: str = COUNTING_STARS) -> _Built:
     counts = [rng.randint(1, 100) for _ in range(4)]
     # Needle tokens depend only weakly on the numbers: budget the 3-digit worst case.
     budget = target - sum(_needle_tokens(c, [STAR_NEEDLE.format(100) + "\n\n"] * 4))
-    chosen = _fill_min_docs(c, COUNTING_STARS, c.pairs(c.noise_pool), budget, rng)
+    chosen = _fill_min_docs(c, task, c.pairs(c.noise_pool), budget, rng)
     positions = sorted(rng.sample(range(len(chosen)), 4))  # stars go before these documents, in text order
     gold = counts  # counts[i] is placed before chosen[positions[i]], so text order = counts order
     blocks = []
@@ -538,14 +490,14 @@ def build_counting_stars(c: Corpus, target: int, rng: random.Random, index: int)
         blocks=blocks,
         evidence_blocks=positions,
         n_filler=len(chosen),
-        prompt_fields={"input": question},
+        prompt_fields={},
     )
 
 
-def build_passage_count(c: Corpus, target: int, rng: random.Random, index: int) -> _Built:
+def build_passage_count(c: Corpus, target: int, rng: random.Random, index: int, task: str = PASSAGE_COUNT) -> _Built:
     picks = fill_with_repeats(c.pairs(c.noise_pool), target, rng)
     if not picks:
-        raise ValueError(f"task {PASSAGE_COUNT!r}: no noise-pool document is shorter than {target} tokens")
+        raise ValueError(f"task {task!r}: no noise-pool document is shorter than {target} tokens")
     expanded = [d for d, r in picks for _ in range(r)]
     rng.shuffle(expanded)
     blocks = [(d, _block(k + 1, c.docs[d]["text"], "Paragraph")) for k, d in enumerate(expanded)]
@@ -592,7 +544,7 @@ def build_passage_retrieval(c: Corpus, target: int, rng: random.Random, index: i
         blocks=blocks,
         evidence_blocks=pos,
         n_filler=len(noise),
-        prompt_fields={"input": summary},
+        prompt_fields={},
     )
 
 
@@ -600,31 +552,26 @@ def _item_tokens(c: Corpus, item: dict) -> int:
     return sum(c.tokens[d] for d in item["evidence_doc_ids"])
 
 
-def _build_from_item(task: str, c: Corpus, item: dict, target: int, rng: random.Random, pool: list[str]) -> _Built:
+def _build_from_item(kind: str, c: Corpus, item: dict, target: int, rng: random.Random, pool: list[str]) -> _Built:
     real = list(item["evidence_doc_ids"])
     noise = greedy_fill(c.pairs(pool, exclude=set(real)), target - _item_tokens(c, item), rng)
     order, pos = _place(real, noise, rng)  # multi-doc items: each passage is shuffled on its own
     blocks = [(d, _block(k + 1, c.docs[d]["text"])) for k, d in enumerate(order)]
     labels = [k + 1 for k in pos]
-    fields: dict[str, str]
+    fields: dict[str, str] = {}
     query = (item["question"] or "").strip()
-    if task == SINGLE_DOC_QA:
-        fields = {
-            "instruction": f"Answer the question about Passage {labels[0]}.",
-            "input": query,
-        }
-    elif task == MULTI_DOC_QA:
-        fields = {
-            "instruction": "Answer the question about Passages " + ", ".join(map(str, labels)) + ".",
-            "input": query,
-        }
-    elif task == SINGLE_DOC_SUM:
+    if kind == SINGLE_DOC_QA:
+        fields = {"instruction": f"Answer the question about Passage {labels[0]}."}
+        question = query
+    elif kind == MULTI_DOC_QA:
+        fields = {"instruction": "Answer the question about Passages " + ", ".join(map(str, labels)) + "."}
+        question = query
+    elif kind == SINGLE_DOC_SUM:
         ask = f"Summarize Passage {labels[0]} in a few short sentences"
-        fields = {"input": f"{ask}: {query}" if query else f"{ask}."}
+        question = f"{ask}: {query}" if query else f"{ask}."
     else:
         ask = "Combine the main ideas of these passages into one summary: " + ", ".join(f"Passage {k}" for k in labels)
-        fields = {"input": f"{ask}: {query}" if query else f"{ask}."}
-    question = fields["input"]
+        question = f"{ask}: {query}" if query else f"{ask}."
     return _Built(
         item_id=item["item_id"],
         source=item["source"],
@@ -656,6 +603,14 @@ def _pick(task: str, candidates: list, n: int, seed: int, level: str, what: str)
     return order[:n]
 
 
+def check_spec(spec: TaskSpec) -> str:
+    """The kind of ``spec``; a ValueError naming the task and the field when it cannot be built here."""
+    kind = check_builder(spec, BUILDER, {k: {} for k in KINDS})
+    check_prompt(spec, PLACEHOLDERS[kind])
+    check_max_new_tokens(spec)
+    return kind
+
+
 def build_longbench100(
     documents: pl.DataFrame,
     items: pl.DataFrame,
@@ -664,43 +619,36 @@ def build_longbench100(
     n_per_task: int,
     seed: int,
     counter: TokenCounter,
-    tasks: Sequence[str] = ALL_TASKS,
+    tasks: Sequence[TaskSpec],
 ) -> pl.DataFrame:
-    """``n_per_task`` INSTANCES rows per task at one length level (e.g. "8k" = 8,192 tokens).
+    """``n_per_task`` INSTANCES rows per task at one length level (e.g. "8k" = 8,192 tokens), tasks in order.
 
-    A requested task whose inputs the corpus lacks raises ValueError naming the task and what
-    it needs; leave it out of ``tasks`` to build the others.
+    Each spec is checked first (``check_spec``). A task whose inputs the corpus lacks raises
+    ValueError naming the task and what it needs; leave it out of ``tasks`` to build the others.
     """
-    unknown = [t for t in tasks if t not in ALL_TASKS]
-    if unknown:
-        raise ValueError(f"unknown tasks {unknown}; known: {list(ALL_TASKS)}")
+    names = [s.name for s in tasks]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"build_longbench100: tasks {twice} are given twice")
+    kinds = [check_spec(spec) for spec in tasks]
     if n_per_task < 1:
         raise ValueError("n_per_task must be >= 1")
     target = level_tokens(level)
     c = Corpus.build(documents, items, counter)
-    missing = {t: c.missing[t] for t in tasks if t in c.missing}
+    missing = {spec.name: c.missing[kind] for spec, kind in zip(tasks, kinds) if kind in c.missing}
     if missing:
         raise ValueError(
             "the corpus cannot build: " + "; ".join(f"task {t!r} needs {why}" for t, why in missing.items())
         )
     rows = []
-    for task in tasks:
-        rows.extend(
-            _build_task(
-                task,
-                c,
-                level=level,
-                target=target,
-                n=n_per_task,
-                seed=seed,
-                counter=counter,
-            )
-        )
-    return conform(pl.DataFrame(rows, schema=INSTANCES), "instances")
+    for spec, kind in zip(tasks, kinds):
+        rows.extend(_build_task(spec, kind, c, level=level, target=target, n=n_per_task, seed=seed, counter=counter))
+    return instances_frame(rows)
 
 
 def _build_task(
-    task: str,
+    spec: TaskSpec,
+    kind: str,
     c: Corpus,
     *,
     level: str,
@@ -709,54 +657,31 @@ def _build_task(
     seed: int,
     counter: TokenCounter,
 ) -> list[dict]:
+    task = spec.name
+
     def rng_for(i: int) -> random.Random:
         return random.Random(derive_seed(seed, CONSTRUCTION_VERSION, task, level, target, i))
 
-    out = []
-    if task in (KV_RETRIEVAL, COUNTING_STARS, PASSAGE_COUNT):
+    def finish(b: _Built, i: int) -> dict:
+        return _finish(spec, b, level=level, target=target, seed=seed, index=i, counter=counter)
+
+    if kind in (KV_RETRIEVAL, COUNTING_STARS, PASSAGE_COUNT):
         builder = {
             KV_RETRIEVAL: build_kv_retrieval,
             COUNTING_STARS: build_counting_stars,
             PASSAGE_COUNT: build_passage_count,
-        }[task]
-        for i in range(n):
-            out.append(
-                _finish(
-                    task,
-                    builder(c, target, rng_for(i), i),
-                    level=level,
-                    target=target,
-                    seed=seed,
-                    index=i,
-                    counter=counter,
-                )
-            )
-        return out
-    if task == PASSAGE_RETRIEVAL:
+        }[kind]
+        return [finish(builder(c, target, rng_for(i), i, task=task), i) for i in range(n)]
+    if kind == PASSAGE_RETRIEVAL:
         fitting = [d for d in sorted(c.summaries) if c.tokens[d] < target]
         targets = _pick(task, fitting, n, seed, level, "documents with a known summary")
-        for i in range(n):
-            b = build_passage_retrieval(c, target, rng_for(i), i, targets)
-            out.append(
-                _finish(
-                    task,
-                    b,
-                    level=level,
-                    target=target,
-                    seed=seed,
-                    index=i,
-                    counter=counter,
-                )
-            )
-        return out
+        return [finish(build_passage_retrieval(c, target, rng_for(i), i, targets), i) for i in range(n)]
     source_items, pool = {
         SINGLE_DOC_QA: (c.single_qa, c.qa_pool),
         MULTI_DOC_QA: (c.multi_qa, c.qa_pool),
         SINGLE_DOC_SUM: (c.single_sum, c.sum_pool),
         MULTI_DOC_SUM: (c.multi_sum, c.sum_pool),
-    }[task]
+    }[kind]
     fitting = [it for it in source_items if _item_tokens(c, it) < target]
-    for i, item in enumerate(_pick(task, fitting, n, seed, level, "items")):
-        b = _build_from_item(task, c, item, target, rng_for(i), pool)
-        out.append(_finish(task, b, level=level, target=target, seed=seed, index=i, counter=counter))
-    return out
+    return [finish(_build_from_item(kind, c, item, target, rng_for(i), pool), i)
+            for i, item in enumerate(_pick(task, fitting, n, seed, level, "items"))]

@@ -14,12 +14,9 @@ import pytest
 
 from lc_pipeline.config import level_tokens
 from lc_pipeline.construct.longbench100 import (
-    ALL_TASKS,
-    CATEGORY,
     COUNTING_STARS,
     KV_RETRIEVAL,
     LABEL_TOKENS,
-    MAX_NEW_TOKENS,
     MULTI_DOC_QA,
     MULTI_DOC_SUM,
     PASSAGE_COUNT,
@@ -36,6 +33,15 @@ from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.schemas import INSTANCES, PRIOR_KNOWLEDGE
 from lc_pipeline.score.longbench100 import prior_knowledge_frame
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
+from lc_pipeline.tasks import load_catalog
+from lc_pipeline.tasks.spec import BuilderRef
+
+LB100 = {spec.name: spec for spec in load_catalog().tasks("longbench100")}  # the packaged task specs
+
+
+def specs(names):
+    return [LB100[n] for n in names]
+
 
 DEMO_TASKS = [KV_RETRIEVAL, COUNTING_STARS, PASSAGE_COUNT, SINGLE_DOC_QA, MULTI_DOC_QA]
 DEMO_LEVELS = ["2k", "4k"]
@@ -76,7 +82,7 @@ def demo_built(demo, counter):
             n_per_task=4,
             seed=7,
             counter=counter,
-            tasks=DEMO_TASKS,
+            tasks=specs(DEMO_TASKS),
         )
         for lv in DEMO_LEVELS
     }
@@ -97,7 +103,7 @@ def longbench():
 def lb_built(longbench, counter):
     docs, items = longbench
     return {
-        lv: build_longbench100(docs, items, level=lv, n_per_task=3, seed=7, counter=counter, tasks=LB_TASKS)
+        lv: build_longbench100(docs, items, level=lv, n_per_task=3, seed=7, counter=counter, tasks=specs(LB_TASKS))
         for lv in LB_LEVELS
     }
 
@@ -163,8 +169,8 @@ def _check_instances(df: pl.DataFrame, c: Corpus, level: str, tasks: list[str], 
     assert df["instance_id"].n_unique() == df.height
     for r in df.iter_rows(named=True):
         task, ids = r["task"], r["context_doc_ids"]
-        assert r["category"] == CATEGORY[task]
-        assert r["max_new_tokens"] == MAX_NEW_TOKENS[task]
+        assert r["category"] == LB100[task].category
+        assert r["max_new_tokens"] == LB100[task].max_new_tokens
         assert r["tokenizer"] == "cl100k_base" and r["target_tokens"] == target
         assert r["variant"] == "plain" and 0.0 <= r["depth"] <= 1.0
         assert r["context"] in r["prompt"] and r["input_tokens"] > r["context_tokens"]
@@ -250,7 +256,7 @@ def test_demo_close_to_target(demo_built):
 
 def test_demo_deterministic(demo, demo_built, counter):
     docs, items = demo
-    again = build_longbench100(docs, items, level="2k", n_per_task=4, seed=7, counter=counter, tasks=DEMO_TASKS)
+    again = build_longbench100(docs, items, level="2k", n_per_task=4, seed=7, counter=counter, tasks=specs(DEMO_TASKS))
     assert again.equals(demo_built["2k"])
     # input row order does not matter either
     shuffled = build_longbench100(
@@ -260,17 +266,17 @@ def test_demo_deterministic(demo, demo_built, counter):
         n_per_task=4,
         seed=7,
         counter=counter,
-        tasks=DEMO_TASKS,
+        tasks=specs(DEMO_TASKS),
     )
     assert shuffled.equals(demo_built["2k"])
-    other = build_longbench100(docs, items, level="2k", n_per_task=4, seed=8, counter=counter, tasks=DEMO_TASKS)
+    other = build_longbench100(docs, items, level="2k", n_per_task=4, seed=8, counter=counter, tasks=specs(DEMO_TASKS))
     assert not other["context"].equals(demo_built["2k"]["context"])
 
 
 def test_demo_missing_tasks_raise(demo, counter):
     docs, items = demo
     with pytest.raises(ValueError, match="single_doc_sum"):
-        build_longbench100(docs, items, level="2k", n_per_task=1, seed=7, counter=counter)
+        build_longbench100(docs, items, level="2k", n_per_task=1, seed=7, counter=counter, tasks=list(LB100.values()))
     with pytest.raises(ValueError, match="passage_retrieval"):
         build_longbench100(
             docs,
@@ -279,18 +285,44 @@ def test_demo_missing_tasks_raise(demo, counter):
             n_per_task=1,
             seed=7,
             counter=counter,
-            tasks=[PASSAGE_RETRIEVAL],
+            tasks=specs([PASSAGE_RETRIEVAL]),
         )
-    with pytest.raises(ValueError, match="unknown tasks"):
-        build_longbench100(
-            docs,
-            items,
-            level="2k",
-            n_per_task=1,
-            seed=7,
-            counter=counter,
-            tasks=["nope"],
-        )
+
+
+def test_a_renamed_copy_with_its_own_prompt_builds_rows_of_its_own(demo, counter):
+    docs, items = demo
+    packaged = build_longbench100(docs, items, level="2k", n_per_task=2, seed=7, counter=counter,
+                                  tasks=specs([SINGLE_DOC_QA]))
+    terse = LB100[SINGLE_DOC_QA].model_copy(update={
+        "name": "single_doc_qa_terse", "max_new_tokens": 16,
+        "prompt": "{context}\n\n{instruction} Q: {question}\nA:",
+    })
+    copy = build_longbench100(docs, items, level="2k", n_per_task=2, seed=7, counter=counter, tasks=[terse])
+    assert set(copy["task"]) == {"single_doc_qa_terse"} and set(copy["max_new_tokens"]) == {16}
+    assert set(copy["category"]) == {"Information Comprehension"}
+    for r in copy.iter_rows(named=True):
+        label = [i + 1 for i, d in enumerate(r["context_doc_ids"]) if d in r["evidence_doc_ids"]][0]
+        assert r["prompt"] == f"{r['context']}\n\nAnswer the question about Passage {label}. Q: {r['question']}\nA:"
+    assert not set(copy["instance_id"]) & set(packaged["instance_id"])
+    salted = build_longbench100(docs, items, level="2k", n_per_task=2, seed=7, counter=counter,
+                                tasks=[LB100[SINGLE_DOC_QA].model_copy(update={"instance_salt": "c0ffee"})])
+    assert salted.drop("instance_id").equals(packaged.drop("instance_id"))  # the salt changes the ids alone
+    assert not set(salted["instance_id"]) & set(packaged["instance_id"])
+
+
+@pytest.mark.parametrize(("update", "field"), [
+    ({"builder": BuilderRef(name="longbench100", options={"kind": "needle"})}, "builder.options.kind"),
+    ({"builder": BuilderRef(name="longbench100", options={"kind": "kv_retrieval", "n_keys": 4})}, "builder.options"),
+    ({"builder": BuilderRef(name="helmet", options={"kind": "kv_retrieval"})}, "builder.name"),
+    ({"prompt": "{context}\n{input}"}, "prompt"),  # LongBench's {input} is our {question}
+    ({"prompt": "{context}\n{instruction}\n{question}"}, "prompt"),  # only the QA kinds fill {instruction}
+    ({"max_new_tokens": None}, "max_new_tokens"),
+])
+def test_a_task_its_builder_cannot_make_fails_naming_the_task_and_field(demo, counter, update, field):
+    docs, items = demo
+    bad = LB100[KV_RETRIEVAL].model_copy(update={"name": "my_kv", **update})
+    with pytest.raises(ValueError, match=rf"task 'longbench100/my_kv'.*field '{field}'"):
+        build_longbench100(docs, items, level="2k", n_per_task=1, seed=7, counter=counter, tasks=[bad])
 
 
 def test_demo_too_short_level_raises(demo, counter):
@@ -303,7 +335,7 @@ def test_demo_too_short_level_raises(demo, counter):
             n_per_task=1,
             seed=7,
             counter=counter,
-            tasks=[KV_RETRIEVAL],
+            tasks=specs([KV_RETRIEVAL]),
         )
 
 
@@ -331,16 +363,17 @@ def test_longbench_multi_doc_items_split_and_shuffled(longbench, lb_built):
 
 def test_longbench_deterministic(longbench, lb_built, counter):
     docs, items = longbench
-    again = build_longbench100(docs, items, level="8k", n_per_task=3, seed=7, counter=counter, tasks=LB_TASKS)
+    again = build_longbench100(docs, items, level="8k", n_per_task=3, seed=7, counter=counter, tasks=specs(LB_TASKS))
     assert again.equals(lb_built["8k"])
 
 
 def test_longbench_all_tasks(longbench, counter):
     docs, items = longbench
-    df = build_longbench100(docs, items, level="8k", n_per_task=2, seed=3, counter=counter)
-    assert sorted(df["task"].unique()) == sorted(ALL_TASKS)
+    df = build_longbench100(docs, items, level="8k", n_per_task=2, seed=3, counter=counter,
+                            tasks=list(LB100.values()))
+    assert sorted(df["task"].unique()) == sorted(LB100)
     c = Corpus.build(docs, items, counter)
-    _check_instances(df, c, "8k", list(ALL_TASKS), 2)
+    _check_instances(df, c, "8k", list(LB100), 2)
 
 
 # --------------------------------------------------------------------------- QA prior-knowledge filter

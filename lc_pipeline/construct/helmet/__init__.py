@@ -7,22 +7,22 @@ The length lever is the number of passages / pairs / needles (RAG, re-rank, synt
 the cut of one long document (LongQA, summarization); every prompt is filled to just under the
 level's target (cl100k_base, exact count on every row).
 
-===============================================  =====================  ==========================================
-``builder.options``                              packaged tasks         module
-===============================================  =====================  ==========================================
-``kind: rag``                                    rag                    ``rag``: one gold passage at ``n_depths``
-``kind: rag_multi``                              rag_multi              ``rag``: two golds, shuffled orders
-``kind: rerank``                                 rerank                 ``rerank``: graded candidates, NDCG@10
-``kind: json_kv``                                json_kv                ``synthetic``: JSON object of UUID pairs
-``kind: multikey, key: word|uuid,                ruler_mk_needle,       ``synthetic``: RULER MK, all needles
-value: number|uuid``                             ruler_mk_uuid
-``kind: multivalue``                             ruler_mv               ``synthetic``: RULER MV, 4 values
-``kind: long_document, items: qa|summarization``  longqa, summ          ``long_document``: cut from the end
-===============================================  =====================  ==========================================
+================================================  ================  =========================================
+``builder.options``                               packaged tasks    module
+================================================  ================  =========================================
+``kind: rag``                                     rag               ``rag``: one gold passage at ``n_depths``
+``kind: rag_multi``                               rag_multi         ``rag``: two golds, shuffled orders
+``kind: rerank``                                  rerank            ``rerank``: graded candidates, NDCG@10
+``kind: json_kv``                                 json_kv           ``synthetic``: JSON object of UUID pairs
+``kind: multikey, key: word|uuid,                 ruler_mk_needle,  ``synthetic``: RULER MK, all needles
+value: number|uuid``                              ruler_mk_uuid
+``kind: multivalue``                              ruler_mv          ``synthetic``: RULER MV, 4 values
+``kind: long_document, items: qa|summarization``  longqa, summ      ``long_document``: cut from the end
+================================================  ================  =========================================
 
 Other modules: ``pools`` (items, documents, passages, hard negatives; gold passages), ``fitting``
 (depths, the exact-count search, cutting), ``context`` (one task's build context and its rows),
-``spec_checks`` (a spec checked before building), ``suite`` (``build_helmet``), ``checks``
+``suite`` (``build_helmet``; each spec checked first by ``construct.spec_checks``), ``checks``
 (``gold_depth_violations``).
 
 A task's random draws are seeded by its name, and its name is part of its instance ids: a copy of a

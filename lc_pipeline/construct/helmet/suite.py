@@ -2,7 +2,7 @@
 
 Each spec's ``builder.options.kind`` picks the construction (``KINDS``); the spec gives the row's
 task name, category, prompt template, ``max_new_tokens`` and the answer prefix of its
-demonstrations. Every spec is checked before anything is built (``spec_checks``).
+demonstrations. Every spec is checked before anything is built (``construct.spec_checks``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,6 @@ from lc_pipeline.construct.helmet.long_document import ITEM_KINDS, build_long_do
 from lc_pipeline.construct.helmet.pools import Pools
 from lc_pipeline.construct.helmet.rag import build_rag, build_rag_multi
 from lc_pipeline.construct.helmet.rerank import build_rerank
-from lc_pipeline.construct.helmet.spec_checks import (
-    check_builder,
-    check_max_new_tokens,
-    check_prompt,
-    spec_error,
-)
 from lc_pipeline.construct.helmet.synthetic import (
     KEY_DRAWS,
     VALUE_DRAWS,
@@ -32,6 +26,12 @@ from lc_pipeline.construct.helmet.synthetic import (
     build_multivalue,
 )
 from lc_pipeline.construct.rows import instances_frame
+from lc_pipeline.construct.spec_checks import (
+    check_builder,
+    check_max_new_tokens,
+    check_prompt,
+    spec_error,
+)
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.fingerprints import short_id
 from lc_pipeline.tasks.spec import TaskSpec
