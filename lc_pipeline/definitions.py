@@ -33,6 +33,7 @@ from lc_pipeline.resources import (
     VectorIndexResource,
 )
 from lc_pipeline.resources.judge import JudgeResource
+from lc_pipeline.resources.parquet_io import with_column_schemas
 from lc_pipeline.sensors import build_partitions_sensor
 from lc_pipeline.settings import Settings
 
@@ -128,7 +129,7 @@ class Pipeline:
 def build_pipeline(settings: Settings) -> Pipeline:
     config = load_config(settings.config)
     parts = Partitions(config.lengths)
-    assets = [
+    assets = with_column_schemas([  # each table's columns, described, in the UI before a run
         *sources.build(parts),
         *retrieval.build(parts),
         *lveval.build(parts),
@@ -137,7 +138,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
         *scoring.build(parts),
         *judge_assets.build(parts),
         *minilongbench.build(parts),
-    ]
+    ])
     lake = settings.lake_url  # a folder or a bucket URL: every resource below takes either
     resources = {
         "io_manager": HiveParquetIOManager(base_dir=lake),

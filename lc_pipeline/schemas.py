@@ -1,5 +1,9 @@
 """One Polars schema per table: the contracts between pipeline stages.
 
+Each table is written once, as ``column: (dtype, description)``; :data:`TABLES` holds the
+schemas and :data:`DESCRIPTIONS` the column descriptions, which the Dagster UI shows in an
+asset's Columns table (``dagster/column_schema``, attached by the IO manager and definitions.py).
+
 Partition columns (``length``, ``model``, ``source``) are *not* part of the stored
 files: the hive path carries them, and the IO manager adds them back when several
 partitions are loaded as one frame.
@@ -12,81 +16,81 @@ import polars as pl
 Str = pl.String
 StrList = pl.List(pl.String)
 
-SOURCE_DOCUMENTS = pl.Schema(
-    {
-        "doc_id": Str,  # unique within the source
-        "source": Str,  # e.g. "demo", "longbench/hotpotqa"
-        "title": Str,
-        "text": Str,
-        "language": Str,  # "en", "zh"
-        "domain": Str,  # same-domain distractors are drawn by this
-        "entity_type": Str,  # person / place / organisation / work (demo); "" when unknown
-    }
-)
+# table -> column -> what the column holds (filled by _table, one entry per table of TABLES)
+DESCRIPTIONS: dict[str, dict[str, str]] = {}
 
-SOURCE_ITEMS = pl.Schema(
-    {
-        "item_id": Str,
-        "source": Str,
-        "task": Str,  # e.g. "single_hop_qa", "multi_hop_qa"
-        "category": Str,  # e.g. "single-doc QA", "multi-doc QA"
-        "language": Str,
-        "question": Str,
-        "answers": StrList,  # gold answers; a record scores the max over them
-        "answer_keywords": StrList,  # LV-Eval style keywords that must appear in a correct answer
-        "evidence_doc_ids": StrList,  # documents that together contain the answer
-        "hops": pl.Int32,
-        "all_classes": StrList,  # label set of classification tasks (LongBench trec, lsht); [] otherwise
-        "confusing_facts": StrList,  # facts a source shipped (LV-Eval records); [] otherwise
-    }
-)
+
+def _table(name: str, columns: dict[str, tuple[pl.DataType, str]]) -> pl.Schema:
+    """The schema of table ``name``; its column descriptions go to :data:`DESCRIPTIONS`."""
+    DESCRIPTIONS[name] = {column: description for column, (_, description) in columns.items()}
+    return pl.Schema({column: dtype for column, (dtype, _) in columns.items()})
+
+
+SOURCE_DOCUMENTS = _table("source_documents", {
+    "doc_id": (Str, "Document id, unique within the source"),
+    "source": (Str, 'The source the document came from, e.g. "demo", "longbench/hotpotqa"'),
+    "title": (Str, "Document title"),
+    "text": (Str, "Full document text"),
+    "language": (Str, 'Language code: "en", "zh"'),
+    "domain": (Str, "Topic domain; same-domain distractors are drawn by it"),
+    "entity_type": (Str, 'person / place / organisation / work (demo corpus); "" when unknown'),
+})
+
+SOURCE_ITEMS = _table("source_items", {
+    "item_id": (Str, "Item (question) id, unique within the source"),
+    "source": (Str, "The source the item came from"),
+    "task": (Str, 'Task of the item, e.g. "single_hop_qa", "multi_hop_qa"'),
+    "category": (Str, 'Task category, e.g. "single-doc QA", "multi-doc QA"'),
+    "language": (Str, 'Language code: "en", "zh"'),
+    "question": (Str, "The question (or instruction) asked"),
+    "answers": (StrList, "Gold answers; a record scores the max over them"),
+    "answer_keywords": (StrList, "LV-Eval style keywords that must appear in a correct answer"),
+    "evidence_doc_ids": (StrList, "Documents (source_documents.doc_id) that together contain the answer"),
+    "hops": (pl.Int32, "Reasoning hops: the number of evidence documents needed"),
+    "all_classes": (StrList, "Label set of classification tasks (LongBench trec, lsht); [] otherwise"),
+    "confusing_facts": (StrList, "Confusing facts a source shipped (LV-Eval records); [] otherwise"),
+})
 
 # Records an adapter refused (config `on_error: reject`), each with the reason: never a silent skip.
-REJECTED_RECORDS = pl.Schema(
-    {
-        "source": Str,
-        "file": Str,
-        "record_index": pl.Int64,  # null when the problem concerns the whole file
-        "record_id": Str,
-        "field": Str,
-        "reason": Str,
-    }
-)
+REJECTED_RECORDS = _table("rejected_records", {
+    "source": (Str, "The source whose adapter refused the record"),
+    "file": (Str, "The file the record was read from"),
+    "record_index": (pl.Int64, "0-based position of the record in its file; null when the problem concerns the "
+                               "whole file"),
+    "record_id": (Str, "The record's own id, when it has one"),
+    "field": (Str, "The field that was missing or invalid"),
+    "reason": (Str, "Why the record was refused"),
+})
 
-PASSAGES = pl.Schema(
-    {
-        "passage_id": Str,  # f"{doc_id}#{position}"
-        "doc_id": Str,
-        "source": Str,
-        "title": Str,
-        "text": Str,
-        "position": pl.Int32,  # chunk index within the document
-        "n_words": pl.Int32,
-        "n_tokens": pl.Int32,  # cl100k_base
-    }
-)
+PASSAGES = _table("passages", {
+    "passage_id": (Str, 'Passage id: f"{doc_id}#{position}"'),
+    "doc_id": (Str, "The document the passage was cut from"),
+    "source": (Str, "The document's source"),
+    "title": (Str, "The document's title"),
+    "text": (Str, "Passage text (about config passage_words words)"),
+    "position": (pl.Int32, "Chunk index within the document"),
+    "n_words": (pl.Int32, "Words in the passage"),
+    "n_tokens": (pl.Int32, "Tokens in the passage (cl100k_base)"),
+})
 
 # Row i of the FAISS index file is passage_ids[i]; the vectors are kept here as well so
 # the index can be rebuilt (or moved to a GPU) without re-embedding.
-PASSAGE_INDEX = pl.Schema(
-    {
-        "row": pl.Int64,
-        "passage_id": Str,
-        "embedding": pl.List(pl.Float32),
-        "embedding_model": Str,
-    }
-)
+PASSAGE_INDEX = _table("passage_index", {
+    "row": (pl.Int64, "Row of the vector in the FAISS index file"),
+    "passage_id": (Str, "The embedded passage (passages.passage_id)"),
+    "embedding": (pl.List(pl.Float32), "Normalized embedding vector (kept to rebuild the index without "
+                                       "re-embedding)"),
+    "embedding_model": (Str, "The embedding model that made the vector"),
+})
 
-HARD_NEGATIVES = pl.Schema(
-    {
-        "item_id": Str,
-        "rank": pl.Int32,  # 0 = most similar passage that contains no gold answer
-        "passage_id": Str,
-        "doc_id": Str,
-        "score": pl.Float32,  # inner product of normalized embeddings (cosine)
-        "retrieval_rank": pl.Int32,  # rank before answer-bearing passages were dropped
-    }
-)
+HARD_NEGATIVES = _table("hard_negatives", {
+    "item_id": (Str, "The item the passage is a distractor for"),
+    "rank": (pl.Int32, "0 = most similar passage that contains no gold answer"),
+    "passage_id": (Str, "The distractor passage (passages.passage_id)"),
+    "doc_id": (Str, "The passage's document"),
+    "score": (pl.Float32, "Inner product of normalized embeddings (cosine similarity to the question)"),
+    "retrieval_rank": (pl.Int32, "Rank before answer-bearing passages were dropped"),
+})
 
 # One inserted confusing fact (construct/confusing_facts.py): its id, the number of context
 # sentences before it, and its span in the row's own context.
@@ -94,216 +98,192 @@ INSERTIONS = pl.List(
     pl.Struct({"fact_id": Str, "sentence_index": pl.Int32, "char_offset": pl.Int64, "char_length": pl.Int64})
 )
 
-INSTANCES = pl.Schema(
-    {
-        "instance_id": Str,  # hash of (item, length, depth, variant, seed, construction config)
-        "item_id": Str,
-        "source": Str,
-        "suite": Str,  # how it was built: "qa" (evidence + hard negatives + fillers) | "longbench100"
-        "benchmark": Str,  # the task's benchmark (its task file): with `task` it names the TaskSpec
-        "task": Str,
-        "category": Str,
-        "language": Str,
-        "variant": Str,  # "plain" | LV-Eval's "cfi" | "kpr" | "cfi_kpr" (derived from the plain row)
-        "insertions": INSERTIONS,  # CFI: where each confusing fact sits in `context`; [] otherwise
-        "replacement_rule_ids": StrList,  # KPR: REPLACEMENT_RULES.rule_id applied to this row; [] otherwise
-        "depth": pl.Float64,  # configured relative position of the first evidence document
-        "evidence_depths": pl.List(pl.Float64),  # measured token offset / context tokens, per evidence doc
-        "question": Str,
-        "answers": StrList,
-        "answer_keywords": StrList,
-        "all_classes": StrList,  # label set of classification tasks (LongBench trec, lsht), for their metric; [] otherwise
-        "evidence_doc_ids": StrList,
-        "context_doc_ids": StrList,  # block ids in context order (doc ids and passage ids)
-        "n_hard_negatives": pl.Int32,
-        "n_filler_documents": pl.Int32,
-        "context": Str,
-        "prompt": Str,  # the user message: instruction + context + question
-        "tokenizer": Str,  # name of the tokenizer that measured the lengths below
-        "target_tokens": pl.Int64,
-        "input_tokens": pl.Int64,  # exact token count of `prompt`
-        "context_tokens": pl.Int64,  # exact token count of `context`
-        "max_new_tokens": pl.Int32,
-        # The level's own unit: "tokens" (target_tokens above), or LV-Eval's "words" / "characters"
-        # (Chinese), where target_tokens is null; context_units is the context measured in it.
-        "length_unit": Str,
-        "target_units": pl.Int64,
-        "context_units": pl.Int64,
-    }
-)
+INSTANCES = _table("instances", {
+    "instance_id": (Str, "Hash of (item, length, depth, variant, seed, construction config)"),
+    "item_id": (Str, "The source item the instance asks about"),
+    "source": (Str, "The item's source"),
+    "suite": (Str, 'How it was built: "qa" (evidence + hard negatives + fillers), "longbench100", "helmet", ...'),
+    "benchmark": (Str, "The task's benchmark (its task file): with `task` it names the TaskSpec"),
+    "task": (Str, "Task name"),
+    "category": (Str, "Task category"),
+    "language": (Str, 'Language code: "en", "zh"'),
+    "variant": (Str, '"plain" | LV-Eval\'s "cfi" | "kpr" | "cfi_kpr" (derived from the plain row)'),
+    "insertions": (INSERTIONS, "CFI: where each confusing fact sits in `context` (fact_id, sentence_index, "
+                               "char_offset, char_length); [] otherwise"),
+    "replacement_rule_ids": (StrList, "KPR: replacement_rules.rule_id applied to this row; [] otherwise"),
+    "depth": (pl.Float64, "Configured relative position of the first evidence document (0 = start, 1 = end)"),
+    "evidence_depths": (pl.List(pl.Float64), "Measured token offset / context tokens, per evidence document"),
+    "question": (Str, "The question asked"),
+    "answers": (StrList, "Gold answers; a generation scores the max over them"),
+    "answer_keywords": (StrList, "LV-Eval style keywords that must appear in a correct answer"),
+    "all_classes": (StrList, "Label set of classification tasks (LongBench trec, lsht), for their metric; "
+                             "[] otherwise"),
+    "evidence_doc_ids": (StrList, "Documents that together contain the answer"),
+    "context_doc_ids": (StrList, "Block ids in context order (doc ids and passage ids)"),
+    "n_hard_negatives": (pl.Int32, "Hard-negative passages in the context"),
+    "n_filler_documents": (pl.Int32, "Filler documents in the context"),
+    "context": (Str, "The long context: evidence, distractors and fillers"),
+    "prompt": (Str, "The user message: instruction + context + question"),
+    "tokenizer": (Str, "Name of the tokenizer that measured the token counts"),
+    "target_tokens": (pl.Int64, "The level's size in tokens; null for a level in words / characters"),
+    "input_tokens": (pl.Int64, "Exact token count of `prompt`"),
+    "context_tokens": (pl.Int64, "Exact token count of `context`"),
+    "max_new_tokens": (pl.Int32, "Answer budget of the generation, in tokens"),
+    "length_unit": (Str, 'The level\'s own unit: "tokens", or LV-Eval\'s "words" / "characters" (Chinese)'),
+    "target_units": (pl.Int64, "The level's size in its length_unit"),
+    "context_units": (pl.Int64, "The context measured in length_unit"),
+})
 
 # Same row from every backend (transformers, llamacpp, openai, vllm).
-GENERATIONS = pl.Schema(
-    {
-        "generation_id": Str,  # hash of (instance_id, model slug + settings, sampling params)
-        "instance_id": Str,
-        "output": Str,
-        "prompt_tokens": pl.Int64,  # model tokens actually fed (after truncation, chat template included)
-        "original_prompt_tokens": pl.Int64,  # model tokens before truncation
-        "truncated": pl.Boolean,  # whether truncation_policy cut anything
-        "truncation_policy": Str,  # "middle" | "end_of_context" | "drop_documents", chosen per task
-        "completion_tokens": pl.Int64,
-        "finish_reason": Str,  # "stop" | "length"
-        "latency_s": pl.Float64,  # the request's wall time (batching backends: batch time / batch size)
-        "backend": Str,
-        "model_id": Str,
-        "sampling_params": Str,  # JSON
-        "sampling_params_hash": Str,
-        "cache_key": Str,  # hash of (prompt, max_new_tokens, policy, model settings, sampling params)
-    }
-)
+GENERATIONS = _table("generations", {
+    "generation_id": (Str, "Hash of (instance_id, model slug + settings, sampling params)"),
+    "instance_id": (Str, "The instance answered"),
+    "output": (Str, "The model's answer"),
+    "prompt_tokens": (pl.Int64, "Model tokens actually fed (after truncation, chat template included)"),
+    "original_prompt_tokens": (pl.Int64, "Model tokens before truncation"),
+    "truncated": (pl.Boolean, "Whether truncation_policy cut anything"),
+    "truncation_policy": (Str, '"middle" | "end_of_context" | "drop_documents", chosen per task'),
+    "completion_tokens": (pl.Int64, "Tokens generated"),
+    "finish_reason": (Str, '"stop" | "length"'),
+    "latency_s": (pl.Float64, "The request's wall time in seconds (batching backends: batch time / batch size)"),
+    "backend": (Str, "Generation backend: transformers, llamacpp, openai, vllm"),
+    "model_id": (Str, "The model's id (Hugging Face id, path or served name)"),
+    "sampling_params": (Str, "Sampling parameters, JSON"),
+    "sampling_params_hash": (Str, "Hash of sampling_params"),
+    "cache_key": (Str, "Hash of (prompt, max_new_tokens, policy, model settings, sampling params)"),
+})
 
-METRIC_SCORES = pl.Schema(
-    {
-        "score_id": Str,
-        "generation_id": Str,
-        "instance_id": Str,
-        "item_id": Str,
-        "task": Str,
-        "category": Str,
-        "depth": pl.Float64,
-        "metric": Str,  # "subem" | "em" | "f1"
-        "score": pl.Float64,  # in [0, 1]
-    }
-)
+METRIC_SCORES = _table("metric_scores", {
+    "score_id": (Str, "Hash of (generation, metric)"),
+    "generation_id": (Str, "The generation scored"),
+    "instance_id": (Str, "The generation's instance"),
+    "item_id": (Str, "The instance's item"),
+    "task": (Str, "Task name"),
+    "category": (Str, "Task category"),
+    "depth": (pl.Float64, "The instance's configured evidence depth"),
+    "metric": (Str, 'The metric, e.g. "subem", "em", "f1"'),
+    "score": (pl.Float64, "Score in [0, 1]"),
+})
 
-PRIOR_KNOWLEDGE = pl.Schema(
-    {
-        # 100-LongBench's QA filter, one row per (model, QA item): the model answers without context.
-        "item_id": Str,
-        "task": Str,
-        "question": Str,
-        "answers": StrList,
-        "prompt": Str,  # the no-context prompt sent
-        "output": Str,
-        "metric": Str,  # scorer of the first line of `output` (max over golds)
-        "score": pl.Float64,  # in [0, 1]
-        "said_unanswerable": pl.Boolean,  # the first line says "unanswerable": never dropped
-        "threshold": pl.Float64,
-        "dropped": pl.Boolean,  # left out of this model's scores at every length
-        "completion_tokens": pl.Int64,
-        "finish_reason": Str,
-    }
-)
+PRIOR_KNOWLEDGE = _table("prior_knowledge", {
+    # 100-LongBench's QA filter, one row per (model, QA item): the model answers without context.
+    "item_id": (Str, "The QA item asked without context"),
+    "task": (Str, "The item's task"),
+    "question": (Str, "The question"),
+    "answers": (StrList, "Gold answers"),
+    "prompt": (Str, "The no-context prompt sent"),
+    "output": (Str, "The model's answer"),
+    "metric": (Str, "Scorer of the first line of `output` (max over golds)"),
+    "score": (pl.Float64, "Score in [0, 1]"),
+    "said_unanswerable": (pl.Boolean, 'The first line says "unanswerable": never dropped'),
+    "threshold": (pl.Float64, "Score at or above which the item is dropped"),
+    "dropped": (pl.Boolean, "Left out of this model's scores at every length"),
+    "completion_tokens": (pl.Int64, "Tokens generated"),
+    "finish_reason": (Str, '"stop" | "length"'),
+})
 
-LONG_SCORES = pl.Schema(
-    {
-        "task": Str,  # a task name or "overall"
-        "base_lengths": StrList,  # lengths averaged into Base Ability
-        "base_ability": pl.Float64,  # 0-100
-        "length_level": Str,  # a long length, or "avg"
-        "score": pl.Float64,  # S_l, 0-100 (for "avg": the old metric, mean over long lengths)
-        "long_score": pl.Float64,  # 100 * (S_l - Base) / Base (for "avg": mean over long lengths)
-        "metric": Str,
-        "n_instances": pl.Int64,
-    }
-)
+LONG_SCORES = _table("long_scores", {
+    "task": (Str, 'A task name or "overall"'),
+    "base_lengths": (StrList, "Lengths averaged into Base Ability"),
+    "base_ability": (pl.Float64, "Base Ability: mean score over the base lengths, 0-100"),
+    "length_level": (Str, 'A long length, or "avg"'),
+    "score": (pl.Float64, 'S_l, 0-100 (for "avg": the old metric, mean over long lengths)'),
+    "long_score": (pl.Float64, '100 * (S_l - Base) / Base (for "avg": mean over long lengths)'),
+    "metric": (Str, "The metric the scores come from"),
+    "n_instances": (pl.Int64, "Instances scored"),
+})
 
-LEADERBOARD = pl.Schema(
-    {
-        "model": Str,
-        "metric": Str,
-        "base_ability": pl.Float64,
-        "old_metric": pl.Float64,  # mean raw score over the long lengths
-        "long_score": pl.Float64,  # mean LongScore over the long lengths
-        "rank_old_metric": pl.Int32,
-        "rank_long_score": pl.Int32,
-        "scores_by_length": Str,  # JSON {length: score}
-        "n_instances": pl.Int64,
-    }
-)
+LEADERBOARD = _table("leaderboard", {
+    "model": (Str, "Model slug"),
+    "metric": (Str, "The metric the scores come from"),
+    "base_ability": (pl.Float64, "Base Ability, 0-100"),
+    "old_metric": (pl.Float64, "Mean raw score over the long lengths"),
+    "long_score": (pl.Float64, "Mean LongScore over the long lengths"),
+    "rank_old_metric": (pl.Int32, "Rank by old_metric (1 = best)"),
+    "rank_long_score": (pl.Int32, "Rank by long_score (1 = best)"),
+    "scores_by_length": (Str, "JSON {length: score}"),
+    "n_instances": (pl.Int64, "Instances scored"),
+})
 
 # LV-Eval confusing-fact insertion (CFI): every candidate fact with its verdict; only accepted
 # facts are inserted, rejected ones keep the reason (nothing is dropped silently).
-CONFUSING_FACTS = pl.Schema(
-    {
-        "fact_id": Str,  # hash of (item, generator, text)
-        "item_id": Str,
-        "fact_index": pl.Int32,  # 0, 1, ... among the item's accepted facts; null when rejected
-        "text": Str,
-        "subject": Str,  # the entity the fact is about ("" when the generator did not say)
-        "generator": Str,  # "knowledge_base" | "llm:<backend>:<model id>:<prompt version>"
-        "attempt": pl.Int32,  # 1-based generation round
-        "accepted": pl.Boolean,
-        "reason": Str,  # why it was rejected; "" when accepted
-    }
-)
+CONFUSING_FACTS = _table("confusing_facts", {
+    "fact_id": (Str, "Hash of (item, generator, text)"),
+    "item_id": (Str, "The item the fact is made for"),
+    "fact_index": (pl.Int32, "0, 1, ... among the item's accepted facts; null when rejected"),
+    "text": (Str, "The fact sentence"),
+    "subject": (Str, 'The entity the fact is about ("" when the generator did not say)'),
+    "generator": (Str, '"knowledge_base" | "llm:<backend>:<model id>:<prompt version>"'),
+    "attempt": (pl.Int32, "1-based generation round"),
+    "accepted": (pl.Boolean, "Whether the fact passed the checks and is inserted"),
+    "reason": (Str, 'Why it was rejected; "" when accepted'),
+})
 
 # LV-Eval keyword and phrase replacement (KPR): per item, old term -> new term.
-REPLACEMENT_RULES = pl.Schema(
-    {
-        "rule_id": Str,  # hash of (item, old, new)
-        "item_id": Str,
-        "rule_index": pl.Int32,  # order within the item
-        "old": Str,
-        "new": Str,
-        "origin": Str,  # "user" (a rules file) | "auto" (proposed substitutes)
-    }
-)
+REPLACEMENT_RULES = _table("replacement_rules", {
+    "rule_id": (Str, "Hash of (item, old, new)"),
+    "item_id": (Str, "The item whose instances the rule rewrites"),
+    "rule_index": (pl.Int32, "Order within the item"),
+    "old": (Str, "The term replaced"),
+    "new": (Str, "The term it is replaced with"),
+    "origin": (Str, '"user" (a rules file) | "auto" (proposed substitutes)'),
+})
 
-# MiniLongBench (score/minilongbench.py): the selected samples with their IRT parameters.
-MINILONGBENCH_SUBSET = pl.Schema(
-    {
-        "sample_id": Str,  # LongBench global sample index (as text) or our instance_id
-        "task": Str,
-        "category": Str,
-        "cluster_group": Str,  # the K-Means group the sample was chosen in (its category)
-        "cluster": pl.Int64,
-        "cluster_weight": pl.Float64,  # summed balance weight of the sample's cluster
-        "alpha": pl.List(pl.Float64),  # IRT discrimination (d dims)
-        "beta": pl.Float64,  # IRT difficulty (enters the logit as d * beta)
-    }
-)
+# MiniLongBench (score/minilongbench): the selected samples with their IRT parameters.
+MINILONGBENCH_SUBSET = _table("minilongbench_subset", {
+    "sample_id": (Str, "LongBench global sample index (as text) or our instance_id"),
+    "task": (Str, "The sample's task"),
+    "category": (Str, "The sample's category"),
+    "cluster_group": (Str, "The K-Means group the sample was chosen in (its category)"),
+    "cluster": (pl.Int64, "The sample's K-Means cluster"),
+    "cluster_weight": (pl.Float64, "Summed balance weight of the sample's cluster"),
+    "alpha": (pl.List(pl.Float64), "IRT discrimination (d dims)"),
+    "beta": (pl.Float64, "IRT difficulty (enters the logit as d * beta)"),
+})
 
 # One model's estimated full-benchmark scores from its scores on the subset (partitioned by model).
-MINILONGBENCH_ESTIMATES = pl.Schema(
-    {
-        "mode": Str,  # "predict" (IRT ability, predicted remainder) | "direct" (subset mean) | "weighted" | "blend"
-        "scope": Str,  # "overall" | "category" | "task"
-        "name": Str,  # "overall", a category or a task
-        "estimate": pl.Float64,  # in [0, 1]: mean of category means of task means
-        "n_observed": pl.Int64,  # subset samples this model has a score on
-        "n_subset": pl.Int64,
-        "in_training": pl.Boolean,  # the model was one of the training models (an in-sample estimate)
-    }
-)
+MINILONGBENCH_ESTIMATES = _table("minilongbench_estimates", {
+    "mode": (Str, '"predict" (IRT ability, predicted remainder) | "direct" (subset mean) | "weighted" | "blend"'),
+    "scope": (Str, '"overall" | "category" | "task"'),
+    "name": (Str, '"overall", a category or a task'),
+    "estimate": (pl.Float64, "Estimated score in [0, 1]: mean of category means of task means"),
+    "n_observed": (pl.Int64, "Subset samples this model has a score on"),
+    "n_subset": (pl.Int64, "Samples in the subset"),
+    "in_training": (pl.Boolean, "The model was one of the training models (an in-sample estimate)"),
+})
 
 # LV-Eval's CFI/KPR ablation of one model (partitioned by model): keyword-recall scores of the
 # same items per length level and variant (score/keyword_recall.py::ablation_table).
-LVEVAL_ABLATION = pl.Schema(
-    {
-        "length_level": Str,
-        "variant": Str,  # "plain" | "cfi" | "kpr" | "cfi_kpr"
-        "task": Str,  # a task, or "all": the level score (unweighted mean over the tasks)
-        "score": pl.Float64,  # 0-100, 2 decimals per task
-        "n_instances": pl.Int64,
-        "metric_variant": Str,  # "code" (released scorer) | "paper"
-    }
-)
+LVEVAL_ABLATION = _table("lveval_ablation", {
+    "length_level": (Str, "Length level"),
+    "variant": (Str, '"plain" | "cfi" | "kpr" | "cfi_kpr"'),
+    "task": (Str, 'A task, or "all": the level score (unweighted mean over the tasks)'),
+    "score": (pl.Float64, "Keyword-recall score, 0-100, 2 decimals per task"),
+    "n_instances": (pl.Int64, "Instances scored"),
+    "metric_variant": (Str, '"code" (released scorer) | "paper"'),
+})
 
 # One LLM-judge verdict per (generation, rubric) (score/judge.py); partitioned by length x model.
-JUDGE_SCORES = pl.Schema(
-    {
-        "judgment_id": Str,  # hash of (generation, rubric, rubric version, judge model)
-        "generation_id": Str,
-        "instance_id": Str,
-        "item_id": Str,
-        "suite": Str,
-        "task": Str,
-        "category": Str,
-        "depth": pl.Float64,
-        "rubric": Str,  # helmet_longqa | helmet_summ | loong | lb100_qa | lb100_summ
-        "rubric_version": Str,
-        "judge_model": Str,  # the model name the server was asked for (never its key)
-        "raw": Str,  # the judge's reply; JSON {aspect: reply} when the rubric asks several questions
-        "parsed_fields": Str,  # JSON of what was read from the reply, e.g. {"fluency": 1, "correctness": 3}
-        "value": pl.Float64,  # on the rubric's own scale (Loong 1-100, HELMET QA 0-3, ...); null if unparsed
-        "score": pl.Float64,  # value mapped to [0, 1]; null if unparsed
-        "parse_status": Str,  # ok | no_score | missing_field | out_of_range
-        "perfect": pl.Boolean,  # Loong: the score is 100; null for other rubrics
-        "judge_calls": pl.Int32,  # questions this verdict took (cached replies count too)
-    }
-)
+JUDGE_SCORES = _table("judge_scores", {
+    "judgment_id": (Str, "Hash of (generation, rubric, rubric version, judge model)"),
+    "generation_id": (Str, "The generation judged"),
+    "instance_id": (Str, "The generation's instance"),
+    "item_id": (Str, "The instance's item"),
+    "suite": (Str, "The instance's suite"),
+    "task": (Str, "Task name"),
+    "category": (Str, "Task category"),
+    "depth": (pl.Float64, "The instance's configured evidence depth"),
+    "rubric": (Str, "helmet_longqa | helmet_summ | loong | lb100_qa | lb100_summ"),
+    "rubric_version": (Str, "Version of the rubric's prompts"),
+    "judge_model": (Str, "The model name the judge server was asked for (never its key)"),
+    "raw": (Str, "The judge's reply; JSON {aspect: reply} when the rubric asks several questions"),
+    "parsed_fields": (Str, 'JSON of what was read from the reply, e.g. {"fluency": 1, "correctness": 3}'),
+    "value": (pl.Float64, "On the rubric's own scale (Loong 1-100, HELMET QA 0-3, ...); null if unparsed"),
+    "score": (pl.Float64, "value mapped to [0, 1]; null if unparsed"),
+    "parse_status": (Str, "ok | no_score | missing_field | out_of_range"),
+    "perfect": (pl.Boolean, "Loong: the score is 100; null for other rubrics"),
+    "judge_calls": (pl.Int32, "Questions this verdict took (cached replies count too)"),
+})
 
 TABLES: dict[str, pl.Schema] = {
     "source_documents": SOURCE_DOCUMENTS,

@@ -19,14 +19,39 @@ with Polars 2.x and its layout is not hive style (see specs/dagster.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from lc_pipeline import storage
+from lc_pipeline import schemas, storage
 
 FILE_NAME = "data.parquet"
+COLUMN_SCHEMA = "dagster/column_schema"  # the metadata key of the UI's Columns table
+
+
+def column_schema(table: str, schema: Mapping[str, pl.DataType] | None = None) -> dg.TableSchema:
+    """The Columns table of the Dagster UI for ``table``: each column of ``schema`` (default: the
+    table's contract, :data:`schemas.TABLES`) with its type and its description (:data:`schemas.DESCRIPTIONS`)."""
+    described = schemas.DESCRIPTIONS.get(table, {})
+    schema = schemas.TABLES[table] if schema is None else schema
+    return dg.TableSchema(columns=[dg.TableColumn(name, str(dtype), description=described.get(name))
+                                   for name, dtype in schema.items()])
+
+
+def with_column_schemas(assets: Iterable) -> list:
+    """``assets`` with each table's column schema (types and descriptions) in its definition metadata,
+    so the UI's Columns table shows it before anything is materialized (assets without a table, and
+    asset checks, are left as they are)."""
+
+    def describe(spec: dg.AssetSpec) -> dg.AssetSpec:
+        table = spec.key.path[-1]
+        if table not in schemas.TABLES or COLUMN_SCHEMA in spec.metadata:
+            return spec
+        return spec.merge_attributes(metadata={COLUMN_SCHEMA: column_schema(table)})
+
+    return dg.map_asset_specs(describe, list(assets))
 
 
 def partition_dims(pdef: dg.PartitionsDefinition | None, key: str) -> dict[str, str]:
@@ -122,9 +147,7 @@ class HiveParquetIOManager(dg.ConfigurableIOManager):
             {
                 "dagster/row_count": rows,
                 "path": dg.MetadataValue.path(str(path)),
-                "dagster/column_schema": dg.TableSchema(
-                    columns=[dg.TableColumn(n, str(t)) for n, t in schema.items()]
-                ),
+                COLUMN_SCHEMA: column_schema(context.asset_key.path[-1], schema),
             }
         )
 

@@ -7,7 +7,6 @@ person's birthplace (evidence: the person's and the place's documents).
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import time
 
@@ -162,7 +161,7 @@ def make_config(**overrides) -> BenchmarkConfig:
         length_tolerance=0.05,
         max_new_tokens=24,
     )
-    return dataclasses.replace(base, **overrides)
+    return base.replace(**overrides)
 
 
 @pytest.fixture(scope="module")
@@ -601,7 +600,7 @@ def test_demo_corpus_levels(counter):
 
     def build(n_entities: int, levels: tuple[str, ...], n_items: int) -> dict[str, pl.DataFrame]:
         documents, items = demo.build_demo_corpus(n_entities=n_entities)
-        cfg = dataclasses.replace(config, items_per_length=n_items)
+        cfg = config.replace(items_per_length=n_items)
         passages = chunk_documents(documents, cfg.passage_words, counter)
         # The stand-in retriever only for the items the levels use (it is quadratic).
         negatives = lexical_hard_negatives(select_items(items, n_items, cfg.seed), passages, k=50)

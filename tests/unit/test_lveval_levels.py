@@ -3,8 +3,6 @@ documents mixed and shuffled, and factrecall's needle at evenly spaced positions
 
 from __future__ import annotations
 
-import dataclasses
-
 import polars as pl
 import pytest
 
@@ -32,7 +30,7 @@ def counter():
 def words_config(**overrides) -> BenchmarkConfig:
     base = BenchmarkConfig(name="w", sources=(SourceConfig(name="demo"),), lengths=("1k", "2k"), base_lengths=("1k",),
                            long_lengths=("2k",), items_per_length=4, length_unit="words", seed=5)
-    return dataclasses.replace(base, **overrides)
+    return base.replace(**overrides)
 
 
 def test_level_sizes_in_each_unit():

@@ -1,0 +1,54 @@
+"""Every column of every table is described once (lc_pipeline/schemas.py), and the Dagster UI's Columns
+table shows the descriptions: on each asset's definition (before anything is materialized) and on
+each materialization the IO manager records."""
+
+from __future__ import annotations
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from lc_pipeline import schemas
+from lc_pipeline.resources.parquet_io import COLUMN_SCHEMA, HiveParquetIOManager, column_schema
+
+
+def described(table_schema: dg.TableSchema) -> dict[str, tuple[str, str | None]]:
+    return {c.name: (c.type, c.description) for c in table_schema.columns}
+
+
+@pytest.mark.parametrize("table", list(schemas.TABLES))
+def test_every_column_of_every_table_has_a_description(table):
+    descriptions = schemas.DESCRIPTIONS[table]
+    assert list(descriptions) == list(schemas.TABLES[table])  # the same columns, in the same order
+    assert all(isinstance(d, str) and d.strip() for d in descriptions.values()), descriptions
+
+
+def test_descriptions_are_kept_for_tables_only():
+    assert set(schemas.DESCRIPTIONS) == set(schemas.TABLES)
+
+
+def test_the_asset_definitions_carry_each_tables_described_columns(tmp_path, tiny_config_file):
+    from lc_pipeline.definitions import build_pipeline
+    from lc_pipeline.settings import Settings
+
+    settings = Settings(project_dir=tmp_path, config=str(tiny_config_file), lake_dir=tmp_path / "lake",
+                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    graph = build_pipeline(settings).defs.resolve_asset_graph()
+    keys = {key.path[-1]: key for key in graph.get_all_asset_keys()}
+    assert set(keys) <= set(schemas.TABLES)  # every asset of the pipeline is a table
+    for table, key in keys.items():
+        columns = described(graph.get(key).metadata[COLUMN_SCHEMA])
+        assert columns == {name: (str(dtype), schemas.DESCRIPTIONS[table][name])
+                           for name, dtype in schemas.TABLES[table].items()}, table
+
+
+def test_a_materialization_records_the_written_columns_with_their_descriptions(tmp_path):
+    @dg.asset(name="leaderboard")
+    def board() -> pl.DataFrame:
+        return schemas.empty("leaderboard")
+
+    result = dg.materialize([board], resources={"io_manager": HiveParquetIOManager(base_dir=str(tmp_path))})
+    [materialization] = result.asset_materializations_for_node("leaderboard")
+    columns = described(materialization.metadata[COLUMN_SCHEMA].schema)
+    assert columns["long_score"] == ("Float64", "Mean LongScore over the long lengths")
+    assert columns == described(column_schema("leaderboard"))
