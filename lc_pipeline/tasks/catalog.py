@@ -30,10 +30,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from lc_pipeline.tasks.spec import TaskSpec
+from lc_pipeline.tasks.spec import Headline, TaskSpec
 
 PACKAGED_DIR = Path(__file__).parent / "packaged"
-FILE_KEYS = {"benchmark", "description", "defaults", "tasks"}
+FILE_KEYS = {"benchmark", "description", "headline", "defaults", "tasks"}
 ANY_TASK = "*"  # a catch-all task of a benchmark: items whose task the benchmark does not declare
 
 # The benchmark whose tasks a source kind's items belong to (QA suite); other kinds: "qa".
@@ -52,7 +52,8 @@ def benchmark_of_source_kind(kind: str) -> str:
 class TaskCatalog:
     """Every declared task, by ``benchmark/name``."""
 
-    def __init__(self, specs: Iterable[TaskSpec], benchmarks: Mapping[str, str] | None = None) -> None:
+    def __init__(self, specs: Iterable[TaskSpec], benchmarks: Mapping[str, str] | None = None,
+                 headlines: Mapping[str, Headline] | None = None) -> None:
         self._specs: dict[str, TaskSpec] = {}
         for spec in specs:
             if spec.qualified_name in self._specs:
@@ -60,6 +61,7 @@ class TaskCatalog:
                                     f"({self._specs[spec.qualified_name].declared_in} and {spec.declared_in})")
             self._specs[spec.qualified_name] = spec
         self.benchmarks: dict[str, str] = dict(benchmarks or {})  # name -> description
+        self.headlines: dict[str, Headline] = dict(headlines or {})  # name -> how its headline aggregates
 
     def __iter__(self):
         return iter(self._specs.values())
@@ -156,9 +158,15 @@ def _problems(exc: ValidationError) -> str:
     return "; ".join(f"field {'.'.join(map(str, e['loc'])) or '(task)'!r}: {e['msg']}" for e in exc.errors())
 
 
-def _entries(path: Path) -> tuple[str, str, list[tuple[str, dict]]]:
-    """(benchmark, description, [(where, merged raw task)]) of one file, defaults applied, prompt files read."""
+def _entries(path: Path) -> tuple[str, str, Headline | None, list[tuple[str, dict, dict]]]:
+    """(benchmark, description, headline, [(where, defaults, raw task)]) of one file, prompt files read."""
     raw = _read_yaml(path)
+    headline = None
+    if raw.get("headline") is not None:
+        try:
+            headline = Headline.model_validate(raw["headline"])
+        except ValidationError as exc:
+            raise TaskFileError(f"{path}: field 'headline': {_problems(exc)}") from None
     benchmark, defaults = raw["benchmark"], dict(raw.get("defaults") or {})
     out = []
     for i, task in enumerate(raw["tasks"]):
@@ -173,7 +181,7 @@ def _entries(path: Path) -> tuple[str, str, list[tuple[str, dict]]]:
             entry["prompt"], entry["prompt_source"] = read_prompt_file(entry.pop("prompt_file"), entry["name"],
                                                                       path.parent, where)
         out.append((where, defaults, entry))
-    return benchmark, str(raw.get("description", "")), out
+    return benchmark, str(raw.get("description", "")), headline, out
 
 
 def _validate(where: str, fields: dict) -> TaskSpec:
@@ -194,10 +202,15 @@ def _load(files: tuple[str, ...], packaged: tuple[str, ...], _contents: tuple[st
     raw_of: dict[str, dict] = {}  # merged raw fields, what an override or a `base:` starts from
     descriptions: dict[str, str] = {}
     packaged_hash: dict[str, str] = {}
+    headlines: dict[str, Headline] = {}
     for file in [*packaged, *files]:
         path = Path(file)
         is_user = file in files
-        benchmark, description, entries = _entries(path)
+        benchmark, description, headline, entries = _entries(path)
+        if headline is not None:
+            headlines[benchmark] = headline
+        else:
+            headlines.setdefault(benchmark, Headline())
         if description or benchmark not in descriptions:
             descriptions[benchmark] = description or descriptions.get(benchmark, "")
         for where, defaults, entry in entries:
@@ -224,7 +237,7 @@ def _load(files: tuple[str, ...], packaged: tuple[str, ...], _contents: tuple[st
                 packaged_hash[key] = spec.content_hash()
             specs[key] = spec
             raw_of[key] = fields
-    return TaskCatalog(specs.values(), descriptions)
+    return TaskCatalog(specs.values(), descriptions, headlines)
 
 
 def load_catalog(task_files: Sequence[str | Path] = ()) -> TaskCatalog:

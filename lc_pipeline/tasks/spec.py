@@ -67,6 +67,18 @@ class Aggregation(_Strict):
     weight: float = Field(default=1.0, gt=0)
 
 
+class Headline(_Strict):
+    """How a benchmark's headline number is aggregated from its tasks (a task file's ``headline:``).
+
+    ``overall``: ``mean_of_groups`` (task scores -> group means -> their mean; HELMET, LongBench per table),
+    ``mean_of_tasks`` (the unweighted mean of the task scores; LV-Eval's level score) or ``mean_of_instances``
+    (every scored instance weighs the same; Loong's overall).
+    """
+
+    overall: Literal["mean_of_groups", "mean_of_tasks", "mean_of_instances"] = "mean_of_groups"
+    scale: float = 100.0  # scores are in [0, 1]; the paper's tables show them times this
+
+
 class TaskSpec(_Strict):
     name: str = Field(min_length=1)
     benchmark: str = Field(min_length=1)
