@@ -39,6 +39,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
+
 PACKAGED_CONFIGS = Path(__file__).parent / "configs"
 _LEVEL = re.compile(r"^(\d+(?:\.\d+)?)(k?)$")
 
@@ -347,8 +349,9 @@ class BenchmarkConfig(_Model):
     prior_knowledge: PriorKnowledgeConfig = PriorKnowledgeConfig()
     lveval: LVEvalConfig = LVEvalConfig()
     helmet: HelmetConfig = HelmetConfig()
-    # MiniLongBench options (keys documented in lc_pipeline/assets/minilongbench.py).
-    minilongbench: dict[str, Any] = {}
+    # MiniLongBench options (keys documented in lc_pipeline/score/minilongbench/options.py); the
+    # fingerprint hashes the keys written, as written (model_dump(exclude_unset=True)).
+    minilongbench: MiniLongBenchOptions = MiniLongBenchOptions()
     # The task registry's inputs: YAML task files of the user (resolved against the config file's
     # folder, must exist) and extra task names to build (checked by the registry, lc_pipeline/tasks/).
     task_files: tuple[StrictStr, ...] = ()
@@ -439,7 +442,7 @@ class BenchmarkConfig(_Model):
         included; fields added since then count only when set.
         """
         data = self.model_dump()
-        data["minilongbench"] = self._minilongbench_dump()
+        data["minilongbench"] = self.minilongbench.model_dump(exclude_unset=True)  # what the old mapping gave
         for key in _NEW_FIELDS:
             if not data[key]:
                 del data[key]
@@ -448,9 +451,6 @@ class BenchmarkConfig(_Model):
         blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
-    def _minilongbench_dump(self) -> dict:
-        section = self.minilongbench
-        return section.model_dump(exclude_unset=True) if isinstance(section, BaseModel) else dict(section)
 
 
 def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:

@@ -29,6 +29,7 @@ from lc_pipeline.config import (
     load_config,
     packaged_config_names,
 )
+from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PINNED = json.loads((FIXTURES / "config_fingerprints.json").read_text())
@@ -226,6 +227,19 @@ def test_tuples_stay_tuples_and_numbers_keep_the_type_they_were_written_with(tmp
     assert config.depths == (0, 0.5, 1) and [type(d) for d in config.depths] == [int, float, int]
     assert isinstance(config.sources, tuple) and isinstance(config.models, tuple)
     assert config.target_tokens("1k") == 1024
+
+
+def test_the_minilongbench_section_is_typed_and_hashed_as_written(tmp_path):
+    config = load_config(write(tmp_path, {**MINIMAL, "minilongbench": {"ratio": 0, "train_models": ["a"]}}))
+    assert isinstance(config.minilongbench, MiniLongBenchOptions)
+    assert config.minilongbench.ratio == 0 and config.minilongbench.dims == 10  # defaults fill the rest
+    blob = json.dumps({"minilongbench": {"ratio": 0, "train_models": ["a"]}}, sort_keys=True).encode()
+    assert config.fingerprint("minilongbench") == hashlib.sha256(blob).hexdigest()[:16]  # as the mapping hashed
+    assert load_config(write(tmp_path, MINIMAL)).minilongbench == MiniLongBenchOptions()
+    assert "field 'minilongbench.ratio': the share of samples removed must be in [0, 1), got 1.5" in refusal(
+        tmp_path, {**MINIMAL, "minilongbench": {"ratio": 1.5}})
+    assert "minilongbench: unknown keys ['ratios']; known keys are ['baseline_draws', " in refusal(
+        tmp_path, {**MINIMAL, "minilongbench": {"ratios": 0.5}})
 
 
 def test_a_source_keeps_every_key_but_name_and_kind_as_its_options(tmp_path):
