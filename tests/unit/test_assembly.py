@@ -20,12 +20,13 @@ from lc_pipeline.construct.assembly import (
     build_instances,
     derive_seed,
     filler_pool,
+    fitting_items,
     items_per_batch_at,
     iter_instance_batches,
     select_items,
 )
 from lc_pipeline.construct.chunking import chunk_documents
-from lc_pipeline.construct.prompts import QA_INSTRUCTION, build_prompt, format_block, join_blocks
+from lc_pipeline.construct.prompts import QA_INSTRUCTION, QAPrompt, build_prompt, format_block, join_blocks
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.schemas import HARD_NEGATIVES, INSTANCES, PASSAGES, SOURCE_DOCUMENTS, SOURCE_ITEMS
 from lc_pipeline.text import contains_answer
@@ -513,12 +514,12 @@ def test_a_level_stops_when_added_up_counts_disagree_with_the_encoding(corpus, c
     # (fixed 6-character pieces: block counts cannot add up) is caught there, not written as lengths.
     import tiktoken
 
-    from lc_pipeline.construct import assembly
+    from lc_pipeline.construct.assembly import counting
 
     enc = counter.encoding
     chunks = tiktoken.Encoding("cl100k_chunks", pat_str=r"[\s\S]{1,6}", mergeable_ranks=enc._mergeable_ranks,
                                special_tokens=enc._special_tokens)
-    monkeypatch.setattr(assembly, "_ADDITIVE_PATTERNS", assembly._ADDITIVE_PATTERNS | {chunks._pat_str})
+    monkeypatch.setattr(counting, "ADDITIVE_PATTERNS", counting.ADDITIVE_PATTERNS | {chunks._pat_str})
     with pytest.raises(RuntimeError, match=r"item '[\w-]+': block counts add up to .* pre-tokenizer splits differently"):
         build_instances(*corpus, level="1k", config=make_config(), counter=TokenCounter(chunks, counter.name))
 
@@ -575,7 +576,8 @@ def test_assemble_instance_skips_answer_bearing_negatives(corpus, counter):
     clean = passages.filter(pl.col("doc_id") == "person-020").to_dicts()
     row = assemble_instance(
         item, evidence, [leaky, evidence_passage, *clean], filler_pool(documents, item),
-        target_tokens=1500, depth=0.5, seed=derive_seed(1), counter=counter, max_new_tokens=16, length_tolerance=0.05,
+        target_tokens=1500, depth=0.5, seed=derive_seed(1), counter=counter, prompt=QAPrompt.default(16),
+        length_tolerance=0.05,
     )
     assert "x#0" not in row["context_doc_ids"] and evidence_passage["passage_id"] not in row["context_doc_ids"]
     assert {p["passage_id"] for p in clean} <= set(row["context_doc_ids"])
@@ -625,3 +627,124 @@ def test_demo_corpus_levels(counter):
             assert all(doc_id in ids for doc_id in row["evidence_doc_ids"])
     assert built["1k"]["item_id"].to_list() == built["4k"]["item_id"].to_list()
     assert built["128k"]["n_filler_documents"].min() > 100
+
+
+# --------------------------------------------------------------------------- a task's own prompt (QAPrompt)
+
+# Question first, another instruction with literal braces (JSON-ish), the context last but one.
+CUSTOM = ("Question: {question}\n\nAnswer from these notes only; reply as {\"answer\": ...} if you like, "
+          "{not a placeholder}.\n\n{context}\n\nYour answer:")
+
+
+def test_the_default_prompt_renders_as_build_prompt():
+    default = QAPrompt.default(24)
+    context, question = "Document [1] (Title: {x}): a {question} and {context} here.", "Why {context}?"
+    assert default.template.format(context="C", question="Q") == build_prompt("C", "Q")
+    assert default.render(context, question) == build_prompt(context, question)  # braces in the texts stay verbatim
+    assert (default.max_new_tokens, default.id_salt) == (24, "")
+
+
+def test_a_template_needs_each_placeholder_once():
+    for bad, name, n in [("Read {context}", "{question}", 0), ("{question} {context} {question}", "{question}", 2),
+                         ("{question}", "{context}", 0)]:
+        with pytest.raises(ValueError, match=rf"template must contain \{name}\ exactly once, found {n}"):
+            QAPrompt(bad, 8)
+    with pytest.raises(ValueError, match="max_new_tokens must be a positive integer"):
+        QAPrompt("{context}{question}", 0)
+    rendered = QAPrompt("{question}|{{doubled}} {other}|{context}", 4).render("C {question}", "Q {context}")
+    assert rendered == "Q {context}|{{doubled}} {other}|C {question}"  # literal: one substitution each, nothing else
+
+
+def test_added_up_counts_need_a_clean_cut_around_the_context():
+    from lc_pipeline.construct.assembly.counting import additive_layout
+
+    assert additive_layout(*QAPrompt.default(8).around("Who?"))
+    assert additive_layout(*QAPrompt(CUSTOM, 8).around("Who?"))
+    assert additive_layout("", "\n\nQuestion: {question}")  # the context first
+    assert additive_layout("Notes:\n", "\n\n")  # the context last
+    assert not additive_layout("Notes: ", "\n\nQ")  # a block header would follow a space
+    assert not additive_layout("Notes:\n", "\nQ")  # the last block's separator is not the one counted
+    assert not additive_layout("Notes:\n", "\n\n\nQ")  # a whitespace run would continue past the cut
+
+
+@pytest.mark.parametrize("template", [CUSTOM, "Notes: {context}\nQ: {question}\nA:"], ids=["added-up", "encoded"])
+def test_a_custom_prompt_gives_exact_rows_at_the_configured_depths(built, corpus, counter, template):
+    config = make_config()
+    prompt = QAPrompt(template, 40)
+    custom = build_instances(*corpus, level="2k", config=config, counter=counter, prompt_for=lambda item: prompt)
+    default = built["2k"]
+    assert custom["item_id"].to_list() == default["item_id"].to_list()
+    assert set(custom["max_new_tokens"]) == {40}
+    for row in custom.iter_rows(named=True):
+        assert row["prompt"] == prompt.render(row["context"], row["question"])
+        assert row["input_tokens"] == counter.count(row["prompt"])
+        assert row["context_tokens"] == counter.count(row["context"])
+        assert abs(row["input_tokens"] - 2048) / 2048 <= 0.01 and row["input_tokens"] <= 2048
+        first, ids = row["evidence_doc_ids"][0], row["context_doc_ids"]
+        if row["depth"] == 0.0:
+            assert ids[0] == first and row["evidence_depths"][0] == 0.0
+        elif row["depth"] == 1.0:
+            assert ids[-1] == first
+        else:
+            assert 0.3 < row["evidence_depths"][0] < 0.7
+    # The measured depths are those of encoding each context prefix alone (the slow way).
+    _, documents, passages, _ = corpus
+    for row in custom.iter_rows(named=True):
+        slow = {k: row[k] for k in ("context_tokens", "evidence_depths")}
+        context_tokens = counter.count(row["context"])
+        k = row["context_doc_ids"].index(row["evidence_doc_ids"][0])
+        start = row["context"].index(f"Document [{k + 1}] (Title: ")
+        assert slow["context_tokens"] == context_tokens
+        assert slow["evidence_depths"][0] == counter.count(row["context"][:start]) / context_tokens
+    # Without a salt a custom prompt keeps the default's ids; a salt gives new ones.
+    assert custom["instance_id"].to_list() == default["instance_id"].to_list()
+    salted = build_instances(*corpus, level="2k", config=config, counter=counter,
+                             prompt_for=lambda item: QAPrompt(template, 40, id_salt="task-v2"))
+    assert not set(salted["instance_id"]) & set(default["instance_id"])
+    assert salted.drop("instance_id").equals(custom.drop("instance_id"))
+
+
+def test_prompts_per_item_and_the_default_prompt_for_unchanged(built, corpus, counter):
+    config = make_config()
+    default = QAPrompt.default(config.max_new_tokens)
+    same = build_instances(*corpus, level="2k", config=config, counter=counter, prompt_for=lambda item: default)
+    assert same.equals(built["2k"])
+    # Single-hop items take their own prompt, the others keep ours: each row from its item's prompt.
+    own = QAPrompt(CUSTOM, 12, id_salt="single")
+    mixed = build_instances(*corpus, level="2k", config=config, counter=counter,
+                            prompt_for=lambda item: own if item["task"] == "single_hop_qa" else default)
+    for row, before in zip(mixed.iter_rows(named=True), built["2k"].iter_rows(named=True)):
+        if row["task"] == "single_hop_qa":
+            assert row["prompt"].startswith("Question: ") and row["max_new_tokens"] == 12
+            assert row["instance_id"] != before["instance_id"]
+        else:
+            assert row == before
+
+
+def test_each_template_of_a_level_is_checked_by_a_full_encode_once(corpus, counter, monkeypatch):
+    from lc_pipeline.construct.assembly import instance
+
+    checked = []
+    real = instance.verify_additive
+
+    def counting_checks(counter, item, *args, **kwargs):
+        checked.append(item["item_id"])
+        return real(counter, item, *args, **kwargs)
+
+    monkeypatch.setattr(instance, "verify_additive", counting_checks)
+    own = QAPrompt(CUSTOM, 12)
+    config = make_config()
+    build_instances(*corpus, level="1k", config=config, counter=counter,
+                    prompt_for=lambda item: own if item["task"] == "single_hop_qa" else QAPrompt.default(24))
+    assert len(checked) == 2  # one instance of each template, not one per instance
+    picked = select_items(corpus[0], config.items_per_length, config.seed)
+    assert {t for t in picked.filter(pl.col("item_id").is_in(checked))["task"]} == {"single_hop_qa", "multi_hop_qa"}
+
+
+def test_fitting_items_measures_the_items_own_prompt(corpus, counter):
+    items, documents = corpus[0], corpus[1]
+    eligible, too_long = fitting_items(items, documents, counter, 400)
+    longer = QAPrompt("{question}\n\n" + "Consider every word of the documents carefully. " * 40 + "{context}", 8)
+    fewer, more_too_long = fitting_items(items, documents, counter, 400, prompt_for=lambda item: longer)
+    assert fewer.height < eligible.height and more_too_long.height > too_long.height
+    assert set(fewer["item_id"]) <= set(eligible["item_id"])

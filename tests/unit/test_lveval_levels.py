@@ -138,3 +138,36 @@ def test_chinese_levels_count_characters(counter):
     assert out["length_unit"].to_list() == ["characters"]
     assert out["context_units"][0] == sum(1 for ch in out["context"][0] if not ch.isspace())
     assert 512 <= out["context_units"][0] <= 512 * 1.05
+
+
+def test_word_levels_and_factrecall_take_each_items_prompt(corpus, counter):
+    from lc_pipeline.construct.prompts import QAPrompt
+
+    documents, items = corpus
+    config = words_config(lveval=LVEvalConfig(factrecall_positions=3, factrecall_items=1))
+    template = "Question: {question}\nUse the passages {like these}.\n\n{context}\n\nAnswer:"
+    asked = []
+
+    def prompt_for(item, salt=""):
+        asked.append(item["task"])
+        return QAPrompt(template, 64, id_salt=salt)
+
+    default, _ = build_word_level_instances(items, documents, level="1k", config=config, counter=counter)
+    assert with_length_units(default, "1k", config).equals(default)  # the rows carry their units already
+    custom, _ = build_word_level_instances(items, documents, level="1k", config=config, counter=counter,
+                                           prompt_for=prompt_for)
+    salted, _ = build_word_level_instances(items, documents, level="1k", config=config, counter=counter,
+                                           prompt_for=lambda item: prompt_for(item, "v2"))
+    for row in custom.iter_rows(named=True):
+        assert row["prompt"] == QAPrompt(template, 64).render(row["context"], row["question"])
+        assert row["input_tokens"] == counter.count(row["prompt"]) and row["max_new_tokens"] == 64
+    # The same contexts; only the prompt (and, with a salt, the id) differ.
+    assert custom.drop("prompt", "input_tokens", "max_new_tokens").equals(
+        default.drop("prompt", "input_tokens", "max_new_tokens"))
+    assert not set(salted["instance_id"]) & set(default["instance_id"])
+    # factrecall asks for the prompt of the row's own task.
+    asked.clear()
+    recall = build_factrecall_instances(items, documents, level="1k", config=config, counter=counter,
+                                        prompt_for=prompt_for)
+    assert set(asked) == {"factrecall_en"} and set(recall["task"]) == {"factrecall_en"}
+    assert all(p.startswith("Question: ") for p in recall["prompt"]) and set(recall["max_new_tokens"]) == {64}
