@@ -447,7 +447,7 @@ class BenchmarkConfig(_Model):
             if not data[key]:
                 del data[key]
         if fields:
-            data = {k: data[k] for k in fields}
+            data = {k: data[k] for k in fields if k in data or k not in _NEW_FIELDS}  # unset new fields: not hashed
         blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -22,13 +22,13 @@ CODE_VERSIONS = {
     "hard_negatives": "2",  # 2: searched with the index tuned on questions
     "confusing_facts": "1",
     "replacement_rules": "1",
-    "instances": "5",
+    "instances": "6",  # 6: benchmark and all_classes columns; items prompted as their task files declare
     "prior_knowledge": "1",
-    "generations": "1",
-    "metric_scores": "1",
+    "generations": "2",  # 2: truncation, chat-template switch and stop sequences per task (task files)
+    "metric_scores": "2",  # 2: each instance scored with its task's metrics
     "long_scores": "1",
     "leaderboard": "1",
-    "judge_scores": "1",
+    "judge_scores": "2",  # 2: rubrics per task (task files): LV-Eval and LongBench items are not judged
     "lveval_ablation": "1",
 }
 
@@ -39,9 +39,12 @@ _NEGATIVES = _INDEX + ("retrieval_top_k", "hard_negatives_per_item")
 # What changes the content of one instance (its item, level and depth are hashed separately).
 INSTANCE_CONTENT_FIELDS = _NEGATIVES + ("seed", "length_tolerance", "max_new_tokens", "cross_domain_fill",
                                         "length_unit")
-_INSTANCES = INSTANCE_CONTENT_FIELDS + ("lengths", "depths", "items_per_length", "longbench100", "helmet")
+# The task files (the config's own; the packaged ones are versioned with the code) and the extra tasks.
+_TASKS = ("task_files_sha256", "tasks")
+_INSTANCES = INSTANCE_CONTENT_FIELDS + ("lengths", "depths", "items_per_length", "longbench100", "helmet") + _TASKS
 # LV-Eval variants: facts and rules are made for the items the QA suite selects.
-_LVEVAL = _SOURCES + ("seed", "tokenizer", "lengths", "items_per_length", "lveval")
+# The QA items they are made for depend on each item's prompt, hence on the task files too.
+_LVEVAL = _SOURCES + ("seed", "tokenizer", "lengths", "items_per_length", "lveval") + _TASKS
 _INSTANCES += ("lveval",)
 _PRIOR = _INSTANCES + ("prior_knowledge",)
 _LONG = _PRIOR + ("base_lengths", "long_lengths")
