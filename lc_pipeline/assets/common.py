@@ -1,4 +1,4 @@
-"""Small helpers shared by the asset modules (metadata, fingerprints, plots, check results)."""
+"""Small helpers shared by the asset modules (sources as inputs, metadata, fingerprints, plots, check results)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,34 @@ from collections.abc import Callable
 import dagster as dg
 import polars as pl
 
+from lc_pipeline import schemas
+from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.construct.instance_checks import CheckResult
 from lc_pipeline.plots import markdown_image
 
 FINGERPRINT_KEY = "lcp/fingerprint"
+# Every partition of source_items / source_documents as one input (the config picks its sources).
+ALL_SOURCES = dg.AssetIn(partition_mapping=dg.AllPartitionMapping(), metadata={"allow_missing_partitions": True})
+
+
+def configured_sources(df: pl.DataFrame, config: BenchmarkConfig, table: str) -> pl.DataFrame:
+    """Rows of the config's sources only; a configured source with no rows is an error, not a gap."""
+    wanted = [s.name for s in config.sources]
+    present = set(df.get_column("source").unique().to_list())
+    missing = [s for s in wanted if s not in present]
+    if missing:
+        raise dg.Failure(f"{table}: sources {missing} of config {config.name!r} are not materialized", allow_retries=False)
+    return df.filter(pl.col("source").is_in(wanted))
+
+
+def source_frames(config: BenchmarkConfig, source_items: pl.DataFrame, source_documents: pl.DataFrame
+                  ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(items, documents) of the config's sources, with their schemas' columns."""
+    items = configured_sources(source_items, config, "source_items").select(schemas.SOURCE_ITEMS.names())
+    documents = configured_sources(source_documents, config, "source_documents").select(
+        schemas.SOURCE_DOCUMENTS.names()
+    )
+    return items, documents
 
 
 def preview(df: pl.DataFrame, n: int = 5, width: int = 80) -> dg.MetadataValue:
@@ -22,6 +46,11 @@ def preview(df: pl.DataFrame, n: int = 5, width: int = 80) -> dg.MetadataValue:
     sep = "| " + " | ".join("---" for _ in shown.columns) + " |"
     rows = ["| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in r) + " |" for r in shown.iter_rows()]
     return dg.MetadataValue.md("\n".join([header, sep, *rows]))
+
+
+def json_metadata(meta: dict) -> dict:
+    """Metadata of plain values as Dagster's: lists and dicts shown as JSON."""
+    return {k: dg.MetadataValue.json(v) if isinstance(v, (list, dict)) else v for k, v in meta.items()}
 
 
 def plot_metadata(context: dg.AssetExecutionContext, name: str, make: Callable[[], bytes]) -> dict:

@@ -13,8 +13,7 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline import schemas, storage
-from lc_pipeline.assets.common import FINGERPRINT_KEY, check_result, preview
-from lc_pipeline.assets.retrieval import ALL_SOURCES, configured_sources
+from lc_pipeline.assets.common import ALL_SOURCES, FINGERPRINT_KEY, check_result, preview, source_frames
 from lc_pipeline.construct.builders import BuildError, LevelInputs, level_batches, planned_batches
 from lc_pipeline.construct.instance_checks import CHECKS, InstanceChecks
 from lc_pipeline.construct.instance_metadata import (
@@ -57,10 +56,7 @@ def build(parts: Partitions) -> list:
     ):
         config = benchmark.load()
         level = context.partition_key
-        items = configured_sources(source_items, config, "source_items").select(schemas.SOURCE_ITEMS.names())
-        documents = configured_sources(source_documents, config, "source_documents").select(
-            schemas.SOURCE_DOCUMENTS.names()
-        )
+        items, documents = source_frames(config, source_items, source_documents)
         inputs = LevelInputs(items, documents, passages, hard_negatives, confusing_facts, replacement_rules, level,
                              config, tokenizer.counter(), catalog_for(config))
         counter, meta = inputs.counter, inputs.meta

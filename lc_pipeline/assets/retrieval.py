@@ -6,8 +6,7 @@ import numpy as np
 import polars as pl
 
 from lc_pipeline import schemas, storage
-from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
-from lc_pipeline.config import BenchmarkConfig
+from lc_pipeline.assets.common import ALL_SOURCES, FINGERPRINT_KEY, configured_sources, preview
 from lc_pipeline.construct.chunking import chunk_documents
 from lc_pipeline.construct.retrieval import (
     EmbeddingCache,
@@ -27,19 +26,6 @@ from lc_pipeline.resources import (
     TokenizerResource,
     VectorIndexResource,
 )
-
-ALL_SOURCES = dg.AssetIn(partition_mapping=dg.AllPartitionMapping(), metadata={"allow_missing_partitions": True})
-
-
-def configured_sources(df: pl.DataFrame, config: BenchmarkConfig, table: str) -> pl.DataFrame:
-    """Rows of the config's sources only; a configured source with no rows is an error, not a gap."""
-    wanted = [s.name for s in config.sources]
-    present = set(df.get_column("source").unique().to_list())
-    missing = [s for s in wanted if s not in present]
-    if missing:
-        raise dg.Failure(f"{table}: sources {missing} of config {config.name!r} are not materialized", allow_retries=False)
-    return df.filter(pl.col("source").is_in(wanted))
-
 
 class PassageIndexConfig(dg.Config):
     """Run config of passage_index (defaults: construct.retrieval.IndexSettings)."""

@@ -16,20 +16,14 @@ from typing import Any
 import polars as pl
 
 from lc_pipeline.config import level_tokens
-from lc_pipeline.construct.assembly import ITEMS_PER_BATCH, fitting_items, items_per_batch_at, iter_instance_batches
+from lc_pipeline.construct.assembly import ITEMS_PER_BATCH, items_per_batch_at, iter_instance_batches
 from lc_pipeline.construct.lveval_levels import build_factrecall_instances, build_word_level_instances
+from lc_pipeline.construct.qa_items import qa_suite_items
 
 
 def items_per_batch(level: str, config) -> int:
     """Each item makes a row per depth and LV-Eval variant; a batch holds ~BATCH_TOKENS prompt tokens."""
     return items_per_batch_at(level_tokens(level), len(config.depths) * len(config.lveval.variants), ITEMS_PER_BATCH)
-
-
-def eligible_items(items: pl.DataFrame, documents: pl.DataFrame, config, counter, prompt_for=None
-                   ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(items whose prompt with only their evidence fits the smallest level, the others)."""
-    smallest = min(level_tokens(lv) for lv in config.lengths)
-    return fitting_items(items, documents, counter, smallest, prompt_for=prompt_for)
 
 
 def build(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[pl.DataFrame]:
@@ -82,18 +76,17 @@ def _plain_batches(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[p
         meta.update(word_meta)
         yield out
         return
-    # Items whose evidence alone overflows the smallest level are left out at every level
-    # (levels share their items), and counted in the metadata.
-    eligible, too_long = eligible_items(items, documents, config, counter, prompt_for)
-    if eligible.height < config.items_per_length:
-        smallest = min(level_tokens(lv) for lv in config.lengths)
-        raise BuildError(
-            f"only {eligible.height} of {items.height} items fit the smallest level ({smallest} tokens) with "
-            f"their evidence; items_per_length is {config.items_per_length}: lower it or raise the smallest level")
-    meta.update(items_eligible=eligible.height, items_too_long_for_smallest_level=too_long.height,
+    # The items every level uses, chosen as for LV-Eval's facts and rules (construct/qa_items.py): items
+    # whose evidence alone overflows the smallest level are left out at every level, and counted.
+    try:
+        suite = qa_suite_items(items, documents, config, counter, prompt_for=prompt_for)
+    except ValueError as exc:
+        raise BuildError(str(exc)) from exc
+    meta.update(items_eligible=suite.eligible.height, items_too_long_for_smallest_level=suite.too_long,
                 instances_with_cross_domain_fillers=0)
     domain = dict(documents.select("doc_id", "domain").iter_rows())
-    for out in iter_instance_batches(eligible, documents, inputs.passages, inputs.hard_negatives, level=level,
+    # The builder makes the same seeded choice (select_items) of suite.chosen from this pool.
+    for out in iter_instance_batches(suite.eligible, documents, inputs.passages, inputs.hard_negatives, level=level,
                                      config=config, counter=counter, items_per_batch=items_per_batch(level, config),
                                      prompt_for=prompt_for):
         meta["instances_with_cross_domain_fillers"] += sum(

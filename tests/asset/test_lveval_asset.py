@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 import yaml
 
-from lc_pipeline.assets.lveval import without_insertions
+from lc_pipeline.construct.lveval_variants import without_insertions
 from lc_pipeline.config import PACKAGED_CONFIGS, load_config
 from lc_pipeline.construct.replacement import (
     apply_rules,
