@@ -170,15 +170,12 @@ class SourceConfig(_Model):
         return {"name": name, "kind": str(raw.pop("kind", "demo_corpus")), "options": raw}
 
 
-LONGBENCH100_TASKS = (
-    "kv_retrieval", "counting_stars", "passage_retrieval", "passage_count",
-    "single_doc_qa", "multi_doc_qa", "single_doc_sum", "multi_doc_sum",
-)  # the eight 100-LongBench tasks (construct.longbench100 builds them)
-
-
-def _task_list(value: Any, every: tuple[str, ...], section: str) -> Any:
+def _task_list(value: Any, benchmark: str, section: str) -> Any:
+    """A section's ``tasks``: a list, or ``all`` = every packaged task of the benchmark, in file order."""
     if value == "all":
-        return every
+        from lc_pipeline.tasks.catalog import load_catalog
+
+        return tuple(t.name for t in load_catalog().tasks(benchmark))
     if isinstance(value, str):
         raise ConfigError(f"{section}.tasks must be a list (or 'all' for longbench100 / helmet)")
     return value
@@ -193,21 +190,14 @@ class LongBench100Config(_Model):
     @field_validator("tasks", mode="before")
     @classmethod
     def _all_tasks(cls, value: Any) -> Any:
-        return _task_list(value, LONGBENCH100_TASKS, "longbench100")
+        return _task_list(value, "longbench100", "longbench100")
 
     @model_validator(mode="after")
     def _check(self) -> LongBench100Config:
-        unknown = [t for t in self.tasks if t not in LONGBENCH100_TASKS]
-        if unknown:
-            raise ConfigError(f"longbench100.tasks: unknown {unknown}; known tasks are {list(LONGBENCH100_TASKS)}")
+        # Task names are checked against the task files by BenchmarkConfig (a user file may add some).
         if self.n_per_task < 1:
             raise ConfigError("longbench100.n_per_task must be >= 1")
         return self
-
-
-HELMET_TASKS = (
-    "rag", "rag_multi", "rerank", "json_kv", "ruler_mk_needle", "ruler_mk_uuid", "ruler_mv", "longqa", "summ",
-)  # the HELMET tasks construct.helmet builds
 
 
 class HelmetConfig(_Model):
@@ -222,13 +212,10 @@ class HelmetConfig(_Model):
     @field_validator("tasks", mode="before")
     @classmethod
     def _all_tasks(cls, value: Any) -> Any:
-        return _task_list(value, HELMET_TASKS, "helmet")
+        return _task_list(value, "helmet", "helmet")
 
     @model_validator(mode="after")
     def _check(self) -> HelmetConfig:
-        unknown = [t for t in self.tasks if t not in HELMET_TASKS]
-        if unknown:
-            raise ConfigError(f"helmet.tasks: unknown {unknown}; known tasks are {list(HELMET_TASKS)}")
         if self.n_per_task < 1 or self.n_depths < 1 or self.n_permutations < 1 or self.shots < 0:
             raise ConfigError("helmet: n_per_task, n_depths and n_permutations must be >= 1, shots >= 0")
         return self
@@ -412,11 +399,11 @@ class BenchmarkConfig(_Model):
             if not 0.0 <= d <= 1.0:
                 raise ConfigError(f"config {self.name!r}: depth {d} is outside [0, 1]")
         if self.items_per_length < 0 or (
-            self.items_per_length == 0 and not self.longbench100.tasks and not self.helmet.tasks
+            self.items_per_length == 0 and not self.longbench100.tasks and not self.helmet.tasks and not self.tasks
         ):
             raise ConfigError(
                 f"config {self.name!r}: items_per_length must be >= 1 "
-                "(0 only when longbench100.tasks or helmet.tasks builds instances)"
+                "(0 only when longbench100.tasks, helmet.tasks or tasks builds instances)"
             )
         if not 0 < self.length_tolerance < 1:
             raise ConfigError(f"config {self.name!r}: length_tolerance must be in (0, 1)")
@@ -428,7 +415,28 @@ class BenchmarkConfig(_Model):
             raise ConfigError(f"config {self.name!r}: length_unit {self.length_unit!r}: expected one of "
                               f"{list(LENGTH_UNITS)}")
         self._task_files_sha256 = _file_sha256(self.task_files)
+        self._check_tasks()
         return self
+
+    def _check_tasks(self) -> None:
+        """Every task the config names is declared in the task files (packaged or its own), so a misspelt
+        one fails when the config loads (``dagster definitions validate``), not half-way through a run."""
+        from lc_pipeline.tasks.catalog import TaskFileError, load_catalog
+
+        try:
+            catalog = load_catalog(self.task_files)
+        except TaskFileError as exc:
+            raise ConfigError(f"config {self.name!r}: task_files: {exc}") from None
+        for section in ("longbench100", "helmet"):
+            known = [t.name for t in catalog.tasks(section)]
+            unknown = [t for t in getattr(self, section).tasks if t not in known]
+            if unknown:
+                raise ConfigError(f"{section}.tasks: unknown {unknown}; known tasks are {known}")
+        for name in self.tasks:
+            try:
+                catalog.get(name)
+            except ValueError as exc:
+                raise ConfigError(f"config {self.name!r}: field 'tasks': {exc}") from None
 
     def target_tokens(self, level: str) -> int:
         return level_tokens(level)

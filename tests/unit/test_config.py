@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lc_pipeline.tasks import load_catalog
 from lc_pipeline.config import (
-    HELMET_TASKS,
-    LONGBENCH100_TASKS,
     BenchmarkConfig,
     ConfigError,
     HelmetConfig,
@@ -124,9 +123,24 @@ def test_the_lveval_fingerprint_hashes_the_resolved_rules_file_and_its_content(t
     assert config.fingerprint("lveval") == hashlib.sha256(blob).hexdigest()[:16]
 
 
+MINE_TASKS = """\
+benchmark: mine
+tasks:
+  - name: qa
+    category: QA
+    builder: {name: helmet, options: {kind: json_kv}}
+    prompt: "{context} {demos}{question}"
+    answer_prefix: "Value:"
+    max_new_tokens: 8
+    truncation: end_of_context
+    metrics: [helmet.subem]
+    aggregation: {group: QA}
+"""
+
+
 def test_task_files_and_tasks_leave_old_fingerprints_alone_and_count_once_set(tmp_path):
     (tmp_path / "tasks").mkdir()
-    (tmp_path / "tasks" / "mine.yaml").write_text("benchmark: mine\n")
+    (tmp_path / "tasks" / "mine.yaml").write_text(MINE_TASKS)
     plain = load_config(write(tmp_path, TINY))
     with_tasks = load_config(write(tmp_path, {**TINY, "task_files": ["tasks/mine.yaml"], "tasks": ["mine/qa"]}))
     assert plain.task_files == () and plain.tasks == () and plain.task_files_sha256 == ""
@@ -140,8 +154,8 @@ def test_task_files_and_tasks_leave_old_fingerprints_alone_and_count_once_set(tm
 
 
 def test_task_files_are_resolved_against_the_config_folder_and_hashed_in_order(tmp_path):
-    (tmp_path / "a.yaml").write_text("benchmark: a\n")
-    (tmp_path / "b.yaml").write_text("benchmark: b\n")
+    (tmp_path / "a.yaml").write_text("benchmark: a\ntasks: []\n")
+    (tmp_path / "b.yaml").write_text("benchmark: b\ntasks: []\n")
     elsewhere = tmp_path / "run"
     elsewhere.mkdir()
     cwd = os.getcwd()
@@ -153,7 +167,7 @@ def test_task_files_are_resolved_against_the_config_folder_and_hashed_in_order(t
         os.chdir(cwd)
     assert ab.task_files == (str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"))
     assert len(ab.task_files_sha256) == 16 and ab.task_files_sha256 != ba.task_files_sha256
-    (tmp_path / "a.yaml").write_text("benchmark: a2\n")
+    (tmp_path / "a.yaml").write_text("benchmark: a2\ntasks: []\n")
     assert load_config(tmp_path / "c.yaml").task_files_sha256 != ba.task_files_sha256  # an edit changes it
 
 
@@ -216,7 +230,10 @@ def test_a_file_that_is_not_yaml_is_a_config_error_naming_it(tmp_path):
 def test_sections_take_all_tasks_and_empty_sections_their_defaults(tmp_path):
     config = load_config(write(tmp_path, {**MINIMAL, "helmet": {"tasks": "all"}, "longbench100": {"tasks": "all"},
                                           "lveval": None, "prior_knowledge": None}))
-    assert config.helmet.tasks == HELMET_TASKS and config.longbench100.tasks == LONGBENCH100_TASKS
+    catalog = load_catalog()
+    assert config.helmet.tasks == tuple(t.name for t in catalog.tasks("helmet"))
+    assert config.longbench100.tasks == tuple(t.name for t in catalog.tasks("longbench100"))
+    assert len(config.helmet.tasks) == 9 and len(config.longbench100.tasks) == 8
     assert config.lveval == LVEvalConfig() and config.lveval.wants_cfi is False
 
 
@@ -285,3 +302,13 @@ def test_dagster_definitions_validate_fails_on_a_bad_config_with_its_message_and
     assert "unknown keys ['lenghts']" in out
     good_out = results["good.yaml"].stdout + results["good.yaml"].stderr
     assert results["good.yaml"].returncode == 0, good_out[-3000:]
+
+
+def test_a_task_the_config_names_must_be_declared_in_its_task_files(tmp_path):
+    message = refusal(tmp_path, {**TINY, "tasks": ["mine/nothing"]})
+    assert "field 'tasks'" in message and "unknown task 'mine/nothing'" in message
+    message = refusal(tmp_path, {**TINY, "helmet": {"tasks": ["rag", "icl"]}})
+    assert "helmet.tasks: unknown ['icl']" in message
+    (tmp_path / "broken.yaml").write_text("benchmark: b\ntasks: [{name: x, category: QA}]\n")
+    message = refusal(tmp_path, {**TINY, "task_files": ["broken.yaml"]})
+    assert "broken.yaml" in message and "task b/x" in message and "builder" in message
