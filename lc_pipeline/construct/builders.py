@@ -154,22 +154,32 @@ QA_SUITE = "qa.assemble"
 QA_SUITE_BUILDERS = (QA_SUITE,)  # builders whose tasks are chosen by the sources' items, not listed
 
 
-def qa_prompt_for(config: BenchmarkConfig, catalog: TaskCatalog) -> Callable[[dict], Any]:
+def qa_prompt_for(config: BenchmarkConfig, catalog: TaskCatalog,
+                  tasks: tuple[TaskSpec, ...] | None = None) -> Callable[[dict], Any]:
     """item -> its QAPrompt: its task's template and max_new_tokens (the config's when the task says none).
 
-    Ids: a prompt equal to the default QA prompt at the config's max_new_tokens keeps today's ids; any
-    other mixes the template and length into them (LongBench's own prompts, a user's override).
+    The task: one of ``tasks`` by the row's task name when given (factrecall rows are LV-Eval's
+    factrecall tasks whatever corpus the needle came from), else the item's source's benchmark and its
+    own task name (:func:`item_task`). Ids: a prompt equal to the default QA prompt at the config's
+    max_new_tokens keeps today's ids; any other mixes the template and length into them (LongBench's
+    own prompts, a user's override).
     """
     from lc_pipeline.construct.prompts import QAPrompt
 
     default = QAPrompt.default(config.max_new_tokens)
     cache: dict[tuple[str, str], QAPrompt] = {}
     sources = item_benchmarks(config)
+    by_name = {t.name: t for t in tasks} if tasks is not None else None
 
     def prompt_for(item: dict) -> QAPrompt:
         key = (sources.get(item["source"], "qa"), item["task"])
         if key not in cache:
-            spec = catalog.resolve(*key)
+            if by_name is not None:
+                if item["task"] not in by_name:
+                    raise BuildError(f"item {item['item_id']!r}: task {item['task']!r} is not among {sorted(by_name)}")
+                spec = by_name[item["task"]]
+            else:
+                spec = catalog.resolve(*key)
             template = spec.prompt or default.template
             max_new = spec.max_new_tokens or config.max_new_tokens
             same = template == default.template and max_new == default.max_new_tokens
@@ -192,7 +202,8 @@ def lveval_factrecall(request: BuildRequest) -> Iterator[pl.DataFrame]:
     """LV-Eval's factrecall: one fact sentence moved through one haystack (construct/lveval_levels.py)."""
     from lc_pipeline.construct import qa_suite
 
-    yield from qa_suite.factrecall(request.inputs, qa_prompt_for(request.inputs.config, request.inputs.catalog))
+    i = request.inputs
+    yield from qa_suite.factrecall(i, qa_prompt_for(i.config, i.catalog, request.tasks))
 
 
 def longbench100(request: BuildRequest) -> Iterator[pl.DataFrame]:

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from lc_pipeline import schemas, storage
-from lc_pipeline.assets import instances as instances_asset
+from lc_pipeline.construct import qa_suite
 from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.construct.assembly import build_instances, fitting_items, select_items
 from lc_pipeline.construct.tokens import TokenCounter
@@ -54,7 +54,7 @@ def project(tmp_path_factory):
 def build_level(pipeline, lake, items_per_batch: int, monkeypatch, scratch, edit_items=None):
     """Materialize instances at LEVEL into ``lake`` (source_items changed by ``edit_items``); returns
     (table, row groups, materialization metadata, {check: (passed, metadata)})."""
-    monkeypatch.setattr(instances_asset, "ITEMS_PER_BATCH", items_per_batch)
+    monkeypatch.setattr(qa_suite, "ITEMS_PER_BATCH", items_per_batch)
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the asset stages its file
     resources = {**pipeline.resources, "io_manager": HiveParquetIOManager(base_dir=str(lake))}
     for upstream in ("source_documents", "source_items", "passages", "hard_negatives", "confusing_facts",
