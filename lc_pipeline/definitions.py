@@ -18,7 +18,7 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
-from lc_pipeline.assets import generation, instances, lveval, minilongbench, retrieval, scoring, sources
+from lc_pipeline.assets import generation, instances, lveval, minilongbench, reports, retrieval, scoring, sources
 from lc_pipeline.assets import judge as judge_assets
 from lc_pipeline.config import BenchmarkConfig, load_config
 from lc_pipeline.generate.registry import ModelRegistry
@@ -137,6 +137,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
         *generation.build(parts),
         *scoring.build(parts),
         *judge_assets.build(parts),
+        *reports.build(parts),
         *minilongbench.build(parts),
     ])
     lake = settings.lake_url  # a folder or a bucket URL: every resource below takes either

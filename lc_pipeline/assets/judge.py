@@ -42,7 +42,7 @@ def read_judge_scores(lake_dir: str | Path) -> pl.DataFrame:
 def build(parts: Partitions) -> list:
     @dg.asset(
         partitions_def=parts.length_x_model,
-        group_name="scoring",
+        group_name="judge",
         kinds={"parquet", "openai"},
         description=(
             "LLM-judge verdicts per generation (HELMET long QA / summarization, Loong 1-100, 100-LongBench QA / "

@@ -1,24 +1,22 @@
-"""passages, passage_index, hard_negatives: the retrieval stage (HELMET-style hard negatives)."""
-
+"""The retrieval group: passages, passage_index, hard_negatives (HELMET-style hard negatives; the
+work is construct/chunking.py, construct/retrieval.py and construct/passage_embeddings.py)."""
 
 import dagster as dg
 import numpy as np
 import polars as pl
 
-from lc_pipeline import schemas, storage
+from lc_pipeline import schemas
 from lc_pipeline.assets.common import ALL_SOURCES, FINGERPRINT_KEY, configured_sources, preview
 from lc_pipeline.construct.chunking import chunk_documents
-from lc_pipeline.construct.retrieval import (
-    EmbeddingCache,
-    EncodeStats,
-    IndexSettings,
-    build_index,
-    sample_rows,
-    select_hard_negatives,
+from lc_pipeline.construct.passage_embeddings import (
+    embedding_cache,
+    encode_in_chunks,
+    negatives_metadata,
+    passage_index_frame,
 )
+from lc_pipeline.construct.retrieval import IndexSettings, build_index, sample_rows, select_hard_negatives
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
-from lc_pipeline.progress import Progress
 from lc_pipeline.resources import (
     BenchmarkResource,
     EmbedderResource,
@@ -26,6 +24,7 @@ from lc_pipeline.resources import (
     TokenizerResource,
     VectorIndexResource,
 )
+
 
 class PassageIndexConfig(dg.Config):
     """Run config of passage_index (defaults: construct.retrieval.IndexSettings)."""
@@ -39,31 +38,6 @@ class PassageIndexConfig(dg.Config):
     def settings(self, use_gpu: bool | None) -> IndexSettings:
         return IndexSettings(kind=self.kind, ann_min_vectors=self.ann_min_vectors, target_recall=self.target_recall,
                              recall_queries=self.recall_queries, use_gpu=use_gpu)
-
-
-def embedding_cache(lake: LakeResource, model: str) -> EmbeddingCache:
-    # Beside the tables, never inside a table folder (DuckDB globs must not see it).
-    return EmbeddingCache(storage.lake_path(lake.base_dir) / "_cache" / "embeddings", model)
-
-
-EMBED_CHUNK = 1024  # passages per encode call: one progress step (and one cache shard) each
-
-
-def encode_with_progress(
-    context: dg.AssetExecutionContext, emb, texts: list[str], cache
-) -> tuple[np.ndarray, EncodeStats]:
-    """``emb.encode`` chunk by chunk with counts/ETA in the log; stats summed over the chunks."""
-    if not texts:
-        return emb.encode(texts, cache=cache), emb.last_stats
-    parts, total = [], EncodeStats()
-    with Progress(context.log, len(texts), "embed passages", unit="passage") as bar:
-        for start in range(0, len(texts), EMBED_CHUNK):
-            parts.append(emb.encode(texts[start:start + EMBED_CHUNK], cache=cache))
-            s = emb.last_stats
-            total = EncodeStats(total.texts + s.texts, total.unique + s.unique, total.cache_hits + s.cache_hits,
-                                total.encoded + s.encoded, total.seconds + s.seconds)
-            bar.update(s.texts)
-    return np.concatenate(parts), total
 
 
 def build(parts: Partitions) -> list:
@@ -111,8 +85,8 @@ def build(parts: Partitions) -> list:
                 f"embedder resource uses {emb.model_name!r} but config {bench.name!r} asks for {bench.embedding_model!r}",
                 allow_retries=False,
             )
-        cache = embedding_cache(lake, bench.embedding_model) if config.use_embedding_cache else None
-        vectors, stats = encode_with_progress(context, emb, passages["text"].to_list(), cache)
+        cache = embedding_cache(lake.base_dir, bench.embedding_model) if config.use_embedding_cache else None
+        vectors, stats = encode_in_chunks(emb, passages["text"].to_list(), cache, context.log)
         settings = config.settings(vector_index.use_gpu)
 
         def question_vectors() -> np.ndarray:
@@ -127,17 +101,7 @@ def build(parts: Partitions) -> list:
             f"embedded {stats.encoded} of {stats.texts} passages in {stats.seconds:.1f}s ({stats.cache_hits} cached); "
             f"{built.kind} index at {path}"
         )
-        out = schemas.conform(
-            pl.DataFrame(
-                {
-                    "row": range(len(vectors)),
-                    "passage_id": passages["passage_id"],
-                    "embedding": vectors.tolist(),
-                    "embedding_model": [bench.embedding_model] * len(vectors),
-                }
-            ),
-            "passage_index",
-        )
+        out = passage_index_frame(passages["passage_id"], vectors, bench.embedding_model)
         return dg.Output(
             out,
             metadata={
@@ -173,7 +137,7 @@ def build(parts: Partitions) -> list:
         items = configured_sources(source_items, config, "source_items")
         index = vector_index.load_for_search()
         queries = embedder.embedder().encode(
-            items["question"].to_list(), cache=embedding_cache(lake, config.embedding_model)
+            items["question"].to_list(), cache=embedding_cache(lake.base_dir, config.embedding_model)
         )
         out = select_hard_negatives(
             items,
@@ -184,15 +148,11 @@ def build(parts: Partitions) -> list:
             top_k=config.retrieval_top_k,
             keep=config.hard_negatives_per_item,
         )
-        per_item = out.group_by("item_id").len()["len"]
         return dg.Output(
             out,
             metadata={
                 FINGERPRINT_KEY: stage_fingerprint("hard_negatives", config),
-                "items": items.height,
-                "negatives_per_item_min": int(per_item.min()),
-                "negatives_per_item_mean": float(per_item.mean()),
-                "mean_top1_score": float(out.filter(pl.col("rank") == 0)["score"].mean()),
+                **negatives_metadata(items, out),
                 "preview": preview(out.head(10)),
             },
         )

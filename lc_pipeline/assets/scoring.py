@@ -1,5 +1,6 @@
-"""metric_scores, long_scores, leaderboard."""
-
+"""The scoring group: metric_scores per generation, 100-LongBench's prior_knowledge filter, and
+long_scores (LongScore and the old metric) per model. The metrics are the tasks' (score/metric_scores.py,
+score/task_metrics.py); LongScore is score/longscore.py (spec 100longbench.md)."""
 
 import dagster as dg
 import polars as pl
@@ -9,14 +10,17 @@ from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
 from lc_pipeline.assets.generation import GPU_POOL, GPU_STEP_TAGS
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
-from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
-from lc_pipeline.construct.longbench100 import NO_CONTEXT_PROMPT
-from lc_pipeline.generate.base import GenerationRequest
+from lc_pipeline.resources import BenchmarkResource, ModelsResource
 from lc_pipeline.score.longbench100 import prior_knowledge_frame
-from lc_pipeline.score.longscore import judge_leaderboard, leaderboard_frame, long_scores_frame
 from lc_pipeline.score.metric_scores import score_frame
+from lc_pipeline.score.per_model import (
+    missing_lengths,
+    model_long_scores,
+    no_context_questions,
+    no_context_requests,
+    overall_scores,
+)
 from lc_pipeline.tasks.catalog import catalog_for
-
 
 
 def _number(v: float | None) -> dg.MetadataValue:
@@ -78,18 +82,10 @@ def build(parts: Partitions) -> list:
         pk = config.prior_knowledge
         slug = context.partition_key
         spec = models.spec(slug)
-        items = (
-            instances.filter(pl.col("task").is_in(list(pk.tasks)) if pk.enabled else pl.lit(False))
-            .select("item_id", "task", "question", "answers")
-            .unique("item_id", keep="first")
-            .sort("item_id")
-            .with_columns(prompt=pl.col("question").map_elements(
-                lambda q: NO_CONTEXT_PROMPT.format(input=q), return_dtype=pl.String))
-        )
+        items = no_context_questions(instances, pk)
         results = []
         if items.height:
-            requests = [GenerationRequest(key=i, prompt=p, max_new_tokens=pk.max_new_tokens)
-                        for i, p in items.select("item_id", "prompt").iter_rows()]
+            requests = no_context_requests(items, pk.max_new_tokens)
             results = [vars(r) for r in models.generator(slug).generate(requests)]
         out = prior_knowledge_frame(items, results, metric=pk.metric, threshold=pk.threshold)
         return dg.Output(
@@ -130,26 +126,11 @@ def build(parts: Partitions) -> list:
     ):
         config = benchmark.load()
         slug = context.partition_key
-        present = set(metric_scores["length"].unique())
-        missing = [lv for lv in (*config.base_lengths, *config.long_lengths) if lv not in present]
+        missing = missing_lengths(metric_scores, config.base_lengths, config.long_lengths)
         if missing:
             raise dg.Failure(f"long_scores {slug}: metric_scores missing for lengths {missing}", allow_retries=False)
-        dropped = prior_knowledge.filter(pl.col("dropped"))["item_id"]
-        kept = metric_scores.filter(~pl.col("item_id").is_in(dropped.implode()))
-        frames = [
-            long_scores_frame(
-                kept.filter(pl.col("metric") == m).select("task", "length", "score"),
-                list(config.base_lengths),
-                list(config.long_lengths),
-                metric=m,
-                # A model scoring 0 at the base lengths has no defined LongScore (the paper needs a
-                # non-trivial base ability): record null rather than fail the whole model.
-                on_zero_base="null",
-            )
-            for m in sorted(kept["metric"].unique())
-        ]
-        out = pl.concat(frames)
-        overall = out.filter((pl.col("task") == "overall") & (pl.col("length_level") == "avg"))
+        out, kept, dropped = model_long_scores(metric_scores, prior_knowledge, config.base_lengths, config.long_lengths)
+        overall = overall_scores(out)
         return dg.Output(
             out,
             metadata={
@@ -165,37 +146,4 @@ def build(parts: Partitions) -> list:
             },
         )
 
-    @dg.asset(
-        ins={"long_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})},
-        # Judging is optional: its partitions are read from the lake when there are any.
-        deps=["judge_scores"],
-        group_name="reports",
-        kinds={"parquet"},
-        description="One row per model and metric: Base Ability, old metric, LongScore and their ranks; "
-        "LLM-judge rubrics beside the metrics as 'judge:<rubric>' rows",
-    )
-    def leaderboard(context: dg.AssetExecutionContext, long_scores: pl.DataFrame, benchmark: BenchmarkResource,
-                    lake: LakeResource):
-        from lc_pipeline.assets.judge import read_judge_scores
-
-        config = benchmark.load()
-        judged = read_judge_scores(lake.base_dir)
-        judge_board, judge_left_out = judge_leaderboard(judged, config.base_lengths, config.long_lengths)
-        out = pl.concat([leaderboard_frame(long_scores), judge_board]).sort(
-            ["metric", "rank_long_score", "model"], nulls_last=True)
-        if judge_left_out:
-            context.log.warning(f"judge rubrics left out of the leaderboard: {judge_left_out}")
-        return dg.Output(
-            out,
-            metadata={
-                FINGERPRINT_KEY: stage_fingerprint("leaderboard", config),
-                "models": out["model"].n_unique(),
-                "leaderboard": preview(out.sort("metric", "rank_long_score"), n=50),
-                "judge_metrics": dg.MetadataValue.json(sorted(set(judge_board["metric"]))),
-                "judge_left_out": dg.MetadataValue.json(judge_left_out),
-                **plot_metadata(context, "score_vs_length",
-                                lambda: plots.score_vs_length(plots.leaderboard_points(long_scores), out)),
-            },
-        )
-
-    return [metric_scores, prior_knowledge, long_scores, leaderboard]
+    return [metric_scores, prior_knowledge, long_scores]

@@ -1,4 +1,5 @@
-"""The Dagster definitions load, and `lcp ui` serves the whole asset graph with its lineage."""
+"""The Dagster definitions load, and `lcp ui` serves the whole asset graph with its lineage, each asset
+in the UI group named like the assets module that defines it."""
 
 from __future__ import annotations
 
@@ -43,6 +44,19 @@ def defined_assets(repo, env) -> set[str]:
     return set(out.stdout.split())
 
 
+def assets_by_module(repo, env) -> dict[str, set[str]]:
+    """Asset names each module of lc_pipeline/assets builds (all but common.py), read in a subprocess."""
+    code = ("import importlib, json, pkgutil; import lc_pipeline.assets as A; "
+            "from lc_pipeline.config import load_config; from lc_pipeline.partitions import Partitions; "
+            "from lc_pipeline.settings import Settings; "
+            "parts = Partitions(load_config(Settings.from_env().config).lengths); "
+            "print(json.dumps({m.name: [k.path[-1] for a in importlib.import_module('lc_pipeline.assets.' + m.name)"
+            ".build(parts) for k in a.keys] for m in pkgutil.iter_modules(A.__path__) if m.name != 'common'}))")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=repo, env=env, capture_output=True,
+                         text=True, timeout=300, check=True)
+    return {module: set(names) for module, names in json.loads(out.stdout).items()}
+
+
 def test_definitions_validate(repo, project_env):
     dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
     proc = subprocess.run([dagster, "definitions", "validate", "-w", "workspace.yaml"], cwd=repo, env=project_env,
@@ -66,7 +80,7 @@ def test_ui_serves_asset_graph_with_lineage(repo, project_env):
         deadline, nodes = time.monotonic() + 240, None
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                data = graphql(port, "{ assetNodes { assetKey { path } dependencyKeys { path } } }")
+                data = graphql(port, "{ assetNodes { assetKey { path } groupName dependencyKeys { path } } }")
                 nodes = data["data"]["assetNodes"]
                 if nodes:
                     break
@@ -79,6 +93,10 @@ def test_ui_serves_asset_graph_with_lineage(repo, project_env):
         assert set(graph) == defined_assets(repo, project_env)
         for asset, deps in LINEAGE.items():
             assert graph[asset] == deps, asset
+        groups: dict[str, set[str]] = {}
+        for n in nodes:
+            groups.setdefault(n["groupName"], set()).add(n["assetKey"]["path"][-1])
+        assert groups == assets_by_module(repo, project_env)  # a UI group is one assets module, same name
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
