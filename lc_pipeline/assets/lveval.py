@@ -10,14 +10,7 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline import schemas
-from lc_pipeline.assets.common import (
-    ALL_SOURCES,
-    FINGERPRINT_KEY,
-    check_result,
-    json_metadata,
-    preview,
-    source_frames,
-)
+from lc_pipeline.assets.common import ALL_SOURCES, FINGERPRINT_KEY, check_result, json_metadata, preview, source_frames
 from lc_pipeline.config import KNOWLEDGE_BASE_FACTS, BenchmarkConfig
 from lc_pipeline.construct.confusing_facts import fact_problems, facts_frame
 from lc_pipeline.construct.instance_checks import CheckResult
@@ -38,11 +31,7 @@ from lc_pipeline.construct.replacement import rules_frame
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, ModelsResource, TokenizerResource
-from lc_pipeline.score.lveval_ablation import (
-    ablation_frame,
-    ablation_metadata,
-    level_scores,
-)
+from lc_pipeline.score.lveval_ablation import ablation_frame, ablation_metadata, level_scores
 from lc_pipeline.tasks.catalog import catalog_for
 
 

@@ -6,12 +6,7 @@ import numpy as np
 import polars as pl
 
 from lc_pipeline import schemas
-from lc_pipeline.assets.common import (
-    ALL_SOURCES,
-    FINGERPRINT_KEY,
-    configured_sources,
-    preview,
-)
+from lc_pipeline.assets.common import ALL_SOURCES, FINGERPRINT_KEY, configured_sources, preview
 from lc_pipeline.construct.chunking import chunk_documents
 from lc_pipeline.construct.passage_embeddings import (
     embedding_cache,
@@ -19,12 +14,7 @@ from lc_pipeline.construct.passage_embeddings import (
     negatives_metadata,
     passage_index_frame,
 )
-from lc_pipeline.construct.retrieval import (
-    IndexSettings,
-    build_index,
-    sample_rows,
-    select_hard_negatives,
-)
+from lc_pipeline.construct.retrieval import IndexSettings, build_index, sample_rows, select_hard_negatives
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import (

@@ -19,11 +19,7 @@ import polars as pl
 
 from lc_pipeline.config import KNOWLEDGE_BASE_FACTS, BenchmarkConfig
 from lc_pipeline.construct.assembly import derive_seed
-from lc_pipeline.construct.confusing_facts import (
-    CandidateFact,
-    knowledge_base_facts,
-    llm_facts,
-)
+from lc_pipeline.construct.confusing_facts import CandidateFact, knowledge_base_facts, llm_facts
 from lc_pipeline.construct.replacement import (
     ReplacementRule,
     TermIndex,
