@@ -56,9 +56,9 @@ JSON_KV_OVERRIDE = textwrap.dedent("""\
 
 BASE = {
     "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 60, "seed": 3}],
-    "lengths": ["1k"],
+    "lengths": ["1k", "2k"],
     "base_lengths": ["1k"],
-    "long_lengths": ["1k"],
+    "long_lengths": ["2k"],
     "depths": [0.5],
     "items_per_length": 2,
     "retrieval_top_k": 40,
@@ -69,6 +69,7 @@ BASE = {
 
 
 def settings_for(tmp_path, config: dict) -> Settings:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
     return Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
                     models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
@@ -82,7 +83,7 @@ def table(settings: Settings, name: str, part: str) -> pl.DataFrame:
 def test_a_task_from_a_users_yaml_file_runs_through_the_graph_with_no_code_change(tmp_path):
     (tmp_path / "my_tasks.yaml").write_text(MY_TASKS)
     config = {**BASE, "name": "mine", "items_per_length": 0, "task_files": ["my_tasks.yaml"], "tasks": ["mine/kv_quiz"],
-              "helmet": {"n_per_task": 1, "shots": 1}}
+              "helmet": {"n_per_task": 1, "shots": 1, "n_depths": 2}}
     settings = settings_for(tmp_path, config)
     with dg.instance_for_test() as instance:
         runner = Runner(build_pipeline(settings), instance, echo=lambda m: None)
@@ -91,17 +92,17 @@ def test_a_task_from_a_users_yaml_file_runs_through_the_graph_with_no_code_chang
 
     rows = table(settings, "instances", "length=1k")
     assert (rows["benchmark"].unique().to_list(), rows["task"].unique().to_list()) == (["mine"], ["kv_quiz"])
-    assert rows.height == 1 and rows["max_new_tokens"].to_list() == [12]
-    prompt, question = rows["prompt"][0], rows["question"][0]
-    assert prompt.startswith("Here is a JSON object.\n{")  # the user's wording around the builder's JSON
-    assert prompt.endswith(f'What value does the key "{question}" have?\nValue:')
+    assert rows.height == 2 and rows["max_new_tokens"].to_list() == [12, 12]  # one key at two depths
+    for prompt, question, tokens in rows.select("prompt", "question", "input_tokens").iter_rows():
+        assert 0.95 * 1024 <= tokens <= 1024  # the builder fills the user's prompt to the level
+        assert prompt.startswith("Here is a JSON object.\n{")  # the user's wording around the builder's JSON
+        assert prompt.endswith(f'What value does the key "{question}" have?\nValue:')
     generations = table(settings, "generations", "length=1k/model=smollm2-135m")
-    assert generations["instance_id"].to_list() == rows["instance_id"].to_list()
-    assert generations["truncation_policy"].to_list() == ["end_of_context"]
-    assert generations["completion_tokens"][0] <= 12
+    assert sorted(generations["instance_id"]) == sorted(rows["instance_id"])
+    assert set(generations["truncation_policy"]) == {"end_of_context"} and generations["completion_tokens"].max() <= 12
     scores = table(settings, "metric_scores", "length=1k/model=smollm2-135m")
-    assert scores.select("task", "metric").rows() == [("kv_quiz", "helmet")]
-    assert 0.0 <= scores["score"][0] <= 1.0
+    assert scores.select("task", "metric").rows() == [("kv_quiz", "helmet")] * 2
+    assert scores["score"].is_between(0.0, 1.0).all()
 
 
 def test_overriding_a_packaged_prompt_changes_only_that_tasks_rows(tmp_path):
@@ -125,8 +126,9 @@ def test_overriding_a_packaged_prompt_changes_only_that_tasks_rows(tmp_path):
     assert rows(after, False).equals(rows(before, False))
     # json_kv: the user's wording, new ids; the same items, answers and length level.
     old, new = rows(before, True), rows(after, True)
-    assert old.height == new.height == 1
-    assert new["prompt"][0].startswith("{") and f'Which value goes with "{new["question"][0]}"?' in new["prompt"][0]
-    assert "Which value goes with" not in old["prompt"][0]
+    assert old.height == new.height > 0
+    for prompt, question in new.select("prompt", "question").iter_rows():
+        assert prompt.startswith("{") and f'Which value goes with "{question}"?' in prompt
+    assert not old["prompt"].str.contains("Which value goes with").any()
     assert set(new["instance_id"]).isdisjoint(old["instance_id"])
-    assert new["answers"].to_list() == old["answers"].to_list()
+    assert sorted(new["answers"].to_list()) == sorted(old["answers"].to_list())
