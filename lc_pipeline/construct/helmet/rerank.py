@@ -10,7 +10,6 @@ item's few relevant passages, so all relevant passages are kept and hard negativ
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 
 from lc_pipeline.construct.assembly import derive_seed
 from lc_pipeline.construct.helmet.context import BuildContext, Row
@@ -21,19 +20,11 @@ from lc_pipeline.construct.helmet.pools import (
     pick,
     qa_items,
 )
+from lc_pipeline.score.helmet import rerank_qrels
 
 RERANK_DEMO_PASSAGES = 10  # HELMET's re-rank demos: k10
-
-
-def rerank_qrels(answers: Sequence[str]) -> dict[str, int]:
-    """``["12345:2", "67890:1"]`` -> ``{"12345": 2, "67890": 1}`` (re-rank instances' answers)."""
-    out = {}
-    for a in answers:
-        pid, sep, grade = a.rpartition(":")
-        if not sep or not pid or not grade.isdigit():
-            raise ValueError(f"re-rank answer {a!r}: expected '<ID>:<grade>'")
-        out[pid] = int(grade)
-    return out
+# Re-rank answers are "<ID>:<grade>" strings; their parser lives with the metric that reads them.
+__all__ = ["RERANK_DEMO_PASSAGES", "build_rerank", "graded", "rerank_qrels"]
 
 
 def graded(ctx: BuildContext, item: dict, gold: Passage) -> list[tuple[Passage, int]]:
