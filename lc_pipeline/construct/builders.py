@@ -203,7 +203,7 @@ def lveval_factrecall(request: BuildRequest) -> Iterator[pl.DataFrame]:
     from lc_pipeline.construct import qa_suite
 
     i = request.inputs
-    yield from qa_suite.factrecall(i, qa_prompt_for(i.config, i.catalog, request.tasks))
+    yield from qa_suite.factrecall(i, qa_prompt_for(i.config, i.catalog, request.tasks), request.tasks)
 
 
 def longbench100(request: BuildRequest) -> Iterator[pl.DataFrame]:

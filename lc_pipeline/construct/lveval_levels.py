@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import polars as pl
 
@@ -37,7 +37,6 @@ from lc_pipeline.fingerprints import INSTANCE_CONTENT_FIELDS
 from lc_pipeline.text import contains_answer
 
 SUITE = "qa"
-FACTRECALL_TASKS = {"en": "factrecall_en", "zh": "factrecall_zh"}
 
 
 def unit_of(language: str) -> str:
@@ -235,14 +234,15 @@ def factrecall_needles(items: pl.DataFrame, documents: pl.DataFrame, config: Ben
 
 def build_factrecall_instances(
     items: pl.DataFrame, documents: pl.DataFrame, *, level: str, config: BenchmarkConfig, counter: TokenCounter,
-    prompt_for: PromptFor | None = None,
+    prompt_for: PromptFor | None = None, task_by_language: Mapping[str, str],
 ) -> pl.DataFrame:
     """``factrecall_items`` needles x ``factrecall_positions`` evenly spaced positions, at one level.
 
     The haystack is the same for every position of a needle (only the needle moves); in token
-    mode its target is the prompt's, in word mode the context's. ``prompt_for`` is asked with the
-    item as the row will be, its task ``factrecall_en`` / ``factrecall_zh`` (None: our QA prompt
-    with ``config.max_new_tokens``).
+    mode its target is the prompt's, in word mode the context's. A row's task is the factrecall task
+    of its needle's language (``task_by_language``: LV-Eval's ``factrecall_en`` / ``factrecall_zh``,
+    from its task file); ``prompt_for`` is asked with the item as the row will be, that task (None:
+    our QA prompt with ``config.max_new_tokens``).
     """
     n_positions, unit = config.lveval.factrecall_positions, config.length_unit
     docs = DocumentIndex(documents)
@@ -253,7 +253,10 @@ def build_factrecall_instances(
     rows = []
     for item, needle in needles:
         lang = _language(item)
-        task = FACTRECALL_TASKS[lang]
+        if lang not in task_by_language:
+            raise ValueError(f"item {item['item_id']!r}: no factrecall task for language {lang!r} "
+                             f"(the task files declare {dict(task_by_language)})")
+        task = task_by_language[lang]
         qa = prompt_of({**item, "task": task})
         measure: Callable[[str], int]
         if unit == "words":

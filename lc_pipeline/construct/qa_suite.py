@@ -10,7 +10,7 @@ own task's template (``prompt_for``: see construct/builders.py). Pure: no Dagste
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import polars as pl
@@ -43,14 +43,16 @@ def build(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[pl.DataFra
         del qa
 
 
-def factrecall(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[pl.DataFrame]:
-    """LV-Eval's factrecall rows (``lveval.factrecall_positions`` needle positions), with their variants."""
+def factrecall(inputs: Any, prompt_for: Callable[[dict], Any], tasks: Sequence[Any]) -> Iterator[pl.DataFrame]:
+    """LV-Eval's factrecall rows (``lveval.factrecall_positions`` needle positions), with their variants;
+    ``tasks``: the factrecall TaskSpecs, one per needle language."""
     from lc_pipeline.construct.builders import BuildError
     from lc_pipeline.construct.lveval_variants import add_variants
 
     try:
         plain = build_factrecall_instances(inputs.items, inputs.documents, level=inputs.level, config=inputs.config,
-                                           counter=inputs.counter, prompt_for=prompt_for)
+                                           counter=inputs.counter, prompt_for=prompt_for,
+                                           task_by_language={t.language: t.name for t in tasks})
     except ValueError as exc:
         raise BuildError(f"factrecall instances at {inputs.level}: {exc}") from exc
     try:

@@ -15,6 +15,10 @@ from lc_pipeline.construct.lveval_levels import (
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.construct.word_levels import count_units, needle_depths
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
+from lc_pipeline.tasks import load_catalog
+
+# LV-Eval's factrecall tasks by needle language, as its task file declares them.
+FACTRECALL = {t.language: t.name for t in load_catalog().tasks("lveval") if t.builder.name == "lveval.factrecall"}
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +83,7 @@ def test_factrecall_needle_at_evenly_spaced_positions(corpus, counter):
     documents, items = corpus
     config = words_config(lveval=LVEvalConfig(factrecall_positions=5, factrecall_items=1))
     out = with_length_units(build_factrecall_instances(items, documents, level="1k", config=config,
+                                                        task_by_language=FACTRECALL,
                                                        counter=counter), "1k", config)
     assert out.height == 5 and set(out["task"]) == {"factrecall_en"}
     assert out["depth"].to_list() == needle_depths(5) == [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -102,6 +107,7 @@ def test_factrecall_at_token_levels(corpus, counter):
     documents, items = corpus
     config = words_config(length_unit="tokens", lveval=LVEvalConfig(factrecall_positions=3))
     out = with_length_units(build_factrecall_instances(items, documents, level="1k", config=config,
+                                                        task_by_language=FACTRECALL,
                                                        counter=counter), "1k", config)
     assert set(out["length_unit"]) == {"tokens"} and set(out["target_tokens"]) == {1024}
     assert ((out["input_tokens"] - 1024).abs() / 1024).max() <= config.length_tolerance
@@ -111,7 +117,8 @@ def test_too_few_needles_is_an_error_naming_the_setting(corpus, counter):
     documents, items = corpus
     config = words_config(lveval=LVEvalConfig(factrecall_positions=3, factrecall_items=10_000))
     with pytest.raises(ValueError, match="factrecall_items is 10000"):
-        build_factrecall_instances(items, documents, level="1k", config=config, counter=counter)
+        build_factrecall_instances(items, documents, level="1k", config=config,
+                                                        task_by_language=FACTRECALL, counter=counter)
 
 
 def test_chinese_levels_count_characters(counter):
@@ -167,7 +174,8 @@ def test_word_levels_and_factrecall_take_each_items_prompt(corpus, counter):
     assert not set(salted["instance_id"]) & set(default["instance_id"])
     # factrecall asks for the prompt of the row's own task.
     asked.clear()
-    recall = build_factrecall_instances(items, documents, level="1k", config=config, counter=counter,
+    recall = build_factrecall_instances(items, documents, level="1k", config=config,
+                                                        task_by_language=FACTRECALL, counter=counter,
                                         prompt_for=prompt_for)
     assert set(asked) == {"factrecall_en"} and set(recall["task"]) == {"factrecall_en"}
     assert all(p.startswith("Question: ") for p in recall["prompt"]) and set(recall["max_new_tokens"]) == {64}
