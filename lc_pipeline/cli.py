@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from lc_pipeline.commands.output import print_table
+from lc_pipeline.generate.backends import GENERATORS
 
 from lc_pipeline.settings import Settings
 
@@ -84,7 +85,7 @@ def demo(config: str | None, models: tuple[str, ...]) -> None:
 @main.command("add-model")
 @click.argument("name")
 @click.option("--like", default="smollm2-135m", show_default=True, help="Start from this model's settings.")
-@click.option("--backend", default=None, type=click.Choice(["transformers", "llamacpp", "openai", "vllm"]),
+@click.option("--backend", default=None, type=click.Choice(GENERATORS.names()),
               help="transformers (CPU/GPU), llamacpp (in-process GGUF), openai (any OpenAI-compatible server), "
                    "vllm (GPUs).")
 @click.option("--model-id", default=None, help="HF id, local path, or package:<pip package>.")

@@ -42,10 +42,11 @@ from typing import Any
 import yaml
 
 from lc_pipeline import storage
+from lc_pipeline.generate.backends import GENERATORS
 
 MODEL_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
-BACKENDS = ("transformers", "vllm", "openai", "llamacpp")
+BACKENDS: tuple[str, ...] = tuple(GENERATORS.names())  # the registered generation backends (generate/backends.py)
 APIS = ("chat", "completions")
 DTYPES = ("float32", "bfloat16", "float16")
 PACKAGE_PREFIX = "package:"
