@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from lc_pipeline import schemas
-from lc_pipeline.assets.common import ALL_SOURCES, FINGERPRINT_KEY, configured_sources, preview
+from lc_pipeline.assets.common import ALL_SOURCES, FINGERPRINT_KEY, configured_sources, json_metadata, preview
 from lc_pipeline.construct.chunking import chunk_documents
 from lc_pipeline.construct.passage_embeddings import (
     embedding_cache,
@@ -68,16 +68,9 @@ def build(parts: Partitions) -> list:
         description="Sentence-transformers embeddings of every passage and a FAISS inner-product index over them "
                     "(an approximate index is tuned on the items' questions, the queries hard_negatives asks)",
     )
-    def passage_index(
-        context: dg.AssetExecutionContext,
-        config: PassageIndexConfig,
-        passages: pl.DataFrame,
-        source_items: pl.DataFrame,
-        benchmark: BenchmarkResource,
-        embedder: EmbedderResource,
-        vector_index: VectorIndexResource,
-        lake: LakeResource,
-    ):
+    def passage_index(context: dg.AssetExecutionContext, config: PassageIndexConfig, passages: pl.DataFrame,
+                      source_items: pl.DataFrame, benchmark: BenchmarkResource, embedder: EmbedderResource,
+                      vector_index: VectorIndexResource, lake: LakeResource):
         bench = benchmark.load()
         emb = embedder.embedder()
         if emb.model_name != bench.embedding_model:
@@ -113,8 +106,7 @@ def build(parts: Partitions) -> list:
                 "embed_seconds": round(stats.seconds, 2),
                 "embedded_new": stats.encoded,
                 "embedding_cache_hits": stats.cache_hits,
-                **{k: (dg.MetadataValue.json(v) if isinstance(v, (dict, list)) else v)
-                   for k, v in built.metadata().items()},
+                **json_metadata(built.metadata()),
             },
         )
 
@@ -124,15 +116,9 @@ def build(parts: Partitions) -> list:
         kinds={"faiss", "parquet"},
         description="Per item: top-ranked passages for the question that contain no gold answer, with scores",
     )
-    def hard_negatives(
-        source_items: pl.DataFrame,
-        passages: pl.DataFrame,
-        passage_index: pl.DataFrame,
-        benchmark: BenchmarkResource,
-        embedder: EmbedderResource,
-        vector_index: VectorIndexResource,
-        lake: LakeResource,
-    ):
+    def hard_negatives(source_items: pl.DataFrame, passages: pl.DataFrame, passage_index: pl.DataFrame,
+                       benchmark: BenchmarkResource, embedder: EmbedderResource, vector_index: VectorIndexResource,
+                       lake: LakeResource):
         config = benchmark.load()
         items = configured_sources(source_items, config, "source_items")
         index = vector_index.load_for_search()
