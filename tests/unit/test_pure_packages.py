@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "lc_pipeline"
-PURE = ("sources", "construct", "generate", "score")
+PURE = ("sources", "construct", "generate", "score", "tasks")
 WIRING = ("dagster", "lc_pipeline.assets", "lc_pipeline.resources", "lc_pipeline.definitions")
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from lc_pipeline.score.minilongbench.matrix import (
     ScoreMatrix,
-    _group_index,
+    group_index,
     aggregate,
     spearman,
 )
@@ -22,7 +22,7 @@ from lc_pipeline.score.minilongbench.model import DEFAULT_MODE, MODES, MiniLongB
 
 def random_stratified_subset(tasks: np.ndarray, counts: Mapping[str, int], rng: np.random.Generator) -> np.ndarray:
     """A uniformly random subset with ``counts[task]`` samples of each task (ascending positions)."""
-    by_task = _group_index(np.asarray(tasks))
+    by_task = group_index(np.asarray(tasks))
     picks = []
     for t, c in counts.items():
         if c > len(by_task.get(t, ())):

@@ -101,11 +101,13 @@ class Estimate:
         return {"overall": self.overall, "categories": dict(self.categories), "tasks": dict(self.tasks)}
 
 
-def _group_index(labels: np.ndarray) -> dict[str, np.ndarray]:
+def group_index(labels: np.ndarray) -> dict[str, np.ndarray]:
+    """label -> the positions holding it, labels in sorted order."""
     return {str(k): np.flatnonzero(labels == k) for k in sorted(set(labels.tolist()))}
 
 
-def _task_categories(tasks: np.ndarray, categories: np.ndarray) -> dict[str, str]:
+def task_categories(tasks: np.ndarray, categories: np.ndarray) -> dict[str, str]:
+    """task -> its category; a task found in two categories is a ValueError naming both."""
     out: dict[str, str] = {}
     for t, c in zip(tasks.tolist(), categories.tolist()):
         if out.setdefault(t, c) != c:
@@ -119,8 +121,8 @@ def aggregate(values: np.ndarray, tasks: np.ndarray, categories: np.ndarray) -> 
     v = np.asarray(values, dtype=float)
     single = v.ndim == 1
     v = v[None, :] if single else v
-    cat_of = _task_categories(tasks, categories)
-    by_task = _group_index(tasks)
+    cat_of = task_categories(tasks, categories)
+    by_task = group_index(tasks)
     out = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the mean of an all-NaN task is NaN, on purpose

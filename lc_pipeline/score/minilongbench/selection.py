@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lc_pipeline.score.minilongbench.matrix import _group_index, _task_categories
+from lc_pipeline.score.minilongbench.matrix import group_index, task_categories
 
 
 def n_selected(n_samples: int, ratio: float) -> int:
@@ -56,8 +56,8 @@ def cluster_budgets(group_sizes: Mapping[str, int], total: int) -> dict[str, int
 def balance_weights(tasks: np.ndarray, categories: np.ndarray) -> np.ndarray:
     """w_j = n / (T_cat * C * n_task), normalized to sum to 1: every category, and every task within
     it, weighs the same (spec §4.3 step 4)."""
-    cat_of = _task_categories(tasks, categories)
-    task_size = {t: len(idx) for t, idx in _group_index(tasks).items()}
+    cat_of = task_categories(tasks, categories)
+    task_size = {t: len(idx) for t, idx in group_index(tasks).items()}
     tasks_per_cat: dict[str, int] = {}
     for c in cat_of.values():
         tasks_per_cat[c] = tasks_per_cat.get(c, 0) + 1
@@ -117,7 +117,7 @@ def select_subset(
     from sklearn.metrics import pairwise_distances
 
     x = np.asarray(features, dtype=np.float64)
-    by_group = _group_index(np.asarray(groups))
+    by_group = group_index(np.asarray(groups))
     budgets = cluster_budgets({g: len(idx) for g, idx in by_group.items()}, k)
     chosen, clusters, cgroups, cweights = [], [], [], []
     next_cluster = 0
