@@ -33,6 +33,7 @@ from lc_pipeline.construct.longbench100 import SUITE as LB100_SUITE
 from lc_pipeline.construct.replacement import rules_by_item
 from lc_pipeline.construct.variants import kpr_problems
 from lc_pipeline.construct.word_levels import count_units
+from lc_pipeline.tasks.catalog import catalog_for
 
 CHECK_LENGTH = "within_length_tolerance"
 CHECK_EVIDENCE = "contains_evidence"
@@ -147,6 +148,9 @@ class InstanceChecks:
         self.kpr: list[str] = []
         self.spans: list[str] = []
         self.rag: list[pl.DataFrame] = []  # HELMET RAG rows' ids and block ids: the depth check spans rows
+        # Every task HELMET's builder makes with kind rag (a user's copy too), by its task files.
+        self.rag_tasks = sorted({t.name for t in catalog_for(config)
+                                 if t.builder.name == HELMET_SUITE and t.builder.options.get("kind") == "rag"})
 
     def add(self, out: pl.DataFrame, fact_tokens: pl.Series) -> None:
         """Check one batch of INSTANCES rows (length units filled); ``fact_tokens``: per row, the
@@ -170,7 +174,7 @@ class InstanceChecks:
         self.kpr += kpr_problems(out.filter(pl.col("variant").str.contains("kpr")).iter_rows(named=True),
                                  self.rules_by_item)
         self.spans += lveval_variants.insertion_problems(out, self.facts, self.rules)
-        self.rag.append(out.filter((pl.col("suite") == HELMET_SUITE) & (pl.col("task") == "rag")).select(
+        self.rag.append(out.filter((pl.col("suite") == HELMET_SUITE) & pl.col("task").is_in(self.rag_tasks)).select(
             "instance_id", "item_id", "suite", "task", "depth", "target_tokens", "evidence_doc_ids", "context_doc_ids"))
 
     def results(self) -> list[CheckResult]:
@@ -181,6 +185,6 @@ class InstanceChecks:
             CheckResult(CHECK_KEYWORDS, self.bad_keywords[True] + self.bad_keywords[False]),
             CheckResult(CHECK_KPR, self.kpr),
             CheckResult(CHECK_INSERTIONS, self.spans),
-            CheckResult(CHECK_RAG_DEPTHS, gold_depth_violations(rag, self.config.helmet.n_depths),
+            CheckResult(CHECK_RAG_DEPTHS, gold_depth_violations(rag, self.config.helmet.n_depths, self.rag_tasks),
                         {"rag_instances": rag.height}),
         ]

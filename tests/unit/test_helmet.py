@@ -255,3 +255,18 @@ def test_long_documents_are_cut_from_the_end(longbench, counter):
         assert "[document text]" in row["prompt"] or row["task"] == "summ"  # demos replace the document
     summ = out.filter(pl.col("task") == "summ").row(0, named=True)
     assert summ["max_new_tokens"] == 400 and summ["prompt"].count("Summary: ") >= 2  # 2 example summaries
+
+
+def test_the_depth_check_covers_every_task_built_as_rag_a_users_copy_too(tmp_path):
+    from lc_pipeline.config import load_config
+    from lc_pipeline.construct.instance_checks import InstanceChecks
+    from lc_pipeline.schemas import empty
+
+    (tmp_path / "mine.yaml").write_text(
+        "benchmark: helmet\ntasks:\n  - {name: rag_terse, base: rag, max_new_tokens: 8}\n")
+    (tmp_path / "c.yaml").write_text(
+        "name: c\nsources: [{name: demo}]\nlengths: [4k]\nbase_lengths: [4k]\nlong_lengths: [4k]\n"
+        "task_files: [mine.yaml]\nhelmet: {tasks: [rag, rag_terse, json_kv]}\n")
+    checks = InstanceChecks(load_config(tmp_path / "c.yaml"), empty("source_documents"),
+                            empty("confusing_facts"), empty("replacement_rules"))
+    assert checks.rag_tasks == ["rag", "rag_terse"]  # json_kv is not a one-gold RAG task
