@@ -70,3 +70,26 @@ def test_chunks_follow_how_each_backend_batches():
     assert chunk_size(dataclasses.replace(SERVED, max_concurrency=8)) == 16
     assert chunk_size(dataclasses.replace(SERVED, backend="vllm")) == 0  # whole partition at once
     assert chunk_size(dataclasses.replace(SERVED, backend="transformers", batch_size=4)) == 8
+
+
+def test_each_request_carries_its_tasks_chat_template_switch():
+    # HELMET runs RAG, recall and re-rank as completions even for a chat model; LongQA and Summ through the
+    # chat template (helmet.md §5.1). A base model gets the plain prompt anyway: its keys do not change.
+    df = instances(benchmark=["helmet", "helmet", "helmet"], task=["rag", "longqa", "json_kv"])
+    chat = plan(df)
+    by_task = dict(zip(df.sort("instance_id")["task"], chat.items, strict=True))
+    assert by_task["rag"].request.chat_template is False and by_task["json_kv"].request.chat_template is False
+    assert by_task["longqa"].request.chat_template is True
+    base = dataclasses.replace(SERVED, chat_template=False)
+    assert all(i.request.chat_template for i in plan(df, base).items)  # nothing to switch off
+    # The switch is part of the cache key (same prompt, same model: different input), only when it applies.
+    longqa_like = plan(instances(benchmark=["helmet"] * 3, task=["longqa"] * 3))
+    assert by_task["rag"].request.key != next(i.request.key for i in longqa_like.items if i.instance_id == "b")
+
+
+def test_stop_sequences_cut_the_output_and_say_stop():
+    from lc_pipeline.generate.base import cut_at_stop
+
+    assert cut_at_stop("Paris\n\nQuestion: next", ["\n\n", "Question:"]) == ("Paris", True)
+    assert cut_at_stop("Paris", ["\n\n"]) == ("Paris", False)
+    assert cut_at_stop("Paris", []) == ("Paris", False)
