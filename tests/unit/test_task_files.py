@@ -272,3 +272,10 @@ def test_every_builder_metric_and_rubric_named_is_registered(catalog):
 def test_every_task_says_what_it_is(catalog):
     for task in all_tasks(catalog):
         assert task.description.strip(), task.qualified_name
+
+
+def test_chat_template_use_follows_the_authors_code(catalog):
+    # HELMET: open instruct models get the chat template only for Cite, LongQA and Summ (helmet.md §5.1);
+    # 100-LongBench feeds raw prompts (100longbench.md §4.3).
+    assert {t.name for t in catalog.tasks("helmet") if t.chat_template} == {"longqa", "summ"}
+    assert not any(t.chat_template for t in catalog.tasks("longbench100"))
