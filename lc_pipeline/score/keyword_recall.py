@@ -200,7 +200,7 @@ DATASETS: dict[str, DatasetRule] = {
         DatasetRule("keyword_recall_zh", "zh", "keyword_f1"),
     )
 }
-_ALIASES = {"loogle_mr_mixup": "loogle_MIR_mixup"}  # the paper's name for the release's loogle_MIR
+DATASET_ALIASES = {"loogle_mr_mixup": "loogle_MIR_mixup"}  # the paper's name for the release's loogle_MIR
 
 
 def dataset_rule(name: str) -> DatasetRule:
@@ -211,7 +211,7 @@ def dataset_rule(name: str) -> DatasetRule:
     if len(parts) == 2 and parts[1].lower().endswith("k") and parts[1][:-1].isdigit():
         key = parts[0]
     lowered = {k.lower(): k for k in DATASETS}
-    canonical = _ALIASES.get(key.lower()) or lowered.get(key.lower())
+    canonical = DATASET_ALIASES.get(key.lower()) or lowered.get(key.lower())
     if canonical is None:
         raise ValueError(f"unknown LV-Eval dataset {name!r}; known: {', '.join(DATASETS)}")
     return DATASETS[canonical]

@@ -65,8 +65,11 @@ _KNOWN = {"input", "context", "answers", "length", "dataset", "language", "answe
 
 
 def _canonical(task: str) -> str:
-    """``hotpotwikiqa-mixup`` / ``loogle_mr_mixup`` -> the release's spelling."""
+    """``hotpotwikiqa-mixup`` / ``loogle_mr_mixup`` / the paper's ``loogle_MR_mixup`` -> the release's spelling."""
+    from lc_pipeline.score.keyword_recall import DATASET_ALIASES
+
     t = task.replace("-", "_")
+    t = DATASET_ALIASES.get(t.lower(), t)
     for known in CATEGORIES:
         if known.lower() == t.lower():
             return known

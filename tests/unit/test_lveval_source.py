@@ -36,7 +36,8 @@ def write_jsonl(path: Path, records: list) -> Path:
 def test_split_name():
     assert split_name("hotpotwikiqa_mixup_16k") == ("hotpotwikiqa_mixup", "16k")
     assert split_name("factrecall-zh_256k") == ("factrecall_zh", "256k")
-    assert split_name("loogle_mr_mixup_32k") == ("loogle_MR_mixup", "32k")
+    assert split_name("loogle_mr_mixup_32k") == ("loogle_MIR_mixup", "32k")  # the paper's name, the release's task
+    assert split_name("loogle_MR_mixup") == ("loogle_MIR_mixup", None)
     assert split_name("whatever") == ("whatever", None)
 
 
