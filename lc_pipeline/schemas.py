@@ -205,6 +205,21 @@ LEADERBOARD = _table("leaderboard", {
     "n_instances": (pl.Int64, "Instances scored"),
 })
 
+# Each benchmark's published table for one model (partitioned by model; score/benchmark_scores.py): task,
+# group and overall rows per (benchmark, table, length), aggregated as the benchmark's task file says.
+BENCHMARK_SCORES = _table("benchmark_scores", {
+    "benchmark": (Str, "The benchmark (its task file)"),
+    "table": (Str, 'The paper\'s table the row belongs to (aggregation.table: LongBench "en" / "zh"), else "all"'),
+    "level": (Str, '"task" | "group" | "overall"'),
+    "task": (Str, "Task name; null for group and overall rows"),
+    "category": (Str, "The task's group (aggregation.group); null for overall rows"),
+    "length": (Str, "Length level"),
+    "metric": (Str, "Label of the headline metric (the task's first declared); '+'-joined when a group mixes several"),
+    "score": (pl.Float64, "Score x the headline scale (0-100), not rounded"),
+    "n": (pl.Int64, "Scored instances counted (plain rows only; LV-Eval variants are left out)"),
+    "aggregation": (Str, 'How the overall is made: "mean_of_groups" | "mean_of_tasks" | "mean_of_instances"'),
+})
+
 # LV-Eval confusing-fact insertion (CFI): every candidate fact with its verdict; only accepted
 # facts are inserted, rejected ones keep the reason (nothing is dropped silently).
 CONFUSING_FACTS = _table("confusing_facts", {
@@ -298,6 +313,7 @@ TABLES: dict[str, pl.Schema] = {
     "prior_knowledge": PRIOR_KNOWLEDGE,
     "long_scores": LONG_SCORES,
     "leaderboard": LEADERBOARD,
+    "benchmark_scores": BENCHMARK_SCORES,
     "confusing_facts": CONFUSING_FACTS,
     "replacement_rules": REPLACEMENT_RULES,
     "lveval_ablation": LVEVAL_ABLATION,
