@@ -18,6 +18,7 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
+from lc_pipeline.assets import benchmarks as benchmark_assets
 from lc_pipeline.assets import generation, instances, lveval, minilongbench, reports, retrieval, scoring, sources
 from lc_pipeline.assets import judge as judge_assets
 from lc_pipeline.config import BenchmarkConfig, load_config
@@ -136,6 +137,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
         *instances.build(parts),
         *generation.build(parts),
         *scoring.build(parts),
+        *benchmark_assets.build(parts),
         *judge_assets.build(parts),
         *reports.build(parts),
         *minilongbench.build(parts),

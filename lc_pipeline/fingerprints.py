@@ -30,6 +30,7 @@ CODE_VERSIONS = {
     "leaderboard": "1",
     "judge_scores": "2",  # 2: rubrics per task (task files): LV-Eval and LongBench items are not judged
     "lveval_ablation": "1",
+    "benchmark_scores": "1",
 }
 
 _SOURCES = ("sources",)
@@ -65,10 +66,12 @@ STAGE_FIELDS: dict[str, tuple[str, ...]] = {
     "prior_knowledge": _PRIOR,
     "long_scores": _LONG,
     "leaderboard": _LONG,
+    "benchmark_scores": _INSTANCES,
     "judge_scores": _INSTANCES,  # plus the model's and the judge's settings (assets/judge.py)
 }
 
-MODEL_STAGES = {"generations", "metric_scores", "prior_knowledge", "long_scores", "lveval_ablation", "judge_scores"}
+MODEL_STAGES = {"generations", "metric_scores", "prior_knowledge", "long_scores", "lveval_ablation", "judge_scores",
+                "benchmark_scores"}
 
 
 def stage_fingerprint(stage: str, config: BenchmarkConfig, model_fingerprint: str | None = None) -> str:
