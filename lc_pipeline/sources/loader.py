@@ -57,6 +57,7 @@ def _lazy(module: str, function: str) -> Adapter:
 SOURCE_KINDS: dict[str, Adapter] = {
     "demo_corpus": _demo_corpus,
     "longbench": _lazy("longbench", "longbench_source"),
+    "longbench_v2": _lazy("longbench_v2", "longbench_v2_source"),
     "lveval": _lazy("lveval", "lveval_source"),
     "loong": _lazy("loong", "loong_source"),
     "generic": _lazy("generic", "generic_source"),
@@ -82,6 +83,12 @@ def _validate_longbench(path: Path) -> list[ValidationReport]:
     from lc_pipeline.sources.longbench import load_longbench
 
     return load_longbench(path, source="validate", on_error="reject")[2]
+
+
+def _validate_longbench_v2(path: Path) -> list[ValidationReport]:
+    from lc_pipeline.sources.longbench_v2 import validate_longbench_v2_file
+
+    return validate_longbench_v2_file(path)
 
 
 def _validate_lveval(path: Path) -> list[ValidationReport]:
@@ -114,6 +121,8 @@ def _validate_multihop(path: Path) -> list[ValidationReport]:
 # When several match, the kind with the most identifying fields wins.
 FILE_KINDS: dict[str, tuple[frozenset[str], Callable[[Path], list[ValidationReport]]]] = {
     "longbench": (frozenset({"_id", "dataset", "context", "input", "answers"}), _validate_longbench),
+    "longbench_v2": (frozenset({"_id", "domain", "difficulty", "length", "question", "choice_A", "answer"}),
+                     _validate_longbench_v2),
     "lveval": (frozenset({"input", "context", "answers", "answer_keywords"}), _validate_lveval),
     "loong": (frozenset({"id", "doc", "question", "instruction", "answer", "level", "type"}), _validate_loong),
     # kind "kilt": its QA files (KILT or simple shape) and its passages file

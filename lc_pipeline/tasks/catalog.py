@@ -37,7 +37,7 @@ FILE_KEYS = {"benchmark", "description", "headline", "defaults", "tasks"}
 ANY_TASK = "*"  # a catch-all task of a benchmark: items whose task the benchmark does not declare
 
 # The benchmark whose tasks a source kind's items belong to (QA suite); other kinds: "qa".
-SOURCE_KIND_BENCHMARKS = {"longbench": "longbench", "lveval": "lveval", "loong": "loong"}
+SOURCE_KIND_BENCHMARKS = {"longbench": "longbench", "longbench_v2": "longbench_v2", "lveval": "lveval", "loong": "loong"}
 DEFAULT_BENCHMARK = "qa"
 
 

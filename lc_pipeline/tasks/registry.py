@@ -87,6 +87,7 @@ METRICS: Registry = Registry("metric", {
         "lveval": "LVEVAL",
     }.items()
 })
+METRICS.register("longbench_v2.choice", "lc_pipeline.score.longbench_v2:CHOICE")
 
 # LLM-judge rubrics (score/judge.py).
 RUBRICS: Registry = Registry("rubric", {

@@ -1,0 +1,176 @@
+"""LongBench v2 adapter: released records -> (source documents, source items).
+
+A LongBench v2 record (spec released_benchmarks.md "LongBench v2") is ``_id, domain, sub_domain,
+difficulty ("easy"|"hard"), length ("short"|"medium"|"long"), question, choice_A .. choice_D,
+answer ("A".."D"), context``; the release is one JSON list (``data.json``), JSON Lines works too.
+
+Each record becomes one item of task ``longbench_v2`` and one document:
+
+* the context is ONE document (it is the evidence; the release has no finer evidence labels);
+* the item's ``question`` is the question followed by its four choices, one per line as
+  ``(A) ...`` .. ``(D) ...`` (:func:`question_with_choices`): the QA builder fills only
+  ``{context}`` and ``{question}``, and the prompt must show the choices;
+* ``answers`` = [the gold letter], ``all_classes`` = ["A", "B", "C", "D"] (the label set);
+* ``category`` = the record's ``domain`` (LongBench v2's six task domains).
+
+SOURCE_ITEMS has no column for the classes LongBench v2's table is cut by, so they are kept
+where the existing schema allows, recoverably per item and per instance:
+
+* ``difficulty`` and ``length`` are in the item id, in a fixed layout
+  ``{source}-longbench_v2-{difficulty}-{length}-{_id}`` that :func:`item_classes` reads back
+  (instances and metric_scores carry ``item_id``, so a table needs nothing else);
+* ``sub_domain`` is in the document's ``domain``: ``longbench_v2/{domain}/{sub_domain}``
+  (:func:`sub_domain_of`).
+
+Validation is strict: a missing or blank choice, an answer outside A-D, a difficulty or length
+class not in the release's vocabulary name the file, the record (``_id``) and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import polars as pl
+
+from lc_pipeline.sources.hub import source_paths
+from lc_pipeline.sources.validation import (
+    OnError,
+    Record,
+    RecordError,
+    ValidationReport,
+    input_files,
+    source_frames,
+    validate_file,
+)
+
+__all__ = [
+    "DIFFICULTIES",
+    "FIELDS",
+    "LENGTHS",
+    "LETTERS",
+    "TASK",
+    "item_classes",
+    "load_longbench_v2",
+    "longbench_v2_source",
+    "question_with_choices",
+    "sub_domain_of",
+    "validate_longbench_v2_file",
+]
+
+TASK = "longbench_v2"
+LETTERS = ("A", "B", "C", "D")
+DIFFICULTIES = ("easy", "hard")
+LENGTHS = ("short", "medium", "long")
+FIELDS = frozenset({"_id", "domain", "sub_domain", "difficulty", "length", "question", "answer", "context",
+                    *(f"choice_{x}" for x in LETTERS)})
+DOMAIN_PREFIX = "longbench_v2/"
+
+_ITEM_ID = re.compile(rf"-{TASK}-(?P<difficulty>{'|'.join(DIFFICULTIES)})-(?P<length>{'|'.join(LENGTHS)})-(?P<id>.+)$")
+
+
+def question_with_choices(question: str, choices: Iterable[str]) -> str:
+    """The question, a blank line, then one ``(X) choice`` line per letter: what the prompt's ``{question}`` shows."""
+    lines = [f"({letter}) {choice.strip()}" for letter, choice in zip(LETTERS, choices, strict=True)]
+    return question.strip() + "\n\n" + "\n".join(lines)
+
+
+def item_classes(item_id: str) -> tuple[str, str]:
+    """(difficulty, length) of a LongBench v2 item id written by this adapter; ValueError for any other id."""
+    m = _ITEM_ID.search(item_id)
+    if m is None:
+        raise ValueError(f"item_id {item_id!r}: not a LongBench v2 item id "
+                         f"('<source>-{TASK}-<{'|'.join(DIFFICULTIES)}>-<{'|'.join(LENGTHS)}>-<_id>')")
+    return m["difficulty"], m["length"]
+
+
+def sub_domain_of(document_domain: str) -> str:
+    """The record's ``sub_domain`` from its document's ``domain`` (``longbench_v2/{domain}/{sub_domain}``)."""
+    if not document_domain.startswith(DOMAIN_PREFIX) or "/" not in document_domain[len(DOMAIN_PREFIX):]:
+        raise ValueError(f"document domain {document_domain!r}: not '{DOMAIN_PREFIX}<domain>/<sub_domain>'")
+    return document_domain[len(DOMAIN_PREFIX):].split("/", 1)[1]
+
+
+def _one_of(rec: Record, name: str, allowed: tuple[str, ...]) -> str:
+    value = rec.required_str(name)
+    if value not in allowed:
+        raise rec.error(name, f"expected one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _parse(rec: Record, *, source: str, notes: set[str]):
+    rid = rec.required_str("_id")
+    domain = rec.required_str("domain")
+    sub_domain = rec.required_str("sub_domain")
+    if "/" in domain:  # the document domain keeps domain and sub_domain apart with "/"
+        raise rec.error("domain", f"contains '/': {domain!r}")
+    difficulty = _one_of(rec, "difficulty", DIFFICULTIES)
+    length = _one_of(rec, "length", LENGTHS)
+    question = rec.required_str("question")
+    choices = [rec.required_str(f"choice_{x}") for x in LETTERS]
+    answer = _one_of(rec, "answer", LETTERS)
+    context = rec.required_str("context")
+
+    extra = sorted(set(rec.data) - FIELDS)
+    if extra:
+        notes.add(f"fields ignored: {', '.join(extra)}")
+    item_id = f"{source}-{TASK}-{difficulty}-{length}-{rid}"
+    doc_id = f"{item_id}-p1"
+    doc_row = (doc_id, source, "", context, "en", f"{DOMAIN_PREFIX}{domain}/{sub_domain}", "")
+    item_row = (item_id, source, TASK, domain, "en", question_with_choices(question, choices), [answer], [],
+                [doc_id], 1, list(LETTERS), [])
+    return doc_row, item_row
+
+
+def load_longbench_v2(
+    paths_or_dir: str | Path | Iterable[str | Path],
+    *,
+    source: str,
+    on_error: OnError = "fail",
+) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
+    """Load LongBench v2 files (or every supported file of a directory).
+
+    Returns (documents, items, one report per file), the frames conforming to
+    ``schemas.SOURCE_DOCUMENTS`` / ``SOURCE_ITEMS`` (layout in the module docstring). A ``_id`` seen
+    in an earlier file is an error of the later record, as within a file.
+    """
+    doc_rows: list[tuple] = []
+    item_rows: list[tuple] = []
+    reports: list[ValidationReport] = []
+    seen: dict[str, str] = {}  # _id -> file that loaded it
+    for path in input_files(paths_or_dir, label="LongBench v2", caller="load_longbench_v2"):
+        notes: set[str] = set()
+
+        def parse(rec: Record, notes: set[str] = notes):
+            rid = rec.required_str("_id")
+            if rid in seen:
+                raise rec.error("_id", f"already loaded from {seen[rid]}")
+            rows = _parse(rec, source=source, notes=notes)
+            seen[rid] = rec.file  # only after every check: a rejected record claims no id
+            return rows
+
+        parsed, report = validate_file(path, parse, id_field="_id", on_error=on_error)
+        report.notes.extend(sorted(notes))
+        reports.append(report)
+        for doc, item in parsed:
+            doc_rows.append(doc)
+            item_rows.append(item)
+    return (*source_frames(doc_rows, item_rows), reports)
+
+
+def validate_longbench_v2_file(path: str | Path) -> list[ValidationReport]:
+    """`lcp sources validate`: every record of one file checked (reject mode)."""
+    return load_longbench_v2(path, source="validate", on_error="reject")[2]
+
+
+def longbench_v2_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
+    """``SOURCE_KINDS["longbench_v2"]`` entry: options ``paths`` (file, directory or list) or
+    ``hf_dataset: THUDM/LongBench-v2`` (``hf_split: train``), and ``on_error``. Rejected records are
+    listed in the raised error / kept in the reports."""
+    options = dict(config.options)
+    paths = source_paths(options, source=config.name, kind="longbench_v2")
+    documents, items, reports = load_longbench_v2(paths, source=config.name, **options)
+    if not len(items):
+        raise RecordError(", ".join(r.file for r in reports), None, None, "<file>", "no accepted records")
+    return documents, items, reports
