@@ -19,7 +19,8 @@ import polars as pl
 
 from lc_pipeline.score.task_metrics import Metric
 
-__all__ = ["CHOICE", "COLUMNS", "DIFFICULTIES", "LENGTHS", "choice_score", "extract_choice", "format_v2_table", "v2_table"]
+__all__ = ["CHOICE", "COLUMNS", "DIFFICULTIES", "LENGTHS", "choice_score", "extract_choice", "format_v2_table",
+           "v2_rows", "v2_table"]
 
 DIFFICULTIES = ("easy", "hard")
 LENGTHS = ("short", "medium", "long")
@@ -81,6 +82,18 @@ def v2_table(rows: Iterable[tuple[str, str, float]] | pl.DataFrame) -> pl.DataFr
         *(accuracy(pl.col("length") == x).alias(x) for x in LENGTHS),
         pl.len().alias("n"),
     )
+
+
+def v2_rows(metric_scores: pl.DataFrame) -> pl.DataFrame:
+    """(difficulty, length, correct) per ``longbench_v2`` row of METRIC_SCORES, the classes read from the item id
+    (sources/longbench_v2.py ``item_classes``). Give it one model's scores (one generation per record)."""
+    from lc_pipeline.sources.longbench_v2 import item_classes
+
+    scores = metric_scores.filter(pl.col("metric") == CHOICE.label)
+    classes = [item_classes(i) for i in scores["item_id"]]
+    return pl.DataFrame({"difficulty": [c[0] for c in classes], "length": [c[1] for c in classes],
+                         "correct": scores["score"].cast(pl.Float64)},
+                        schema={"difficulty": pl.String, "length": pl.String, "correct": pl.Float64})
 
 
 def format_v2_table(table: pl.DataFrame, columns: Sequence[str] = COLUMNS) -> list[str]:

@@ -7,6 +7,7 @@ import json
 import string
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -17,8 +18,10 @@ from lc_pipeline.score.longbench_v2 import (
     choice_score,
     extract_choice,
     format_v2_table,
+    v2_rows,
     v2_table,
 )
+from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.sources.loader import (
     SOURCE_KINDS,
     detect_kind,
@@ -227,6 +230,18 @@ def test_the_compensated_table_counts_an_unanswered_record_as_a_quarter():
     rows = [("hard", "long", choice_score(r, g, compensated=True)) for r, g in replies]
     # By hand: (1 + 0.25 + 0) / 3 = 41.67%
     assert format_v2_table(v2_table(rows)) == ["41.7", "-", "41.7", "-", "-", "41.7"]
+
+
+def test_one_models_metric_scores_make_the_table_through_the_item_ids():
+    _, items, _ = load_longbench_v2(GOOD, source="v2")  # easy/short, hard/medium, hard/long; gold B, A, B
+    instances = items.select("item_id", "task", "category", "answers").with_columns(
+        instance_id=pl.col("item_id") + "#0", benchmark=pl.lit("longbench_v2"), depth=pl.lit(0.5))
+    generations = pl.DataFrame({"generation_id": ["g0", "g1", "g2"], "instance_id": instances["instance_id"],
+                                "output": ["The correct answer is (B)", "**The correct answer is B**", "Hmm."]})
+    scores = score_frame(generations, instances)
+    assert scores["metric"].to_list() == ["longbench_v2"] * 3 and scores["score"].to_list() == [1.0, 0.0, 0.0]
+    table = v2_table(v2_rows(scores))
+    assert format_v2_table(table) == ["33.3", "100.0", "0.0", "100.0", "0.0", "0.0"]
 
 
 def test_the_table_refuses_a_class_outside_the_release():
