@@ -149,7 +149,8 @@ class Runner:
             raise RuntimeError(f"instances for lengths {missing} are not built yet; run `lcp demo` (or build) first")
         spec_fp = self.pipeline.resources["models"].spec(slug).fingerprint()
         fps = {a: stage_fingerprint(a, cfg, spec_fp)
-               for a in ("generations", "metric_scores", "prior_knowledge", "long_scores", "lveval_ablation")}
+               for a in ("generations", "metric_scores", "prior_knowledge", "long_scores", "lveval_ablation",
+                         "benchmark_scores")}
         for level in lengths or cfg.lengths:
             key = length_model_key(level, slug)
             dims = {"length": level, MODEL_DIM: slug}
@@ -160,11 +161,11 @@ class Runner:
         unscored = [lv for lv in cfg.lengths if not partition_path(
             storage.lake_path(self.lake), "metric_scores", {"length": lv, MODEL_DIM: slug}).exists()]
         if unscored:
-            self.echo(f"  - prior_knowledge + long_scores + lveval_ablation [{slug}]: waiting for lengths {unscored} "
-                      f"(lcp backfill {slug} --length ...)")
+            self.echo(f"  - prior_knowledge + long_scores + lveval_ablation + benchmark_scores [{slug}]: waiting for "
+                      f"lengths {unscored} (lcp backfill {slug} --length ...)")
             return False
-        self.step(f"prior_knowledge + long_scores + lveval_ablation [{slug}]",
-                  ["prior_knowledge", "long_scores", "lveval_ablation"], fps, slug, {MODEL_DIM: slug})
+        self.step(f"prior_knowledge + long_scores + lveval_ablation + benchmark_scores [{slug}]",
+                  ["prior_knowledge", "long_scores", "lveval_ablation", "benchmark_scores"], fps, slug, {MODEL_DIM: slug})
         return True
 
     def leaderboard(self) -> pl.DataFrame:
