@@ -105,12 +105,13 @@ def test_context_policies_need_the_context_in_the_prompt():
 
 # Transcribed from the papers and the authors' code (specs), independently of the task files:
 # HELMET cuts the end of the context and keeps instruction, demonstrations and question (helmet.md §5.2);
-# LongBench and LV-Eval keep the first and last halves of the whole prompt (released_benchmarks.md,
+# LongBench (v1 and v2) and LV-Eval keep the first and last halves of the whole prompt (released_benchmarks.md,
 # lveval.md §8.3); Loong drops whole documents (loong.md §6.3). 100-LongBench's code has middle
 # truncation, switched off by default (100longbench.md §4.3); our QA suite follows LongBench.
 PAPER_POLICIES = {
     "helmet": END_OF_CONTEXT,
     "longbench": MIDDLE,
+    "longbench_v2": MIDDLE,  # released_benchmarks.md: the whole prompt, middle cut, as in v1
     "lveval": MIDDLE,
     "loong": DROP_DOCUMENTS,
     "longbench100": MIDDLE,
