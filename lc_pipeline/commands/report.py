@@ -35,9 +35,11 @@ def _cell(v) -> str:
     return html.escape(str(v))
 
 
-def html_table(df: pl.DataFrame) -> str:
+def html_table(df: pl.DataFrame, numeric: frozenset[str] = frozenset()) -> str:
+    """``df`` as an HTML table; text columns are left-aligned except those named in ``numeric``
+    (numbers already formatted as text)."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
-    text_cols = {i for i, t in enumerate(df.dtypes) if not t.is_numeric()}
+    text_cols = {i for i, (c, t) in enumerate(df.schema.items()) if not t.is_numeric() and c not in numeric}
     body = "".join(
         "<tr>" + "".join(f'<td{" class=text" if i in text_cols else ""}>{_cell(v)}</td>' for i, v in enumerate(r))
         + "</tr>"
@@ -54,6 +56,57 @@ def _img(png: bytes, alt: str) -> str:
 
 def _missing(table: str) -> str:
     return f'<p class="note">No <code>{table}</code> table in the lake yet.</p>'
+
+
+BENCHMARK_LABELS = ("level", "group", "task")  # the label columns of a benchmark pivot, before one per (model, length)
+
+
+def benchmark_pivots(scores: pl.DataFrame) -> list[tuple[str, str, str, pl.DataFrame]]:
+    """Each benchmark's published table as the report shows it: ``(benchmark, table, aggregation, pivot)``.
+
+    ``scores``: benchmark_scores rows with their ``model`` (schemas.BENCHMARK_SCORES; score/benchmark_scores.py,
+    spec released_benchmarks.md). The pivot has one row per task, its group's row after the group's tasks
+    (groups by name, tasks by name within), the overall row, then an ``n`` row (the overall row's scored
+    instances); one column per (model, length), models by name and lengths by token count. Cells are text:
+    scores to 2 decimals, "n/a" where a model has no row for that task at that length.
+    """
+    rows = scores.with_columns(
+        group=pl.col("category").fill_null(""),
+        task=pl.col("task").fill_null(""),
+        column=pl.col("model") + " / " + pl.col("length"),
+        cell=pl.col("score").map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String),
+    )
+    n_rows = rows.filter(pl.col("level") == "overall").with_columns(
+        level=pl.lit("n"), cell=pl.col("n").cast(pl.String))
+    rows = pl.concat([rows, n_rows], how="vertical_relaxed").with_columns(
+        # overall and n last; within a group its tasks, then the group's own row
+        rank=pl.col("level").replace_strict({"task": 0, "group": 1, "overall": 2, "n": 3}, return_dtype=pl.Int8),
+    ).with_columns(tail=pl.col("rank") >= 2)
+    out = []
+    for (benchmark, table), part in rows.sort("benchmark", "table").group_by(["benchmark", "table"],
+                                                                             maintain_order=True):
+        models = sorted(part["model"].unique().to_list())
+        columns = [f"{m} / {length}" for m in models
+                   for length in plots.length_order(part.filter(pl.col("model") == m)["length"].to_list())]
+        pivot = (part.pivot(on="column", index=[*BENCHMARK_LABELS, "tail", "rank"], values="cell")
+                 .sort("tail", "group", "rank", "task")
+                 .select(*BENCHMARK_LABELS, *columns)
+                 .with_columns(pl.col(columns).fill_null("n/a")))
+        aggregation = "+".join(sorted(part["aggregation"].drop_nulls().unique().to_list()))
+        out.append((benchmark, table, aggregation, pivot))
+    return out
+
+
+def _benchmarks_section(scores: pl.DataFrame) -> list[str]:
+    note = ('<p class="note">Each benchmark\'s published table (scores 0-100): a row per task, per group and '
+            "the overall as the benchmark aggregates it; <code>n</code> = instances scored in the overall.</p>")
+    parts = [note]
+    for benchmark, table, aggregation, pivot in benchmark_pivots(scores):
+        title = benchmark if table == "all" else f"{benchmark} ({table})"
+        parts.append(f"<h3>{html.escape(title)}</h3>")
+        parts.append(f'<p class="note">Overall: {html.escape(aggregation.replace("_", " "))}.</p>')
+        parts.append(html_table(pivot, numeric=frozenset(pivot.columns[len(BENCHMARK_LABELS):])))
+    return parts
 
 
 def build_report(lake_dir: Path) -> str:
@@ -111,6 +164,15 @@ def _sections(tables: dict[str, Path], q) -> list[str]:
     else:
         parts.append(_missing("instances"))
 
+    parts.append("<h2>Benchmarks</h2>")
+    if "benchmark_scores" in tables:
+        parts += _benchmarks_section(q(
+            'select model, benchmark, "table", level, task, category, length, score, n, aggregation '
+            "from benchmark_scores"
+        ))
+    else:
+        parts.append('<p class="note">No model has <code>benchmark_scores</code> yet.</p>')
+
     if "generations" in tables:
         parts.append("<h2>Truncation</h2>")
         parts.append(html_table(q(
@@ -138,7 +200,7 @@ def write_atomic(text: str, path: Path) -> None:
               help="The HTML file to write.")
 def report(out: Path) -> None:
     """Write one self-contained HTML page (leaderboard, score vs length, depth x length, token lengths,
-    truncation, judge parse rate) from the lake; it opens offline."""
+    benchmark tables, truncation, judge parse rate) from the lake; it opens offline."""
     import duckdb
 
     from lc_pipeline.settings import Settings

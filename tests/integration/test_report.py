@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
+from lc_pipeline import schemas
 from lc_pipeline.cli import main
 from lc_pipeline.resources.parquet_io import partition_path, write_parquet_atomic
 from lc_pipeline.score.longscore import leaderboard_frame, long_scores_frame
@@ -24,10 +25,52 @@ BASE, LONG = ["1k"], ["2k", "4k"]
 TARGET = {"1k": 1024, "2k": 2048, "4k": 4096}
 # model -> how much its score drops per length step (a long-context model and a weak one)
 MODELS = {"strong-model": 0.05, "weak-model": 0.3}
+# benchmark_scores of "toybench" (mean of groups): (model, length) -> task -> (group, score, n). The weak
+# model has no nq row at 4k. Tasks are listed out of order: the report orders them.
+TOY = {
+    ("strong-model", "2k"): {"nq": ("qa", 70.0, 10), "hotpotqa": ("qa", 61.237, 10), "niah": ("synthetic", 95.5, 20)},
+    ("strong-model", "4k"): {"nq": ("qa", 65.0, 10), "hotpotqa": ("qa", 58.0, 10), "niah": ("synthetic", 90.0, 20)},
+    ("weak-model", "2k"): {"nq": ("qa", 40.0, 10), "hotpotqa": ("qa", 30.0, 10), "niah": ("synthetic", 50.0, 20)},
+    ("weak-model", "4k"): {"hotpotqa": ("qa", 10.0, 10), "niah": ("synthetic", 20.0, 20)},
+}
 
 
 def write(lake: Path, table: str, dims: dict[str, str], df: pl.DataFrame) -> None:
     write_parquet_atomic(df, partition_path(lake, table, dims))
+
+
+def toy_group(model: str, length: str, group: str) -> tuple[float, int]:
+    members = [(score, n) for g, score, n in TOY[(model, length)].values() if g == group]
+    return sum(s for s, _ in members) / len(members), sum(n for _, n in members)
+
+
+def toy_overall(model: str, length: str) -> tuple[float, int]:
+    groups = [toy_group(model, length, g) for g in ("qa", "synthetic")]
+    return sum(s for s, _ in groups) / 2, sum(n for _, n in groups)
+
+
+def toy_benchmark_scores(model: str) -> pl.DataFrame:
+    """One model's benchmark_scores partition: task, group and overall rows of toybench at each length."""
+    rows = []
+    for (m, length), tasks in TOY.items():
+        if m != model:
+            continue
+        common = {"benchmark": "toybench", "table": "all", "length": length, "metric": "f1",
+                  "aggregation": "mean_of_groups"}
+        for task, (group, score, n) in tasks.items():
+            rows.append({**common, "level": "task", "task": task, "category": group, "score": score, "n": n})
+        for group in ("synthetic", "qa"):
+            score, n = toy_group(model, length, group)
+            rows.append({**common, "level": "group", "task": None, "category": group, "score": score, "n": n})
+        score, n = toy_overall(model, length)
+        rows.append({**common, "level": "overall", "task": None, "category": None, "score": score, "n": n})
+    return schemas.conform(pl.DataFrame(rows), "benchmark_scores")
+
+
+def section_rows(page: str, heading: str) -> list[list[str]]:
+    """The cells of every table row (header included) in the page's section ``heading``."""
+    section = page.split(f"<h2>{heading}</h2>", 1)[1].split("<h2>", 1)[0]
+    return [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row) for row in re.findall(r"<tr>(.*?)</tr>", section)]
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +108,7 @@ def lake(tmp_path_factory) -> Path:
         scores = pl.concat(frames)
         ls = pl.concat([long_scores_frame(scores, BASE, LONG, metric=m) for m in ("f1", "subem")])
         write(lake, "long_scores", {"model": model}, ls)
+        write(lake, "benchmark_scores", {"model": model}, toy_benchmark_scores(model))
         boards.append(ls.with_columns(model=pl.lit(model)))
     write(lake, "leaderboard", {}, leaderboard_frame(pl.concat(boards)))
     return lake
@@ -98,10 +142,49 @@ def test_report_shows_the_leaderboard_and_tables(report_file, lake):
     assert re.search(rf"<td>{strong['rank_old_metric']}</td><td>1</td>", page)
     assert f"<td>{strong['long_score']:.2f}</td>" in page
     for heading in ("Leaderboard", "Score vs context length", "Evidence depth x context length", "Instance lengths",
-                    "Truncation", "Judge parse rate", "Tables"):
+                    "Benchmarks", "Truncation", "Judge parse rate", "Tables"):
         assert f"<h2>{heading}</h2>" in page
     # Truncation: one truncated generation per model at 4k.
     assert page.count("<td class=text>middle</td><td>1</td>") == 2
+
+
+def test_report_shows_each_benchmark_table_with_a_column_per_model_and_length(report_file):
+    page = report_file.read_text()
+    assert "<h3>toybench</h3>" in page and "Overall: mean of groups." in page
+    columns = [(m, length) for m in MODELS for length in LONG]
+
+    def scores(cell) -> list[str]:
+        return [cell(m, length) for m, length in columns]
+
+    def task(name):
+        return scores(lambda m, length: f"{TOY[(m, length)][name][1]:.2f}" if name in TOY[(m, length)] else "n/a")
+
+    assert section_rows(page, "Benchmarks") == [
+        ["level", "group", "task", *(f"{m} / {length}" for m, length in columns)],
+        ["task", "qa", "hotpotqa", *task("hotpotqa")],
+        ["task", "qa", "nq", *task("nq")],
+        ["group", "qa", "", *scores(lambda m, length: f"{toy_group(m, length, 'qa')[0]:.2f}")],
+        ["task", "synthetic", "niah", *task("niah")],
+        ["group", "synthetic", "", *scores(lambda m, length: f"{toy_group(m, length, 'synthetic')[0]:.2f}")],
+        ["overall", "", "", *scores(lambda m, length: f"{toy_overall(m, length)[0]:.2f}")],
+        ["n", "", "", *scores(lambda m, length: str(toy_overall(m, length)[1]))],
+    ]
+    # Spelled out: the strong model's hotpotqa at 2k to two decimals; the weak model has no nq at 4k.
+    assert section_rows(page, "Benchmarks")[1][3] == "61.24"
+    assert section_rows(page, "Benchmarks")[2][6] == "n/a"
+    assert section_rows(page, "Benchmarks")[7] == ["n", "", "", "40", "40", "40", "30"]
+
+
+def test_a_lake_without_benchmark_scores_still_renders_with_a_note(lake, tmp_path):
+    bare = tmp_path / "data_lake"
+    shutil.copytree(lake / "leaderboard", bare / "leaderboard")
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", "--out", str(out)], env={"LCP_LAKE": str(bare)})
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert "<h2>Benchmarks</h2>" in page
+    assert "No model has <code>benchmark_scores</code> yet." in page
+    assert section_rows(page, "Benchmarks") == []
 
 
 def test_report_without_a_lake_exits_nonzero(tmp_path):
