@@ -18,10 +18,10 @@ from typing import Any
 
 import polars as pl
 
-from lc_pipeline.config import BenchmarkConfig, level_tokens
+from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.fingerprints import short_id
-from lc_pipeline.tasks.catalog import TaskCatalog, benchmark_of_source_kind
+from lc_pipeline.tasks.catalog import DEFAULT_BENCHMARK, TaskCatalog, benchmark_of_source_kind
 from lc_pipeline.tasks.registry import BUILDERS
 from lc_pipeline.tasks.spec import TaskSpec
 
@@ -64,11 +64,6 @@ def item_benchmarks(config: BenchmarkConfig) -> dict[str, str]:
     return {s.name: benchmark_of_source_kind(s.kind) for s in config.sources}
 
 
-def item_task(item: dict, config: BenchmarkConfig, catalog: TaskCatalog) -> TaskSpec:
-    """The TaskSpec of a QA-suite item: its source's benchmark and its own task name."""
-    return catalog.resolve(item_benchmarks(config).get(item["source"], "qa"), item["task"])
-
-
 def configured_tasks(config: BenchmarkConfig, catalog: TaskCatalog) -> list[TaskSpec]:
     """The tasks a level builds besides the QA suite's items, in build order: LV-Eval's factrecall when
     asked for, the ``longbench100`` and ``helmet`` sections' tasks, then the config's own ``tasks``."""
@@ -77,7 +72,7 @@ def configured_tasks(config: BenchmarkConfig, catalog: TaskCatalog) -> list[Task
         out += [t for t in catalog.tasks("lveval") if t.builder.name == "lveval.factrecall"]
     out += [catalog.get(f"longbench100/{t}", "config longbench100.tasks") for t in config.longbench100.tasks]
     out += [catalog.get(f"helmet/{t}", "config helmet.tasks") for t in config.helmet.tasks]
-    for name in getattr(config, "tasks", ()) or ():
+    for name in config.tasks:
         spec = catalog.get(name, "config tasks")
         if spec.builder.name in QA_SUITE_BUILDERS:
             raise BuildError(f"config tasks: {spec.qualified_name} is built from the sources' items "
@@ -112,7 +107,8 @@ def level_batches(inputs: LevelInputs, progress: Callable[[], None] | None = Non
 
     config, catalog = inputs.config, inputs.catalog
     sources = item_benchmarks(config)
-    benchmark_of_item = {i: sources.get(s, "qa") for i, s in inputs.items.select("item_id", "source").iter_rows()}
+    benchmark_of_item = {i: sources.get(s, DEFAULT_BENCHMARK)
+                         for i, s in inputs.items.select("item_id", "source").iter_rows()}
     classes_of_item = dict(inputs.items.select("item_id", "all_classes").iter_rows())
     for name, tasks in build_plan(config, catalog):
         benchmark_of_task = {t.name: t.benchmark for t in tasks}
@@ -132,18 +128,14 @@ def level_batches(inputs: LevelInputs, progress: Callable[[], None] | None = Non
 
 def planned_batches(inputs: LevelInputs) -> int:
     """How many frames :func:`level_batches` will yield (for a progress bar)."""
-    from lc_pipeline.construct.assembly import ITEMS_PER_BATCH, items_per_batch_at
+    from lc_pipeline.construct.qa_suite import items_per_batch
 
-    n = 0
-    for name, tasks in build_plan(inputs.config, inputs.catalog):
-        if name != QA_SUITE:
-            n += 1
-        elif inputs.config.length_unit != "tokens":
-            n += 1
+    config, n = inputs.config, 0
+    for name, _ in build_plan(config, inputs.catalog):
+        if name == QA_SUITE and config.length_unit == "tokens":
+            n += -(-config.items_per_length // items_per_batch(inputs.level, config))
         else:
-            per = items_per_batch_at(level_tokens(inputs.level),
-                                     len(inputs.config.depths) * len(inputs.config.lveval.variants), ITEMS_PER_BATCH)
-            n += -(-inputs.config.items_per_length // per)
+            n += 1
     return n
 
 
@@ -160,7 +152,7 @@ def qa_prompt_for(config: BenchmarkConfig, catalog: TaskCatalog,
 
     The task: one of ``tasks`` by the row's task name when given (factrecall rows are LV-Eval's
     factrecall tasks whatever corpus the needle came from), else the item's source's benchmark and its
-    own task name (:func:`item_task`). Ids: a prompt equal to the default QA prompt at the config's
+    own task name. Ids: a prompt equal to the default QA prompt at the config's
     max_new_tokens keeps today's ids; any other mixes the template and length into them (LongBench's
     own prompts, a user's override).
     """
@@ -172,7 +164,7 @@ def qa_prompt_for(config: BenchmarkConfig, catalog: TaskCatalog,
     by_name = {t.name: t for t in tasks} if tasks is not None else None
 
     def prompt_for(item: dict) -> QAPrompt:
-        key = (sources.get(item["source"], "qa"), item["task"])
+        key = (sources.get(item["source"], DEFAULT_BENCHMARK), item["task"])
         if key not in cache:
             if by_name is not None:
                 if item["task"] not in by_name:
@@ -191,7 +183,7 @@ def qa_prompt_for(config: BenchmarkConfig, catalog: TaskCatalog,
 
 def qa_assemble(request: BuildRequest) -> Iterator[pl.DataFrame]:
     """The QA suite: each selected item's evidence placed at the configured depths among hard negatives and
-    fillers (token levels, construct/assembly.py) or mixed whole (LV-Eval's word levels,
+    fillers (token levels, construct/assembly/) or mixed whole (LV-Eval's word levels,
     construct/lveval_levels.py), each row followed by its LV-Eval variants (construct/lveval_variants.py)."""
     from lc_pipeline.construct import qa_suite
 

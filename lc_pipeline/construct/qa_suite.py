@@ -2,7 +2,7 @@
 
 Token levels: the items whose evidence fits the smallest level are eligible (levels share their
 items); ``select_items`` picks ``items_per_length`` of them once; each becomes one row per configured
-depth (construct/assembly.py), in batches of at most ``items_per_batch_at`` items. Word levels
+depth (construct/assembly/), in batches of at most ``items_per_batch_at`` items. Word levels
 (``length_unit: words``): LV-Eval's mixing of whole documents (construct/lveval_levels.py). After each
 batch its LV-Eval variant rows (CFI / KPR) follow their plain rows. Each item is prompted with its
 own task's template (``prompt_for``: see construct/builders.py). Pure: no Dagster.
