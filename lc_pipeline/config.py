@@ -60,6 +60,17 @@ def level_tokens(level: str) -> int:
     return int(value)
 
 
+def length_order(levels) -> list[str]:
+    """Length levels by token count ("1k" < "2k" < "16k"); labels that are not levels (``base``) first."""
+    def key(lv: str):
+        try:
+            return (1, level_tokens(lv), lv)
+        except ValueError:
+            return (0, 0, lv)
+
+    return sorted(set(levels), key=key)
+
+
 LENGTH_UNITS = ("tokens", "words")  # "words": LV-Eval's unit, words (English) / characters (Chinese)
 
 

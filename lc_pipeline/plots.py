@@ -13,21 +13,10 @@ import io
 import math
 
 import polars as pl
-from lc_pipeline.config import level_tokens
+from lc_pipeline.config import length_order
 
 DPI = 80
 BASE_LABEL = "base"  # x position of Base Ability on score-vs-length plots
-
-
-def length_order(levels) -> list[str]:
-    """Length levels by token count ("1k" < "2k" < "16k"); labels that are not levels (``base``) first."""
-    def key(lv: str):
-        try:
-            return (1, level_tokens(lv), lv)
-        except ValueError:
-            return (0, 0, lv)
-
-    return sorted(set(levels), key=key)
 
 
 def _new_figure(**kwargs):

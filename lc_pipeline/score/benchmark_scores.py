@@ -31,6 +31,7 @@ from typing import NamedTuple
 import polars as pl
 
 from lc_pipeline import schemas
+from lc_pipeline.config import length_order
 from lc_pipeline.tasks.catalog import TaskCatalog
 from lc_pipeline.tasks.registry import METRICS
 from lc_pipeline.tasks.spec import Headline, TaskSpec
@@ -60,17 +61,6 @@ def headline_metric(spec: TaskSpec) -> str | None:
 def _mean(values: list[float], weights: list[float] | None = None) -> float:
     weights = weights or [1.0] * len(values)
     return sum(v * w for v, w in zip(values, weights)) / sum(weights)
-
-
-def _length_order(lengths: list[str]) -> list[str]:
-    def key(level: str) -> tuple[float, str]:
-        text = level.strip().lower()
-        try:
-            return (float(text[:-1]) * 1000 if text.endswith("k") else float(text), level)
-        except ValueError:
-            return (float("inf"), level)
-
-    return sorted(lengths, key=key)
 
 
 def _plain_instances(instances: pl.DataFrame, length_from: pl.DataFrame) -> pl.DataFrame:
@@ -140,7 +130,7 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
     for benchmark in sorted(cells["benchmark"].unique().to_list()):
         head = catalog.headlines.get(benchmark, Headline())
         of_bench = cells.filter(pl.col("benchmark") == benchmark)
-        for length in _length_order(of_bench["length"].unique().to_list()):
+        for length in length_order(of_bench["length"].unique().to_list()):
             tasks = of_bench.filter(pl.col("length") == length).sort("task").to_dicts()
             rows += _benchmark_rows(benchmark, length, tasks, specs, head)
     frame = schemas.conform(pl.DataFrame(rows, schema=schemas.BENCHMARK_SCORES), "benchmark_scores")
