@@ -34,11 +34,10 @@ import polars as pl
 
 from lc_pipeline.sources.hub import source_paths
 from lc_pipeline.sources.validation import (
-    FILE,
     OnError,
     Record,
-    RecordError,
     ValidationReport,
+    accepted,
     input_files,
     source_frames,
     validate_file,
@@ -179,7 +178,4 @@ def generic_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationR
     paths = source_paths(options, source=config.name, kind="generic")
     if "fields" not in options:
         raise ValueError(f"source {config.name!r} (generic): option 'fields' (our name -> record field) is required")
-    documents, items, reports = load_generic(paths, source=config.name, **options)
-    if not len(items):
-        raise RecordError(", ".join(r.file for r in reports), None, None, FILE, "no accepted records")
-    return documents, items, reports
+    return accepted(load_generic(paths, source=config.name, **options))

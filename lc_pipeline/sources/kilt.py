@@ -55,11 +55,10 @@ import polars as pl
 
 from lc_pipeline.sources.hub import HUB_OPTIONS, source_paths
 from lc_pipeline.sources.validation import (
-    FILE,
     OnError,
     Record,
-    RecordError,
     ValidationReport,
+    accepted,
     display_name,
     input_files,
     read_records,
@@ -445,7 +444,4 @@ def kilt_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationRepo
     options = dict(config.options)
     passages = _input_option(options, "passages", source=config.name)
     qa = _input_option(options, "qa", source=config.name)
-    documents, items, reports = load_kilt(passages, qa, source=config.name, **options)
-    if not len(items):
-        raise RecordError(", ".join(r.file for r in reports), None, None, FILE, "no accepted records")
-    return documents, items, reports
+    return accepted(load_kilt(passages, qa, source=config.name, **options))

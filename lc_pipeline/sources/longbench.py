@@ -30,8 +30,8 @@ from lc_pipeline.sources.hub import source_paths
 from lc_pipeline.sources.validation import (
     OnError,
     Record,
-    RecordError,
     ValidationReport,
+    accepted,
     input_files,
     source_frames,
     validate_file,
@@ -226,8 +226,5 @@ def longbench_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[Validatio
     and ``on_error``. Rejected records are listed in the raised error / kept in the reports."""
     options = dict(config.options)
     paths = source_paths(options, source=config.name, kind="longbench")
-    documents, items, reports = load_longbench(paths, source=config.name, **options)
-    if not len(items):
-        raise RecordError(", ".join(r.file for r in reports), None, None, "<file>", "no accepted records")
-    return documents, items, reports
+    return accepted(load_longbench(paths, source=config.name, **options))
 

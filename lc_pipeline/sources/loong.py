@@ -38,6 +38,7 @@ from lc_pipeline.sources.validation import (
     Record,
     RecordError,
     ValidationReport,
+    accepted,
     display_name,
     validate_file,
 )
@@ -280,7 +281,4 @@ def loong_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationRep
         if len(path) != 1:
             raise ValueError(f"source {config.name!r} (loong): expected one items file, got {len(path)}")
         path = path[0]
-    documents, items, reports = load_loong(path, options.pop("documents_dir", None), source=config.name, **options)
-    if not len(items):
-        raise RecordError(", ".join(r.file for r in reports), None, None, FILE, "no accepted records")
-    return documents, items, reports
+    return accepted(load_loong(path, options.pop("documents_dir", None), source=config.name, **options))

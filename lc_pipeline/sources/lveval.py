@@ -29,14 +29,13 @@ from pathlib import Path
 
 import polars as pl
 
-from lc_pipeline.sources.longbench import split_numbered
 from lc_pipeline.sources.hub import source_paths
+from lc_pipeline.sources.longbench import split_numbered
 from lc_pipeline.sources.validation import (
-    FILE,
     OnError,
     Record,
-    RecordError,
     ValidationReport,
+    accepted,
     input_files,
     source_frames,
     validate_file,
@@ -222,7 +221,4 @@ def lveval_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationRe
     ``hotpotwikiqa_mixup_16k``, also used as the file name), ``hf_split``, ``hf_revision``."""
     options = dict(config.options)
     paths = source_paths(options, source=config.name, kind="lveval")
-    documents, items, reports = load_lveval(paths, source=config.name, **options)
-    if not len(items):
-        raise RecordError(", ".join(r.file for r in reports), None, None, FILE, "no accepted records")
-    return documents, items, reports
+    return accepted(load_lveval(paths, source=config.name, **options))

@@ -58,6 +58,7 @@ from lc_pipeline.sources.validation import (
     RecordError,
     Rejected,
     ValidationReport,
+    accepted,
     display_name,
     input_files,
     read_records,
@@ -372,7 +373,4 @@ def multihop_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[Validation
     and ``on_error``."""
     options = dict(config.options)
     paths = source_paths(options, source=config.name, kind="multihop")
-    documents, items, reports = load_multihop(paths, source=config.name, **options)
-    if not len(items):
-        raise RecordError(", ".join(r.file for r in reports), None, None, FILE, "no accepted records")
-    return documents, items, reports
+    return accepted(load_multihop(paths, source=config.name, **options))

@@ -358,3 +358,12 @@ def source_frames(doc_rows: list[tuple], item_rows: list[tuple]):
     docs = pl.DataFrame(doc_rows, schema=list(schemas.SOURCE_DOCUMENTS), orient="row")
     items = pl.DataFrame(item_rows, schema=schemas.SOURCE_ITEMS, orient="row")
     return schemas.conform(docs, "source_documents"), schemas.conform(items, "source_items")
+
+
+def accepted(loaded: tuple) -> tuple:
+    """An adapter's (documents, items, reports), or a RecordError naming its files when no record was
+    accepted: a source that yields nothing is an error, never an empty partition."""
+    documents, items, reports = loaded
+    if not len(items):
+        raise RecordError(", ".join(r.file for r in reports), None, None, FILE, "no accepted records")
+    return documents, items, reports
