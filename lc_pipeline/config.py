@@ -316,17 +316,55 @@ class PriorKnowledgeConfig(_Model):
         return self
 
 
-_SECTIONS = ("longbench100", "prior_knowledge", "lveval", "helmet", "minilongbench")
+RELEASED_LEVEL_RULES = ("one", "record_length", "record_level", "prompt_tokens")
+
+
+class ReleasedConfig(_Model):
+    """Run a published benchmark as released (README "Run a published benchmark as released"; spec
+    released_benchmarks.md): one instance per released record, its own context, prompted by its task file.
+
+    The config's ``lengths`` are then the benchmark's own groups, named as the paper names them, and
+    ``level_by`` says which group a record falls in:
+
+    - ``one``: every record in the single level (LongBench, LongBench v2: ``lengths: [all]``);
+    - ``record_length``: the record's released ``length`` field in ``bounds`` (LongBench-E: 0-4k, 4-8k, 8k+,
+      in words / Chinese characters);
+    - ``record_level``: the level the record was released at (LV-Eval's ``<dataset>_<level>.jsonl``);
+    - ``prompt_tokens``: the prompt's token count (config ``tokenizer``) in ``bounds`` (Loong's sets).
+
+    ``bounds`` maps each level to ``[low, high]`` (low included, high excluded; ``null`` = no upper end).
+    A record in no level is left out of every partition and counted in the level's metadata.
+    """
+
+    benchmark: StrictStr  # the task file the records' tasks are declared in (longbench, lveval, loong, ...)
+    builder: StrictStr = "released.records"  # a registered builder (tasks.registry.BUILDERS)
+    level_by: StrictStr = "one"
+    bounds: dict[StrictStr, tuple[StrictInt, StrictInt | None]] = {}
+    tasks: tuple[StrictStr, ...] = ()  # only these of the benchmark's tasks (default: every task the records name)
+    subset: StrictStr = ""  # "minilongbench": only MiniLongBench's released sample ids (score/minilongbench/)
+
+    @model_validator(mode="after")
+    def _check(self) -> ReleasedConfig:
+        if self.level_by not in RELEASED_LEVEL_RULES:
+            raise ConfigError(f"released.level_by {self.level_by!r}: expected one of {list(RELEASED_LEVEL_RULES)}")
+        for name, (low, high) in self.bounds.items():
+            if low < 0 or (high is not None and high <= low):
+                raise ConfigError(f"released.bounds {name!r}: expected [low, high) with 0 <= low < high, "
+                                  f"got [{low}, {high}]")
+        return self
+
+
+_SECTIONS = ("longbench100", "prior_knowledge", "lveval", "helmet", "minilongbench", "released")
 # Fields added after configs had fingerprints: hashed only when set, so existing ids stay as they were.
-_NEW_FIELDS = ("task_files", "task_files_sha256", "tasks")
+_NEW_FIELDS = ("task_files", "task_files_sha256", "tasks", "released")
 
 
 class BenchmarkConfig(_Model):
     name: StrictStr
     sources: tuple[SourceConfig, ...]
     lengths: tuple[StrictStr, ...]
-    base_lengths: tuple[StrictStr, ...]  # LongScore's Base Ability lengths
-    long_lengths: tuple[StrictStr, ...]  # lengths averaged into LongScore and the old metric
+    base_lengths: tuple[StrictStr, ...] = ()  # LongScore's Base Ability lengths (required unless `released`)
+    long_lengths: tuple[StrictStr, ...] = ()  # lengths averaged into LongScore and the old metric
     depths: tuple[Number, ...] = (0.0, 0.5, 1.0)
     items_per_length: StrictInt = 4
     seed: StrictInt = 42
@@ -354,6 +392,8 @@ class BenchmarkConfig(_Model):
     # folder, must exist) and extra task names to build (checked by the registry, lc_pipeline/tasks/).
     task_files: tuple[StrictStr, ...] = ()
     tasks: tuple[StrictStr, ...] = ()
+    # A published benchmark run as released: lengths are then its own named groups (ReleasedConfig).
+    released: ReleasedConfig | None = None
     _task_files_sha256: str = PrivateAttr("")
 
     _LENGTH_FIELDS: ClassVar[tuple[str, ...]] = ("lengths", "base_lengths", "long_lengths")
@@ -398,8 +438,14 @@ class BenchmarkConfig(_Model):
 
     @model_validator(mode="after")
     def _check(self) -> BenchmarkConfig:
-        for lv in self.lengths:
-            level_tokens(lv)
+        if self.released is None:
+            for lv in self.lengths:
+                level_tokens(lv)
+            if not self.base_lengths or not self.long_lengths:
+                raise ConfigError(f"config {self.name!r}: base_lengths and long_lengths are required (LongScore's "
+                                  "lengths) unless the config runs a benchmark as released")
+        else:
+            self._check_released()
         for group in ("base_lengths", "long_lengths"):
             unknown = [lv for lv in getattr(self, group) if lv not in self.lengths]
             if unknown:
@@ -411,6 +457,7 @@ class BenchmarkConfig(_Model):
                 raise ConfigError(f"config {self.name!r}: depth {d} is outside [0, 1]")
         if self.items_per_length < 0 or (
             self.items_per_length == 0 and not self.longbench100.tasks and not self.helmet.tasks and not self.tasks
+            and self.released is None
         ):
             raise ConfigError(
                 f"config {self.name!r}: items_per_length must be >= 1 "
@@ -448,9 +495,33 @@ class BenchmarkConfig(_Model):
                 catalog.get(name)
             except ValueError as exc:
                 raise ConfigError(f"config {self.name!r}: field 'tasks': {exc}") from None
+        if self.released is not None:
+            known = [t.name for t in catalog.tasks(self.released.benchmark)]
+            if not known:
+                raise ConfigError(f"config {self.name!r}: released.benchmark {self.released.benchmark!r}: no task file "
+                                  f"declares it (benchmarks: {sorted({t.benchmark for t in catalog})})")
+            unknown = [t for t in self.released.tasks if t not in known]
+            if unknown:
+                raise ConfigError(f"released.tasks: unknown {unknown}; {self.released.benchmark} declares {known}")
 
-    def target_tokens(self, level: str) -> int:
-        return level_tokens(level)
+    def _check_released(self) -> None:
+        released = self.released
+        if not self.lengths:
+            raise ConfigError(f"config {self.name!r}: lengths must name the benchmark's groups (e.g. [all])")
+        if released.level_by == "one" and len(self.lengths) != 1:
+            raise ConfigError(f"config {self.name!r}: released.level_by 'one' takes one length, got "
+                              f"{list(self.lengths)}")
+        if released.level_by in ("record_length", "prompt_tokens"):
+            if sorted(released.bounds) != sorted(self.lengths):
+                raise ConfigError(f"config {self.name!r}: released.bounds must give [low, high] for each length "
+                                  f"{list(self.lengths)}, got {sorted(released.bounds)}")
+        elif released.bounds:
+            raise ConfigError(f"config {self.name!r}: released.bounds is read only with level_by record_length or "
+                              "prompt_tokens")
+
+    def target_tokens(self, level: str) -> int | None:
+        """The level's size in tokens; None for a released benchmark's named group (``set1``, ``0-4k``)."""
+        return None if self.released is not None else level_tokens(level)
 
     def fingerprint(self, *fields: str) -> str:
         """A short stable hash of the named fields (all fields when none are named).

@@ -15,14 +15,14 @@ from lc_pipeline.config import BenchmarkConfig
 
 CODE_VERSIONS = {
     "source_documents": "1",
-    "source_items": "1",
+    "source_items": "2",  # 2: record_id, context, record_fields (a benchmark run as released)
     "rejected_records": "1",
     "passages": "1",
     "passage_index": "2",  # 2: efSearch / nprobe tuned on the items' questions
     "hard_negatives": "2",  # 2: searched with the index tuned on questions
     "confusing_facts": "1",
     "replacement_rules": "1",
-    "instances": "6",  # 6: benchmark and all_classes columns; items prompted as their task files declare
+    "instances": "7",  # 7: record_id and record_fields; 6: benchmark and all_classes, task files' prompts
     "prior_knowledge": "1",
     "generations": "2",  # 2: truncation, chat-template switch and stop sequences per task (task files)
     "metric_scores": "2",  # 2: each instance scored with its task's metrics
@@ -41,7 +41,7 @@ _NEGATIVES = _INDEX + ("retrieval_top_k", "hard_negatives_per_item")
 INSTANCE_CONTENT_FIELDS = _NEGATIVES + ("seed", "length_tolerance", "max_new_tokens", "cross_domain_fill",
                                         "length_unit")
 # The task files (the config's own; the packaged ones are versioned with the code) and the extra tasks.
-_TASKS = ("task_files_sha256", "tasks")
+_TASKS = ("task_files_sha256", "tasks", "released")
 _INSTANCES = INSTANCE_CONTENT_FIELDS + ("lengths", "depths", "items_per_length", "longbench100", "helmet") + _TASKS
 # LV-Eval variants: facts and rules are made for the items the QA suite selects.
 # The QA items they are made for depend on each item's prompt, hence on the task files too.

@@ -49,7 +49,16 @@ SOURCE_ITEMS = _table("source_items", {
     "hops": (pl.Int32, "Reasoning hops: the number of evidence documents needed"),
     "all_classes": (StrList, "Label set of classification tasks (LongBench trec, lsht); [] otherwise"),
     "confusing_facts": (StrList, "Confusing facts a source shipped (LV-Eval records); [] otherwise"),
+    # A published benchmark run as released (config `released:`) keeps the record as the authors ship it.
+    "record_id": (Str, "The released record's own id (LongBench `_id`, Loong `id`); \"\" when the source has none"),
+    "context": (Str, "The released record's context, verbatim; \"\" when the source ships none (contexts are "
+                     "assembled from the documents)"),
+    "record_fields": (Str, "JSON object: the released record's other fields a run as released reads (LongBench-E "
+                           "`length`, LV-Eval `level`, Loong `instruction`/`prompt_template`, v2 `difficulty`); {}"),
 })
+
+# The columns a source without released records fills with their defaults (sources/validation.py).
+RECORD_COLUMN_DEFAULTS = {"record_id": "", "context": "", "record_fields": "{}"}
 
 # Records an adapter refused (config `on_error: reject`), each with the reason: never a silent skip.
 REJECTED_RECORDS = _table("rejected_records", {
@@ -132,6 +141,9 @@ INSTANCES = _table("instances", {
     "length_unit": (Str, 'The level\'s own unit: "tokens", or LV-Eval\'s "words" / "characters" (Chinese)'),
     "target_units": (pl.Int64, "The level's size in its length_unit"),
     "context_units": (pl.Int64, "The context measured in length_unit"),
+    "record_id": (Str, "Run as released: the source record's own id (imported predictions name it); else \"\""),
+    "record_fields": (Str, "Run as released: JSON of the record's fields its table is cut by (v2 `difficulty`, "
+                           "`length`); {} otherwise"),
 })
 
 # Same row from every backend (transformers, llamacpp, openai, vllm).

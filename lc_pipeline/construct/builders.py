@@ -85,6 +85,10 @@ def configured_tasks(config: BenchmarkConfig, catalog: TaskCatalog) -> list[Task
 def build_plan(config: BenchmarkConfig, catalog: TaskCatalog) -> list[tuple[str, tuple[TaskSpec, ...]]]:
     """[(builder name, its tasks)] in build order; the QA suite (items) first when items_per_length > 0."""
     plan: list[tuple[str, tuple[TaskSpec, ...]]] = []
+    if config.released is not None:  # a published benchmark as released: its records, nothing else
+        released = config.released
+        tasks = tuple(t for t in catalog.tasks(released.benchmark) if not released.tasks or t.name in released.tasks)
+        return [(released.builder, tasks)]
     if config.items_per_length:
         plan.append((QA_SUITE, tuple(t for t in catalog if t.builder.name in QA_SUITE_BUILDERS)))
     for spec in configured_tasks(config, catalog):
@@ -110,6 +114,7 @@ def level_batches(inputs: LevelInputs, progress: Callable[[], None] | None = Non
     benchmark_of_item = {i: sources.get(s, DEFAULT_BENCHMARK)
                          for i, s in inputs.items.select("item_id", "source").iter_rows()}
     classes_of_item = dict(inputs.items.select("item_id", "all_classes").iter_rows())
+    record_of_item = {i: (r, f) for i, r, f in inputs.items.select("item_id", "record_id", "record_fields").iter_rows()}
     for name, tasks in build_plan(config, catalog):
         benchmark_of_task = {t.name: t.benchmark for t in tasks}
         builder: Builder = BUILDERS.get(name, where="task files")
@@ -120,6 +125,11 @@ def level_batches(inputs: LevelInputs, progress: Callable[[], None] | None = Non
                                      for i, t in zip(item_ids, frame["task"].to_list(), strict=True)], dtype=pl.String),
                 all_classes=pl.Series([classes_of_item.get(i) or [] for i in item_ids], dtype=pl.List(pl.String)),
             )
+            if "record_id" not in frame.columns or not frame["record_id"].str.len_chars().sum():
+                # rows of builders that do not run records as released: their item's record, if any
+                records = [record_of_item.get(i, ("", "{}")) for i in item_ids]
+                frame = frame.with_columns(record_id=pl.Series([r for r, _ in records], dtype=pl.String),
+                                           record_fields=pl.Series([f for _, f in records], dtype=pl.String))
             yield conform(with_length_units(with_empty_variant_columns(frame), inputs.level, config), "instances")
             del frame
             if progress is not None:
@@ -132,7 +142,7 @@ def planned_batches(inputs: LevelInputs) -> int:
 
     config, n = inputs.config, 0
     for name, _ in build_plan(config, inputs.catalog):
-        if name == QA_SUITE and config.length_unit == "tokens":
+        if name == QA_SUITE and config.length_unit == "tokens" and config.released is None:
             n += -(-config.items_per_length // items_per_batch(inputs.level, config))
         else:
             n += 1

@@ -293,7 +293,7 @@ def with_length_units(frame: pl.DataFrame, level: str, config: BenchmarkConfig) 
     """
     words = config.length_unit == "words"
     is_word_row = (pl.col("suite") == SUITE) if words else pl.lit(False)
-    word_target = level_size(level, "words")
+    word_target = level_size(level, "words") if words else None
     units = [count_units(ctx, lang if lang in ("en", "zh") else "en") if (words and suite == SUITE) else None
              for ctx, lang, suite in frame.select("context", "language", "suite").iter_rows()]
     return frame.with_columns(

@@ -32,7 +32,10 @@ DEFAULTS: Mapping[str, Any] = {"variant": "plain", "insertions": (), "replacemen
                                "length_unit": "tokens",
                                # Filled from the task catalog and the items by construct/builders.py, which
                                # runs every builder: a builder itself need not know them.
-                               "benchmark": "", "all_classes": ()}
+                               "benchmark": "", "all_classes": (),
+                               # Run as released: the record's id and fields (the released builder sets
+                               # them; other builders' rows take their item's, filled by builders.py).
+                               "record_id": "", "record_fields": "{}"}
 # Token levels measure their size in tokens: these two default to the token columns.
 _TOKEN_UNITS = {"target_units": "target_tokens", "context_units": "context_tokens"}
 

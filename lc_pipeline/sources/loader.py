@@ -7,9 +7,11 @@ become rows of the ``rejected_records`` table. Nothing is skipped silently.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -66,7 +68,28 @@ SOURCE_KINDS: dict[str, Adapter] = {
 }
 
 
+DATA_DIR_VARIABLE = "LCP_DATA"  # where the released benchmarks' files live (default ./data)
+
+
+def data_dir() -> Path:
+    """``$LCP_DATA``, or ``./data`` when unset: the packaged benchmark configs read ``$LCP_DATA/<config>/``."""
+    return Path(os.environ.get(DATA_DIR_VARIABLE) or "data")
+
+
+def expand_data_dir(value: Any) -> Any:
+    """``$LCP_DATA`` / ``${LCP_DATA}`` in a source option (a string or a list of them) -> :func:`data_dir`."""
+    if isinstance(value, str):
+        for token in ("${" + DATA_DIR_VARIABLE + "}", "$" + DATA_DIR_VARIABLE):
+            value = value.replace(token, str(data_dir()))
+        return value
+    if isinstance(value, list | tuple):
+        return [expand_data_dir(v) for v in value]
+    return value
+
+
 def load_source(source: SourceConfig) -> SourceLoad:
+    if any("LCP_DATA" in str(v) for v in source.options.values()):
+        source = source.replace(options={k: expand_data_dir(v) for k, v in source.options.items()})
     try:
         adapter = SOURCE_KINDS[source.kind]
     except KeyError:

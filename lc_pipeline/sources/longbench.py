@@ -19,6 +19,7 @@ quotes "Passage 7:" mid-document does not cut itself in two.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -169,8 +170,6 @@ def _parse(rec: Record, *, source: str, file_variant: str, seen_items: dict[str,
         raise rec.error("_id", f"item {item_id!r} already loaded from {seen_items[item_id]}")
     seen_items[item_id] = rec.file  # only after every check: a rejected record claims no id
 
-    if length is not None:
-        notes.add(f"{label}: LongBench-E 'length' present; not stored (our assembler measures lengths itself)")
     extra = sorted(set(rec.data) - {"dataset", "_id", "language", "context", "input", "answers", "all_classes",
                                      "length", "reference_prediction"})
     if extra:
@@ -180,8 +179,12 @@ def _parse(rec: Record, *, source: str, file_variant: str, seen_items: dict[str,
     doc_rows = [
         (doc_id, source, d.title, d.text, lang, f"longbench/{task}", "") for doc_id, d in zip(doc_ids, docs, strict=True)
     ]
+    # Run as released (construct/released.py): the record's context verbatim, its `length` (LongBench-E's
+    # buckets) and its 0-based position in its file (MiniLongBench's sample index counts records in file order).
+    fields = {"dataset": dataset, "index": rec.index, **({"length": length} if length is not None else {})}
     item_row = (item_id, source, task, CATEGORIES[task], lang, question, answers, [], evidence,
-                2 if task in MULTI_HOP else 1, all_classes or [], [])
+                2 if task in MULTI_HOP else 1, all_classes or [], [], rid, context,
+                json.dumps(fields, sort_keys=True))
     return doc_rows, item_row
 
 
@@ -197,7 +200,8 @@ def load_longbench(
     ``schemas.SOURCE_DOCUMENTS`` / ``SOURCE_ITEMS``. Doc ids are
     ``{source}-{dataset}-{_id}-p{N}``, item ids ``{source}-{dataset}-{_id}`` (dataset
     suffixed ``_e`` for LongBench-E). ``all_classes`` is stored (classification label
-    sets); ``length`` is validated and mentioned in the report notes, not stored.
+    sets); the record's ``_id``, its context verbatim and ``{dataset, index, length}`` are kept
+    (``record_id``, ``context``, ``record_fields``) for the benchmark run as released.
     """
     doc_rows: list[tuple] = []
     item_rows: list[tuple] = []

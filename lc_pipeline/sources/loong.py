@@ -253,6 +253,9 @@ def load_loong(
         id_field="id",
         on_error=on_error,
     )
+    defaults = tuple(schemas.RECORD_COLUMN_DEFAULTS.values())
+    parsed = [row if len(row) == len(schemas.SOURCE_ITEMS) else (*row, *defaults[len(row) - len(schemas.SOURCE_ITEMS):])
+              for row in parsed]
     items_df = pl.DataFrame(parsed, schema=schemas.SOURCE_ITEMS, orient="row")
     if docs is None:
         referenced = {e for ev in items_df.get_column("evidence_doc_ids").to_list() for e in ev}

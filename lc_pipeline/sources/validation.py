@@ -356,6 +356,10 @@ def source_frames(doc_rows: list[tuple], item_rows: list[tuple]):
     from lc_pipeline import schemas
 
     docs = pl.DataFrame(doc_rows, schema=list(schemas.SOURCE_DOCUMENTS), orient="row")
+    # Adapters of sources without released records give the columns before the record columns.
+    defaults = tuple(schemas.RECORD_COLUMN_DEFAULTS.values())
+    width = len(schemas.SOURCE_ITEMS)
+    item_rows = [row if len(row) == width else (*row, *defaults[len(row) - width:]) for row in item_rows]
     items = pl.DataFrame(item_rows, schema=schemas.SOURCE_ITEMS, orient="row")
     return schemas.conform(docs, "source_documents"), schemas.conform(items, "source_items")
 

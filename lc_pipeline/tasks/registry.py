@@ -68,6 +68,7 @@ BUILDERS: Registry = Registry("builder", {
     "lveval.factrecall": "lc_pipeline.construct.builders:lveval_factrecall",
     "longbench100": "lc_pipeline.construct.builders:longbench100",
     "helmet": "lc_pipeline.construct.builders:helmet",
+    "released.records": "lc_pipeline.construct.released:released_records",  # a published benchmark as released
 })
 
 # Metrics (score/task_metrics.py): ``Metric`` objects, each writing one ``metric_scores.metric`` label.

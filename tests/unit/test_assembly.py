@@ -111,6 +111,9 @@ def make_corpus(n_people: int = 40, n_places: int = 40, seed: int = 3) -> tuple[
             "hops": [t[7] for t in items],
             "all_classes": [[] for _ in items],
             "confusing_facts": [[] for _ in items],
+            "record_id": [""] * len(items),
+            "context": [""] * len(items),
+            "record_fields": ["{}"] * len(items),
         },
         schema=SOURCE_ITEMS,
     )
@@ -486,7 +489,7 @@ def test_token_counts_add_up_past_a_thousand_blocks(counter):
         "language": ["en"] * n, "domain": ["notes"] * n, "entity_type": ["note"] * n,
     }, schema=SOURCE_DOCUMENTS)
     items = pl.DataFrame([("q-0", "notes", "single_hop_qa", "single-doc QA", "en", "What does note 7 say?",
-                           ["seven"], ["seven"], ["note-0007"], 1, [], [])], schema=SOURCE_ITEMS, orient="row")
+                           ["seven"], ["seven"], ["note-0007"], 1, [], [], "", "", "{}")], schema=SOURCE_ITEMS, orient="row")
     config = make_config(sources=(SourceConfig("notes"),), depths=(0.5,), items_per_length=1)
     no_passages = pl.DataFrame(schema=PASSAGES)
     df = build_instances(items, documents, no_passages, pl.DataFrame(schema=HARD_NEGATIVES), level="24k",

@@ -171,7 +171,7 @@ def test_longbench_e_record_with_length(tmp_path):
     assert item["item_id"] == "lb-hotpotqa_e-e1" and item["task"] == "hotpotqa" and item["hops"] == 2
     assert documents.select("title", "text").rows() == [("Alpha", "Alpha is a town."), ("Beta", "Beta is a river near Alpha.")]
     assert item["evidence_doc_ids"] == ["lb-hotpotqa_e-e1-p1", "lb-hotpotqa_e-e1-p2"]
-    assert any("length" in n for n in report.notes)
+    assert json.loads(item["record_fields"])["length"] == 3520 and item["record_id"] == "e1" and item["context"] == context
     # a dataset name with the suffix works the same way
     path = write(tmp_path, "x.jsonl", [rec("passage_count_e", "e2", "Paragraph 1: a\nParagraph 2: b", ["2"], length=9)])
     _, items, _ = load_longbench(path, source="lb")

@@ -95,6 +95,7 @@ def build_demo_corpus(n_entities: int = 240, seed: int = 7, source: str = "demo"
             "hops": [r[2] for r in rows],
             "all_classes": [[] for _ in rows],
             "confusing_facts": [[] for _ in rows],
+            **{column: [default] * len(rows) for column, default in schemas.RECORD_COLUMN_DEFAULTS.items()},
         },
     ).with_columns(pl.col("answers", "answer_keywords", "evidence_doc_ids").str.split(sep))
     return schemas.conform(docs, "source_documents"), schemas.conform(items, "source_items")
