@@ -306,6 +306,9 @@ class PriorKnowledgeConfig(_Model):
     metric: StrictStr = "f1"  # scorer of the no-context answer (first line, max over golds)
     max_new_tokens: StrictInt = 256  # the paper code's QA generation length
     enabled: StrictBool = True
+    # "metric": the no-context answer scored by `metric`; "judge": by the configured LLM judge with the
+    # task's rubric (100-LongBench's headline setting). Hashed only when not "metric" (ids stay as they were).
+    scorer: StrictStr = "metric"
 
     @model_validator(mode="after")
     def _check(self) -> PriorKnowledgeConfig:
@@ -313,6 +316,8 @@ class PriorKnowledgeConfig(_Model):
             raise ConfigError(f"prior_knowledge.threshold {self.threshold} is outside [0, 1]")
         if self.max_new_tokens < 1:
             raise ConfigError("prior_knowledge.max_new_tokens must be >= 1")
+        if self.scorer not in ("metric", "judge"):
+            raise ConfigError(f"prior_knowledge.scorer {self.scorer!r}: expected 'metric' or 'judge'")
         return self
 
 
@@ -533,6 +538,8 @@ class BenchmarkConfig(_Model):
         """
         data = self.model_dump()
         data["minilongbench"] = self.minilongbench.model_dump(exclude_unset=True)  # what the old mapping gave
+        if data["prior_knowledge"]["scorer"] == "metric":  # added later: hashed only when set otherwise
+            del data["prior_knowledge"]["scorer"]
         for key in _NEW_FIELDS:
             if not data[key]:
                 del data[key]

@@ -74,6 +74,36 @@ def level_of(item: dict[str, Any], fields: dict[str, Any], input_tokens: int, re
     return str(value) if str(value) in lengths else None
 
 
+def _record_tasks(items: pl.DataFrame, released, catalog, modes, prompts, config, level):
+    """(item, task spec, prompt) for each record and each task that runs it: the record's own task, then the
+    tasks whose ``records_of`` names it."""
+    from lc_pipeline.construct.builders import BuildError
+
+    for item in items.iter_rows(named=True):
+        task = item["task"]
+        if task not in prompts:
+            try:
+                spec = catalog.resolve(released.benchmark, task)
+            except ValueError as exc:
+                raise BuildError(f"released {released.benchmark} at {level}: item {item['item_id']!r}: {exc}") from None
+            prompts[task] = (spec, _prompt(spec, config))
+            for mode in modes.get(spec.name, ()):
+                prompts[f"{task}\x1f{mode.name}"] = (mode, _prompt(mode, config))
+        yield item, *prompts[task]
+        for mode in modes.get(prompts[task][0].name, ()):
+            yield item, *prompts[f"{task}\x1f{mode.name}"]
+
+
+def _prompt(spec, config) -> QAPrompt:
+    from lc_pipeline.construct.builders import BuildError
+
+    if spec.prompt is None:
+        raise BuildError(f"task {spec.qualified_name} ({spec.declared_in}) has no prompt: a record run as released is "
+                         "prompted by its task")
+    return QAPrompt(spec.prompt, spec.max_new_tokens or config.max_new_tokens,
+                    short_id(spec.prompt, spec.max_new_tokens, length=16))
+
+
 def released_records(request) -> Iterator[pl.DataFrame]:
     """Builder ``released.records``: every record of the configured sources whose task the benchmark
     declares (``released.tasks`` narrows them, ``released.subset`` picks MiniLongBench's records), in
@@ -91,24 +121,19 @@ def released_records(request) -> Iterator[pl.DataFrame]:
 
         keep = subset_item_ids(items, released.subset)
         items = items.filter(pl.col("item_id").is_in(sorted(keep)))
+    # Tasks that run another task's records (LongBench v2's chain-of-thought mode runs the direct mode's):
+    # ``builder.options.records_of`` names that task.
+    modes: dict[str, list[Any]] = {}
+    for spec in request.tasks:
+        of = spec.builder.options.get("records_of")
+        if of:
+            modes.setdefault(of, []).append(spec)
     prompts: dict[str, tuple[Any, QAPrompt]] = {}
     rows: list[dict[str, Any]] = []
     outside, yielded = 0, False
-    for item in items.iter_rows(named=True):
-        task = item["task"]
-        if task not in prompts:
-            try:
-                spec = catalog.resolve(released.benchmark, task)
-            except ValueError as exc:
-                raise BuildError(f"released {released.benchmark} at {level}: item {item['item_id']!r}: {exc}") from None
-            template = spec.prompt
-            if template is None:
-                raise BuildError(f"task {spec.qualified_name} ({spec.declared_in}) has no prompt: a record run as "
-                                 "released is prompted by its task")
-            prompts[task] = (spec, QAPrompt(template, spec.max_new_tokens or config.max_new_tokens,
-                                            short_id(template, spec.max_new_tokens, length=16)))
-        spec, prompt = prompts[task]
-        if released.tasks and spec.name not in released.tasks:
+    wanted = {t.name for t in request.tasks}
+    for item, spec, prompt in _record_tasks(items, released, catalog, modes, prompts, config, level):
+        if spec.name not in wanted:
             continue
         if not item["context"]:
             raise BuildError(f"item {item['item_id']!r} of source {item['source']!r}: field 'context' is empty: its "
@@ -127,7 +152,8 @@ def released_records(request) -> Iterator[pl.DataFrame]:
         if record_level != level:
             continue
         rows.append(instance_row(
-            instance_id=short_id(SUITE, item["item_id"], level, prompt.template, prompt.max_new_tokens, config.tokenizer),
+            instance_id=short_id(SUITE, item["item_id"], spec.name, level, prompt.template, prompt.max_new_tokens,
+                                 config.tokenizer),
             item_id=item["item_id"], source=item["source"], suite=SUITE, task=spec.name, category=spec.category,
             language=item["language"], depth=None, evidence_depths=[], question=item["question"],
             answers=item["answers"], answer_keywords=item["answer_keywords"],
