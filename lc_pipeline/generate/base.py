@@ -35,6 +35,9 @@ class GenerationRequest:
     # (HELMET runs RAG, recall and re-rank as completions; LongBench its few-shot and code tasks).
     chat_template: bool = True
     stop: tuple[str, ...] = ()  # the task's stop sequences: the output is cut before the first one
+    # Run as released: the source record's own id (instances' ``record_id``; "" otherwise). The ``imported``
+    # backend answers by it; model backends ignore it.
+    record_id: str = ""
 
     def __post_init__(self) -> None:
         validate_policy(self.truncation, f"request {self.key!r}")
@@ -98,13 +101,15 @@ def sampling_params_hash(params: dict) -> str:
 
 
 def cache_key(prompt: str, max_new_tokens: int, truncation: str, model_fingerprint: str, sampling_hash: str,
-              plain_prompt: bool = False, stop: Sequence[str] = ()) -> str:
+              plain_prompt: bool = False, stop: Sequence[str] = (), record_id: str = "") -> str:
     """What a generation depends on: the prompt, the model's settings and the decoding.
 
     An unchanged rerun finds every key in the generation store and costs nothing; a change
     to any of these produces new keys, never a stale reuse. ``plain_prompt`` (a chat model fed the
     raw prompt, as its task asks) and ``stop`` enter the key only when set, so keys of requests
-    without them are what they always were.
+    without them are what they always were. ``record_id`` is set only for a generator whose output depends
+    on the record rather than the prompt (the ``imported`` backend: two records with the same prompt may
+    carry different predictions, so they must not share a key).
     """
     parts: list = [hashlib.sha256(prompt.encode()).hexdigest(), max_new_tokens, truncation, model_fingerprint,
                    sampling_hash]
@@ -112,6 +117,8 @@ def cache_key(prompt: str, max_new_tokens: int, truncation: str, model_fingerpri
         parts.append("plain-prompt")
     if stop:
         parts.append(["stop", *stop])
+    if record_id:
+        parts.append(["record", record_id])
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
 
 

@@ -68,7 +68,9 @@ def plan_partition(
 
     Uses the instances columns ``instance_id``, ``benchmark`` and ``task`` (-> the TaskSpec: truncation
     policy, chat-template switch, stop sequences), ``prompt``, ``context`` and ``max_new_tokens``; a
-    missing column or null value is an error naming it.
+    missing column or null value is an error naming it. ``record_id`` (run as released) goes into each request
+    when the instances have it ("" otherwise); it enters the cache key only for a generator that answers by
+    record (``keyed_by_record``: the ``imported`` backend).
     """
     catalog = catalog or load_catalog()
     needed = ("instance_id", "benchmark", "task", "prompt", "context", "max_new_tokens")
@@ -78,8 +80,11 @@ def plan_partition(
     params = generator.sampling_params()
     sp_json, sp_hash = sampling_params_json(params), sampling_params_hash(params)
     fp = spec.fingerprint()
+    by_record = bool(getattr(generator, "keyed_by_record", False))
     plan = PartitionPlan(generator.backend, generator.model_id, sp_json, sp_hash)
-    for row in instances.sort("instance_id").select(needed).iter_rows(named=True):
+    if "record_id" not in instances.columns:
+        instances = instances.with_columns(pl.lit("").alias("record_id"))
+    for row in instances.sort("instance_id").select(*needed, "record_id").iter_rows(named=True):
         for col in needed:
             if row[col] is None:
                 raise ValueError(f"instance {row['instance_id']!r}: field {col!r} is null")
@@ -90,13 +95,15 @@ def plan_partition(
             raise ValueError(f"instance {row['instance_id']!r}: {exc}") from exc
         # The task's chat-template switch matters only for a model that has a chat template to skip.
         plain = spec.chat_template and not task.chat_template
-        key = cache_key(row["prompt"], int(row["max_new_tokens"]), policy, fp, sp_hash, plain, task.stop)
+        record_id = row["record_id"] or ""
+        key = cache_key(row["prompt"], int(row["max_new_tokens"]), policy, fp, sp_hash, plain, task.stop,
+                        record_id if by_record else "")
         plan.items.append(
             PlannedGeneration(
                 generation_id=generation_id(row["instance_id"], spec.slug, fp, sp_hash),
                 instance_id=row["instance_id"],
                 request=GenerationRequest(key, row["prompt"], int(row["max_new_tokens"]), policy, row["context"],
-                                          chat_template=not plain, stop=task.stop),
+                                          chat_template=not plain, stop=task.stop, record_id=record_id),
             )
         )
     return plan
