@@ -10,7 +10,8 @@ with a word blacklist. The variants differ (spec §7.4):
 threshold en / zh         0.2 / 0.4, ``recall >= t`` passes        0.4 / 0.2, ``recall > t`` passes
 blacklist in stage 1      removed from the recall numerator only   not applied
 blacklist in stage 2      not applied (F1 on all tokens)           removed from both sides before F1
-cmrc                      stage 1 with the gold answer as keywords stage 2 only (F1 with blacklist)
+cmrc                      stage 1 on the record's keywords, else  stage 2 only (F1 with blacklist)
+                          on the gold answer
 factrecall                plain token F1                           keyword-recall F1 (no keywords: stage 2)
 dureader                  ROUGE-L on blacklist-filtered tokens     same
 ========================  ======================================  ==========================================
@@ -178,7 +179,9 @@ class DatasetRule:
 
     name: str  # canonical name, e.g. "hotpotwikiqa_mixup"
     language: str
-    kind: str  # "keyword_f1" | "gold_keywords" (cmrc) | "rouge_blacklist" (dureader) | "plain_f1" (factrecall)
+    # "keyword_f1" | "gold_keywords" (cmrc: code gates on the record's keywords, else on the gold answer)
+    # | "rouge_blacklist" (dureader) | "plain_f1" (factrecall)
+    kind: str
 
 
 # Spec §7.3 (config.DATASET_METRIC). ``keyword_recall_en/zh`` score our own corpora the same way.
@@ -243,8 +246,13 @@ def lveval_score(
             return f1_from_tokens(tokens(prediction, rule.language), tokens(answer, rule.language))
         return keyword_recall_f1(prediction, answer, answer_keywords, rule.language, variant)
     if rule.kind == "gold_keywords":
-        # Released code: the gold answer is the keyword string; paper: F1 with blacklist, no keywords.
-        keywords = answer if variant == "code" else None
+        # Released code (metrics.qa_f1_zh_score_with_gold_ans, ``if not gold_ans: gold_ans = ground_truth``):
+        # the record's answer_keywords when it carries some, else the gold answer; paper: F1 with
+        # blacklist, no keywords.
+        if variant == "code":
+            keywords = answer_keywords if _keyword_text(answer_keywords) else answer
+        else:
+            keywords = None
         return keyword_recall_f1(prediction, answer, keywords, rule.language, variant)
     keywords = answer_keywords
     if variant == "code" and rule.language == "zh" and not _keyword_text(keywords):

@@ -18,10 +18,18 @@ others (cmrc, dureader, factrecall) it is absent or null and becomes ``[]``.
 ``confusing_facts`` (string, list of strings or null) is validated, counted in the report
 and stored in ``source_items.confusing_facts`` (the release has already inserted them in the
 context; the column tells which sentences are the planted ones).
+
+Run as released (config ``released: {benchmark: lveval, level_by: record_level}``, packaged config
+``lveval``; spec released_benchmarks.md, lveval.md §8): each item also keeps the record as
+released: ``record_id`` (the release's records carry no id, spec §3: ``<file stem>-<5-digit
+0-based position>``, e.g. ``cmrc_mixup_16k-00003``; an export's ``_id`` when present), ``context``
+verbatim and ``record_fields`` ``{dataset, level, index, length}`` (``dataset`` is the task, e.g.
+``cmrc_mixup``; ``level`` e.g. ``16k``; ``length`` only when the record has one).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -161,8 +169,13 @@ def _parse(rec: Record, *, source: str, file_task: str | None, file_level: str |
     extra = sorted(set(rec.data) - _KNOWN)
     if extra:
         notes.add(f"fields ignored: {', '.join(extra)}")
+    # Run as released (construct/released.py): the record's id (the release has none: its file and 0-based
+    # position), its context verbatim (confusing facts already inside) and the fields its table is cut by.
+    record_id = raw_id if isinstance(raw_id, str) and raw_id else f"{Path(rec.file).stem}-{rec.index:05d}"
+    fields = {"dataset": task, "level": level, "index": rec.index, **({"length": length} if length is not None else {})}
     item = (item_id, source, task, CATEGORIES.get(task, "single-hop QA"), language, question, answers, keywords,
-            doc_ids, 2 if CATEGORIES.get(task) == "multi-hop QA" else 1, [], facts)
+            doc_ids, 2 if CATEGORIES.get(task) == "multi-hop QA" else 1, [], facts, record_id, context,
+            json.dumps(fields, sort_keys=True))
     return docs, item
 
 

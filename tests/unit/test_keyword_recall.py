@@ -79,6 +79,23 @@ def test_cmrc_uses_the_gold_answer_as_keywords_in_code_and_a_blacklist_f1_in_pap
     assert lveval_score("cmrc_mixup", "导演是提莫", [gold], None, "paper") > 0
 
 
+def test_a_cmrc_record_that_carries_answer_keywords_is_gated_on_them_as_the_authors_code_does():
+    # metrics.qa_f1_zh_score_with_gold_ans: `if not gold_ans: gold_ans = ground_truth`, so a record's own
+    # answer_keywords (the released gold_ans) replace the gold answer as the stage-1 keywords.
+    gold, keywords = "《毕业风暴》的导演是罗马尼亚导演克里斯汀穆基", "克里斯汀穆基"
+    # The name alone: 3 of the answer's 11 tokens (recall 0.27 < 0.4) but every keyword token.
+    assert lveval_score("cmrc_mixup", "克里斯汀穆基", [gold], None) == 0.0
+    assert lveval_score("cmrc_mixup", "克里斯汀穆基", [gold], keywords) == pytest.approx(3 / 7)  # F1: p 1, r 3/11
+    assert lveval_score("cmrc_mixup", "克里斯汀穆基", [gold], [keywords]) == pytest.approx(3 / 7)  # our list form
+    # The other way: 5 of the answer's tokens pass the answer's gate, none of the keywords.
+    wrong = "毕业风暴的导演是罗马尼亚导演"
+    assert lveval_score("cmrc_mixup", wrong, [gold], None) > 0
+    assert lveval_score("cmrc_mixup", wrong, [gold], keywords) == 0.0
+    # Blank or absent keywords fall back to the answer; the paper variant never gates cmrc.
+    assert lveval_score("cmrc_mixup", wrong, [gold], []) == lveval_score("cmrc_mixup", wrong, [gold], [""]) > 0
+    assert lveval_score("cmrc_mixup", wrong, [gold], keywords, "paper") > 0
+
+
 def test_dureader_uses_rouge_l_on_blacklist_filtered_tokens():
     gold = "体验服是逆战拿来测试新模式的。"
     assert lveval_score("dureader_mixup", gold, [gold]) == pytest.approx(1.0, abs=1e-6)

@@ -61,6 +61,24 @@ def test_mixed_context_is_split_into_passages(tmp_path):
     assert report.records == report.accepted == 2 and report.consistent
 
 
+def test_each_item_keeps_its_record_as_released(tmp_path):
+    # The release's records have no id: file and position name them; an export's _id wins.
+    write_jsonl(tmp_path / "hotpotwikiqa_mixup_16k.jsonl", [rec(), rec(input="Where does Beta live?")])
+    write_jsonl(tmp_path / "cmrc_mixup_32k.jsonl", [
+        rec(dataset="cmrc_mixup_32k", language="zh", answer_keywords=None, confusing_facts=None, length=None,
+            _id="x7", context="第一篇。\n第二篇。", input="问题？", answers=["答案"])])
+    _, items, _ = load_lveval(tmp_path, source="lv")
+    rows = {r["item_id"]: r for r in items.iter_rows(named=True)}
+    second = rows["lv-hotpotwikiqa_mixup_16k-00001"]
+    assert second["record_id"] == "hotpotwikiqa_mixup_16k-00001"
+    assert second["context"] == CONTEXT  # verbatim: headers, confusing facts and all
+    assert json.loads(second["record_fields"]) == {"dataset": "hotpotwikiqa_mixup", "level": "16k", "index": 1,
+                                                   "length": 12}
+    cmrc = rows["lv-cmrc_mixup_32k-x7"]
+    assert cmrc["record_id"] == "x7" and cmrc["context"] == "第一篇。\n第二篇。"
+    assert json.loads(cmrc["record_fields"]) == {"dataset": "cmrc_mixup", "level": "32k", "index": 0}
+
+
 def test_paper_header_and_unheaded_contexts(tmp_path):
     path = write_jsonl(tmp_path / "cmrc_mixup_32k.jsonl", [
         rec(dataset="cmrc_mixup_32k", language="zh", answer_keywords=None, confusing_facts=None,
