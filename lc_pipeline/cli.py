@@ -3,6 +3,7 @@
     lcp demo                      build, generate, score the demo benchmark; print the leaderboard
     lcp add-model NAME [...]      register a model (slug -> settings) and its partition
     lcp backfill --model NAME     materialize only that model's partitions, then the leaderboard
+    lcp import-predictions FILE   register predictions made elsewhere as a model (backend imported)
     lcp models                    list registered models
     lcp query "SQL"               DuckDB over every lake table (read-only)
     lcp ui                        the Dagster UI (webserver + daemon) on this project
@@ -171,6 +172,8 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
     runner = _runner(s)
     runner.tags = {"lcp/backfill": model}
     try:
+        if runner.missing_instances():  # model-independent: e.g. a benchmark run as released, then imported
+            runner.build_benchmark()    # predictions backfilled before any model ran (nothing built re-runs)
         complete = runner.evaluate_model(model, list(lengths) or None)
     except (KeyError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -316,6 +319,10 @@ main.add_command(report)
 from lc_pipeline.commands.tasks import tasks  # noqa: E402
 
 main.add_command(tasks)
+
+from lc_pipeline.commands.imports import import_predictions_command  # noqa: E402
+
+main.add_command(import_predictions_command)
 
 
 if __name__ == "__main__":

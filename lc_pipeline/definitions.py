@@ -127,21 +127,36 @@ class Pipeline:
     defs: dg.Definitions
 
 
+# A config that runs a published benchmark as released builds its instances from the records alone, and has no
+# LongScore lengths: the construction inputs and LongScore's assets are not part of its graph.
+NOT_IN_RELEASED_RUNS = frozenset({"passages", "passage_index", "hard_negatives", "confusing_facts",
+                                  "replacement_rules", "lveval_ablation", "prior_knowledge", "long_scores",
+                                  "leaderboard"})
+
+
+def asset_names(asset: dg.AssetsDefinition) -> set[str]:
+    return {key.to_user_string() for key in asset.keys}
+
+
 def build_pipeline(settings: Settings) -> Pipeline:
     config = load_config(settings.config)
     parts = Partitions(config.lengths)
-    assets = with_column_schemas([  # each table's columns, described, in the UI before a run
+    released = config.released is not None
+    assets = [
         *sources.build(parts),
         *retrieval.build(parts),
         *lveval.build(parts),
-        *instances.build(parts),
+        *instances.build(parts, released=released),
         *generation.build(parts),
         *scoring.build(parts),
         *benchmark_assets.build(parts),
         *judge_assets.build(parts),
         *reports.build(parts),
         *minilongbench.build(parts),
-    ])
+    ]
+    if released:
+        assets = [a for a in assets if not asset_names(a) & NOT_IN_RELEASED_RUNS]
+    assets = with_column_schemas(assets)  # each table's columns, described, in the UI before a run
     lake = settings.lake_url  # a folder or a bucket URL: every resource below takes either
     resources = {
         "io_manager": HiveParquetIOManager(base_dir=lake),

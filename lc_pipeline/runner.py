@@ -129,9 +129,11 @@ class Runner:
             fps = {a: stage_fingerprint(a, cfg) for a in ("source_documents", "source_items", "rejected_records")}
             self.step(f"sources [{name}]", list(fps), fps, name, {SOURCE_DIM: name})
         for asset in ("passages", "passage_index", "hard_negatives"):
-            self.step(asset, [asset], {asset: stage_fingerprint(asset, cfg)})
+            if self.has(asset):  # a benchmark run as released has no construction inputs
+                self.step(asset, [asset], {asset: stage_fingerprint(asset, cfg)})
         for asset in ("confusing_facts", "replacement_rules"):  # LV-Eval CFI / KPR inputs (empty when unused)
-            self.step(asset, [asset], {asset: facts_fingerprint(asset, cfg, self.pipeline.resources["models"])})
+            if self.has(asset):
+                self.step(asset, [asset], {asset: facts_fingerprint(asset, cfg, self.pipeline.resources["models"])})
         for level in cfg.lengths:
             fp = {"instances": stage_fingerprint("instances", cfg)}
             self.step(f"instances [{level}]", ["instances"], fp, level, {"length": level})
@@ -164,9 +166,14 @@ class Runner:
             self.echo(f"  - prior_knowledge + long_scores + lveval_ablation + benchmark_scores [{slug}]: waiting for "
                       f"lengths {unscored} (lcp backfill {slug} --length ...)")
             return False
-        self.step(f"prior_knowledge + long_scores + lveval_ablation + benchmark_scores [{slug}]",
-                  ["prior_knowledge", "long_scores", "lveval_ablation", "benchmark_scores"], fps, slug, {MODEL_DIM: slug})
+        per_model = [a for a in ("prior_knowledge", "long_scores", "lveval_ablation", "benchmark_scores") if self.has(a)]
+        self.step(f"{' + '.join(per_model)} [{slug}]", per_model, {a: fps[a] for a in per_model}, slug,
+                  {MODEL_DIM: slug})
         return True
+
+    def has(self, asset: str) -> bool:
+        """Whether the pipeline's graph has ``asset`` (a benchmark run as released has no LongScore assets)."""
+        return any(key.to_user_string() == asset for a in self.pipeline.assets for key in a.keys)
 
     def leaderboard(self) -> pl.DataFrame:
         # Always re-run: it is cheap and must reflect every model evaluated so far. One lcp process
@@ -179,10 +186,25 @@ class Runner:
             return storage.read_parquet(partition_path(storage.lake_path(self.lake), "leaderboard", {}))
 
     def demo(self, models: list[str] | None = None) -> pl.DataFrame:
+        """Build, evaluate ``models``; the leaderboard (a benchmark run as released: its overall rows)."""
         self.build_benchmark()
-        for slug in models or list(self.config.models):
+        slugs = models or list(self.config.models)
+        for slug in slugs:
             self.evaluate_model(slug)
-        return self.leaderboard()
+        if self.has("leaderboard"):
+            return self.leaderboard()
+        return self.benchmark_overall(slugs)
+
+    def benchmark_overall(self, slugs: list[str]) -> pl.DataFrame:
+        """The overall rows of ``slugs``' benchmark_scores (one per benchmark table and length)."""
+        root = storage.lake_path(self.lake)
+        frames = [storage.read_parquet(partition_path(root, "benchmark_scores", {MODEL_DIM: s})).with_columns(
+                  model=pl.lit(s)) for s in slugs
+                  if partition_path(root, "benchmark_scores", {MODEL_DIM: s}).exists()]
+        if not frames:
+            return pl.DataFrame()
+        return pl.concat(frames).filter(pl.col("level") == "overall").select(
+            "model", "benchmark", "table", "length", "metric", "score", "n")
 
 
 # ------------------------------------------------------------------------------ GPU pool

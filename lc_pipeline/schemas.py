@@ -218,18 +218,30 @@ LEADERBOARD = _table("leaderboard", {
 })
 
 # Each benchmark's published table for one model (partitioned by model; score/benchmark_scores.py): task,
-# group and overall rows per (benchmark, table, length), aggregated as the benchmark's task file says.
+# group and overall rows per (benchmark, table, length), aggregated as the benchmark's task file says; a
+# benchmark whose headline declares a ``breakdown`` has the overall again per record-field value
+# (level "breakdown"). Several numbers of one cell are rows told apart by ``metric``: the score (the
+# task's metric label, or "judge:<rubric>" for a judge-scored task) and, where a cell has judge verdicts,
+# "scoring_success" and (Loong's rubric) "perfect_rate".
 BENCHMARK_SCORES = _table("benchmark_scores", {
     "benchmark": (Str, "The benchmark (its task file)"),
     "table": (Str, 'The paper\'s table the row belongs to (aggregation.table: LongBench "en" / "zh"), else "all"'),
-    "level": (Str, '"task" | "group" | "overall"'),
-    "task": (Str, "Task name; null for group and overall rows"),
-    "category": (Str, "The task's group (aggregation.group); null for overall rows"),
-    "length": (Str, "Length level"),
-    "metric": (Str, "Label of the headline metric (the task's first declared); '+'-joined when a group mixes several"),
-    "score": (pl.Float64, "Score x the headline scale (0-100), not rounded"),
-    "n": (pl.Int64, "Scored instances counted (plain rows only; LV-Eval variants are left out)"),
-    "aggregation": (Str, 'How the overall is made: "mean_of_groups" | "mean_of_tasks" | "mean_of_instances"'),
+    "level": (Str, '"task" | "group" | "overall" | "breakdown" (the overall on the instances of one record-field '
+                   'value)'),
+    "task": (Str, "Task name; null for group, overall and breakdown rows"),
+    "category": (Str, 'The task\'s group (aggregation.group); null for overall rows; "<field>=<value>" for '
+                      'breakdown rows (LongBench v2 "difficulty=easy", "length=short")'),
+    "length": (Str, "Length level (the config's length partition, not a record field)"),
+    "metric": (Str, "What the row's number is: the headline metric's label (the task's first declared; "
+                    "'+'-joined when a group mixes several), \"judge:<rubric>\" for a judge-scored task, "
+                    "\"scoring_success\" (share of judge verdicts parsed ok) or \"perfect_rate\" (share of ok "
+                    "verdicts at the rubric's top, Loong's 100)"),
+    "score": (pl.Float64, "Score rows: x the headline scale (0-100), not rounded; scoring_success and perfect_rate "
+                          "rows: a share in [0, 1] (Loong prints its Perfect Rate on 0-1)"),
+    "n": (pl.Int64, "Instances counted (plain rows only; LV-Eval variants are left out): scored (judge: parsed "
+                    "ok) for score and perfect_rate rows, judged for scoring_success rows"),
+    "aggregation": (Str, 'How the overall is made: "mean_of_groups" | "mean_of_tasks" | "mean_of_instances"; '
+                         "the judge rates are always shares of their instances (micro)"),
 })
 
 # LV-Eval confusing-fact insertion (CFI): every candidate fact with its verdict; only accepted

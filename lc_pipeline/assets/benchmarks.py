@@ -1,16 +1,25 @@
 """The benchmarks group: ``benchmark_scores``, each benchmark's published table for one model (task, group
 and overall rows per table and length, aggregated as the benchmark's task file declares; spec
 released_benchmarks.md, helmet.md §6, lveval.md §9, loong.md §7). Wiring only: the table is
-score/benchmark_scores.py."""
+score/benchmark_scores.py.
+
+Judging is optional (a judge server is needed only by benchmarks that report a judge): ``judge_scores`` is a
+dependency the asset does not load through the IO manager (a missing upstream would fail the run); when a
+task of the instances is judge-scored, the model's judge_scores partitions are read from the lake, as the
+leaderboard reads them (spec dagster.md: ``deps`` order without loading). Instances of a judged task with no
+verdict yet are counted in the metadata (``unjudged_instances``) and logged; rematerialize benchmark_scores
+once ``judge_scores`` has run.
+"""
 
 import dagster as dg
 import polars as pl
 
 from lc_pipeline.assets.common import FINGERPRINT_KEY, json_metadata, preview
+from lc_pipeline.assets.judge import read_judge_scores
 from lc_pipeline.fingerprints import stage_fingerprint
-from lc_pipeline.partitions import MODEL_DIM, Partitions
-from lc_pipeline.resources import BenchmarkResource, ModelsResource
-from lc_pipeline.score.benchmark_scores import benchmark_table
+from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, Partitions
+from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
+from lc_pipeline.score.benchmark_scores import benchmark_table, judged_tasks
 from lc_pipeline.tasks.catalog import catalog_for
 
 
@@ -23,13 +32,18 @@ def build(parts: Partitions) -> list:
             ),
             "instances": dg.AssetIn(partition_mapping=dg.AllPartitionMapping()),
         },
+        # Ordered after the model's verdicts, read from the lake only when a task is judge-scored.
+        deps=[dg.AssetDep("judge_scores", partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
+            partition_dimension_name=MODEL_DIM))],
         group_name="benchmarks",
         kinds={"parquet"},
         description=(
             "Each benchmark's published table for one model: per length, a row per task (its first declared "
-            "metric, x100), per group (aggregation.group, per aggregation.table: LongBench's en / zh) and an overall "
-            "per table, as the task file's headline says (mean of groups, of tasks or of instances); plain instances "
-            "only; judge-only tasks are counted in the metadata"
+            "metric, x100, or its judge rubric: judge:<rubric> with scoring_success and perfect_rate rows), per "
+            "group (aggregation.group, per aggregation.table: LongBench's en / zh) and an overall per table, as the "
+            "task file's headline says (mean of groups, of tasks or of instances), and the overall per value of the "
+            "headline's breakdown fields (LongBench v2: difficulty, length); plain instances only; judged tasks "
+            "without verdicts are counted in the metadata"
         ),
     )
     def benchmark_scores(
@@ -38,13 +52,25 @@ def build(parts: Partitions) -> list:
         instances: pl.DataFrame,
         benchmark: BenchmarkResource,
         models: ModelsResource,
+        lake: LakeResource,
     ):
         config = benchmark.load()
         slug = context.partition_key
+        catalog = catalog_for(config)
+        judgments = None
         try:
-            result = benchmark_table(metric_scores, instances, catalog_for(config), slug)
+            judged = judged_tasks(instances, catalog)
+            if judged:
+                lengths = instances["length"].unique().to_list()
+                judgments = read_judge_scores(lake.base_dir).filter(
+                    pl.col(MODEL_DIM) == slug, pl.col(LENGTH_DIM).is_in(lengths))
+                context.log.info(f"judge-scored tasks {judged}: {judgments.height} verdicts of {slug} in the lake")
+            result = benchmark_table(metric_scores, instances, catalog, slug, judgments)
         except ValueError as exc:
-            raise dg.Failure(str(exc), allow_retries=False) from exc
+            raise dg.Failure(f"benchmark_scores {slug}: {exc}", allow_retries=False) from exc
+        if result.unjudged:
+            context.log.warning(f"judge-scored tasks without verdicts (materialize judge_scores, then this asset "
+                                f"again): {result.unjudged}")
         out = result.table
         overall = out.filter(pl.col("level") == "overall").select("benchmark", "table", "length", "metric", "score", "n")
         return dg.Output(
@@ -52,10 +78,13 @@ def build(parts: Partitions) -> list:
             metadata={
                 FINGERPRINT_KEY: stage_fingerprint("benchmark_scores", config, models.spec(slug).fingerprint()),
                 "rows": out.height,
+                "judge_verdicts": 0 if judgments is None else judgments.height,
                 **json_metadata({
                     "benchmarks": sorted(out["benchmark"].unique().to_list()),
-                    "judge_only_tasks": result.judge_only,
+                    "judged_tasks": judged,
+                    "unjudged_instances": result.unjudged,
                     "unscored_instances": result.unscored,
+                    "breakdown_missing": result.breakdown_missing,
                 }),
                 "variant_rows_left_out": result.variant_rows,
                 "overall": preview(overall, n=50),

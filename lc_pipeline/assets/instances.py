@@ -30,66 +30,81 @@ from lc_pipeline.resources import BenchmarkResource, TokenizerResource
 from lc_pipeline.tasks.catalog import catalog_for
 
 
-def build(parts: Partitions) -> list:
-    @dg.asset(
+def build(parts: Partitions, released: bool = False) -> list:
+    """The instances asset; for a config that runs a published benchmark as released (``released:``), one that
+    reads only the sources (no passages, hard negatives, confusing facts or rules: none is used)."""
+    spec = dict(
         ins={"source_items": ALL_SOURCES, "source_documents": ALL_SOURCES},
         partitions_def=parts.length,
         group_name="instances",
         kinds={"parquet"},
         description=(
+            "One instance per released record, its context verbatim, prompted by its task; the level is the "
+            "benchmark's own group (config released:); exact token counts on every row" if released else
             "Contexts assembled to the target length: evidence at the configured depths, the rest hard negatives "
             "then same-domain documents; exact cl100k_base token counts on every row"
         ),
         check_specs=[dg.AssetCheckSpec(name, asset="instances", blocking=True, description=description)
                      for name, description in CHECKS.items()],
     )
-    def instances(
-        context: dg.AssetExecutionContext,
-        source_items: pl.DataFrame,
-        source_documents: pl.DataFrame,
-        passages: pl.DataFrame,
-        hard_negatives: pl.DataFrame,
-        confusing_facts: pl.DataFrame,
-        replacement_rules: pl.DataFrame,
-        benchmark: BenchmarkResource,
-        tokenizer: TokenizerResource,
-    ):
-        config = benchmark.load()
-        level = context.partition_key
-        items, documents = source_frames(config, source_items, source_documents)
-        inputs = LevelInputs(items, documents, passages, hard_negatives, confusing_facts, replacement_rules, level,
-                             config, tokenizer.counter(), catalog_for(config))
-        counter, meta = inputs.counter, inputs.meta
-        checks = InstanceChecks(config, documents, confusing_facts, replacement_rules)
-        summaries = []
-        progress = Progress(context.log, planned_batches(inputs), f"instances {level}", unit="batch", every_s=0)
-        with tempfile.TemporaryDirectory(prefix="lcp-instances-") as scratch:
-            with storage.ParquetStager(scratch, schema=schemas.INSTANCES) as stage:
-                try:
-                    for out in level_batches(inputs, progress.update):
-                        # CFI rows carry their facts on top of the level (LV-Eval inserts after mixing): the
-                        # length check measures them without the facts, whose tokens go to the metadata.
-                        fact_tokens = inserted_tokens(out, counter)
-                        checks.add(out, fact_tokens)
-                        summaries.append(out.select(*SUMMARY_COLUMNS).with_columns(fact_tokens=fact_tokens))
-                        stage.write(out)
-                        del out  # the next batch is built without this one in memory
-                except BuildError as exc:
-                    raise dg.Failure(str(exc), allow_retries=False) from exc
-                except ValueError as exc:  # e.g. an item whose task no task file declares
-                    raise dg.Failure(f"instances {level}: {exc}", allow_retries=False) from exc
-                progress.close()
-                staged = stage.finish()
-            summary = pl.concat(summaries)
-            yield dg.Output(staged, metadata={
-                FINGERPRINT_KEY: stage_fingerprint("instances", config),
-                **level_metadata(summary, meta, level, config),
-                "preview": preview(summary.select(*PREVIEW_COLUMNS)),
-                # Markdown, not a PNG: a partition's run then never imports matplotlib (~1.5 s) nor renders
-                # (~0.2 s); `lcp report` draws the figure (plots.token_length_histogram) from the lake.
-                "token_length_histogram": dg.MetadataValue.md(length_histogram_markdown(summary)),
-            })
-        for result in checks.results():
-            yield check_result(result)
+    if released:
+        @dg.asset(name="instances", **spec)
+        def released_instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame,
+                               source_documents: pl.DataFrame, benchmark: BenchmarkResource,
+                               tokenizer: TokenizerResource):
+            unused = [schemas.empty(t) for t in ("passages", "hard_negatives", "confusing_facts", "replacement_rules")]
+            yield from _instances(context, source_items, source_documents, *unused, benchmark, tokenizer)
+
+        return [released_instances]
+
+    @dg.asset(**spec)
+    def instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame, source_documents: pl.DataFrame,
+                  passages: pl.DataFrame, hard_negatives: pl.DataFrame, confusing_facts: pl.DataFrame,
+                  replacement_rules: pl.DataFrame, benchmark: BenchmarkResource, tokenizer: TokenizerResource):
+        yield from _instances(context, source_items, source_documents, passages, hard_negatives, confusing_facts,
+                              replacement_rules, benchmark, tokenizer)
 
     return [instances]
+
+
+def _instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame, source_documents: pl.DataFrame,
+               passages: pl.DataFrame, hard_negatives: pl.DataFrame, confusing_facts: pl.DataFrame,
+               replacement_rules: pl.DataFrame, benchmark: BenchmarkResource, tokenizer: TokenizerResource):
+    """Build, check and write one level (both assets' body)."""
+    config = benchmark.load()
+    level = context.partition_key
+    items, documents = source_frames(config, source_items, source_documents)
+    inputs = LevelInputs(items, documents, passages, hard_negatives, confusing_facts, replacement_rules, level,
+                         config, tokenizer.counter(), catalog_for(config))
+    counter, meta = inputs.counter, inputs.meta
+    checks = InstanceChecks(config, documents, confusing_facts, replacement_rules)
+    summaries = []
+    progress = Progress(context.log, planned_batches(inputs), f"instances {level}", unit="batch", every_s=0)
+    with tempfile.TemporaryDirectory(prefix="lcp-instances-") as scratch:
+        with storage.ParquetStager(scratch, schema=schemas.INSTANCES) as stage:
+            try:
+                for out in level_batches(inputs, progress.update):
+                    # CFI rows carry their facts on top of the level (LV-Eval inserts after mixing): the
+                    # length check measures them without the facts, whose tokens go to the metadata.
+                    fact_tokens = inserted_tokens(out, counter)
+                    checks.add(out, fact_tokens)
+                    summaries.append(out.select(*SUMMARY_COLUMNS).with_columns(fact_tokens=fact_tokens))
+                    stage.write(out)
+                    del out  # the next batch is built without this one in memory
+            except BuildError as exc:
+                raise dg.Failure(str(exc), allow_retries=False) from exc
+            except ValueError as exc:  # e.g. an item whose task no task file declares
+                raise dg.Failure(f"instances {level}: {exc}", allow_retries=False) from exc
+            progress.close()
+            staged = stage.finish()
+        summary = pl.concat(summaries)
+        yield dg.Output(staged, metadata={
+            FINGERPRINT_KEY: stage_fingerprint("instances", config),
+            **level_metadata(summary, meta, level, config),
+            "preview": preview(summary.select(*PREVIEW_COLUMNS)),
+            # Markdown, not a PNG: a partition's run then never imports matplotlib (~1.5 s) nor renders
+            # (~0.2 s); `lcp report` draws the figure (plots.token_length_histogram) from the lake.
+            "token_length_histogram": dg.MetadataValue.md(length_histogram_markdown(summary)),
+        })
+    for result in checks.results():
+        yield check_result(result)

@@ -38,9 +38,10 @@ def level_metadata(summary: pl.DataFrame, meta: dict, level: str, config) -> dic
         **({"target_tokens": config.target_tokens(level)} if config.length_unit == "tokens" else
            {"target_words": int(summary["target_units"].max())}),
         "tokenizer": config.tokenizer,
-        "input_tokens_min": int(summary["input_tokens"].min()),
-        "input_tokens_max": int(summary["input_tokens"].max()),
-        "max_relative_length_error": float(rel),
+        # A benchmark run as released has no target length (and a level may hold no record): counts only.
+        **({"input_tokens_min": int(summary["input_tokens"].min()),
+            "input_tokens_max": int(summary["input_tokens"].max())} if summary.height else {}),
+        **({"max_relative_length_error": float(rel)} if rel is not None else {}),
     }
 
 
@@ -54,7 +55,8 @@ def length_histogram_markdown(summary: pl.DataFrame, bins: int = 10) -> str:
     counts, edges = np.histogram(tokens, bins=min(bins, hi - lo + 1), range=(lo, hi + 1))
     starts = np.ceil(edges).astype(np.int64)  # integer bins: [starts[i], starts[i + 1] - 1]
     targets = sorted(int(t) for t in summary["target_tokens"].drop_nulls().unique())
-    target = ", ".join(f"{t:,}" for t in targets) or "in words"
+    target = ", ".join(f"{t:,}" for t in targets) or (
+        "none: records as released" if (summary["suite"] == "released").all() else "in words")
     lines = [f"prompt tokens per instance ({len(tokens)} instances; target {target})", "",
              "| prompt tokens | instances | |", "|---|---:|---|"]
     for i, n in enumerate(counts):

@@ -20,6 +20,7 @@ GENERATORS: Registry = Registry("backend", {
     "llamacpp": "lc_pipeline.generate.llamacpp_backend:LlamaCppGenerator",  # in-process llama-cpp-python
     "openai": "lc_pipeline.generate.openai_backend:OpenAIGenerator",  # any OpenAI-compatible server
     "vllm": "lc_pipeline.generate.vllm_backend:VLLMGenerator",  # offline engine, whole partitions
+    "imported": "lc_pipeline.generate.imported_backend:ImportedGenerator",  # predictions made elsewhere, by record
 })
 
 

@@ -29,6 +29,7 @@ from lc_pipeline.generate.base import (
     sampling_params_json,
 )
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
+from lc_pipeline.generate.followup import Chain, FollowupGenerator, stored_results
 from lc_pipeline.generate.registry import ModelSpec
 from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
 
@@ -50,6 +51,10 @@ class PartitionPlan:
     sampling_params: str  # JSON
     sampling_params_hash: str
     items: list[PlannedGeneration] = field(default_factory=list)
+    # Tasks with a followup (chain of thought, generate/followup.py): final key -> its two calls, and the first
+    # calls as planned rows (kept in the store under their own keys, never in the partition).
+    chains: dict[str, Chain] = field(default_factory=dict)
+    first_calls: dict[str, PlannedGeneration] = field(default_factory=dict)
 
 
 def generation_id(instance_id: str, slug: str, model_fingerprint: str, sampling_hash: str) -> str:
@@ -98,12 +103,19 @@ def plan_partition(
         record_id = row["record_id"] or ""
         key = cache_key(row["prompt"], int(row["max_new_tokens"]), policy, fp, sp_hash, plain, task.stop,
                         record_id if by_record else "")
+        request = GenerationRequest(key, row["prompt"], int(row["max_new_tokens"]), policy, row["context"],
+                                    chat_template=not plain, stop=task.stop, record_id=record_id)
+        if task.followup is not None and not by_record:  # an imported prediction is already the final answer
+            chain = Chain(request, task.followup)
+            plan.chains[chain.final.key] = chain
+            plan.first_calls[key] = PlannedGeneration(
+                generation_id(row["instance_id"] + "#first-call", spec.slug, fp, sp_hash), row["instance_id"], request)
+            request = chain.final
         plan.items.append(
             PlannedGeneration(
                 generation_id=generation_id(row["instance_id"], spec.slug, fp, sp_hash),
                 instance_id=row["instance_id"],
-                request=GenerationRequest(key, row["prompt"], int(row["max_new_tokens"]), policy, row["context"],
-                                          chat_template=not plain, stop=task.stop, record_id=record_id),
+                request=request,
             )
         )
     return plan
@@ -169,6 +181,9 @@ def generate_partition(
     # Identical prompts (same key) are generated once.
     unique_todo = list({p.request.key: p for p in todo}.values())
     reused = len(plan.items) - len(todo)
+    if plan.chains:  # two calls for a task with a followup; first calls already stored are not made again
+        generator = FollowupGenerator(generator, plan.chains, stored_results(stored, plan.first_calls),
+                                      lambda made: store.append(result_rows(plan, made, plan.first_calls)))
     if progress is not None and reused:
         progress(reused)
     step = chunk if chunk > 0 else max(1, len(unique_todo))

@@ -1,8 +1,8 @@
 """The ``benchmark_scores`` table: each benchmark's published table for one model, from its task files.
 
-Per (benchmark, length level): one row per task (its headline metric, the FIRST metric the task declares),
-one row per group (``aggregation.group``) of each table (``aggregation.table``), and one overall row per
-table, aggregated as the benchmark's ``headline.overall`` says (tasks/spec.py ``Headline``):
+Per (benchmark, length level): one row per task, one row per group (``aggregation.group``) of each table
+(``aggregation.table``), and one overall row per table, aggregated as the benchmark's ``headline.overall``
+says (tasks/spec.py ``Headline``):
 
 - ``mean_of_groups``: a group's score is the mean of its task scores weighted by ``aggregation.weight``;
   the overall is the unweighted mean of the group scores. HELMET (spec helmet.md §6: category = mean of
@@ -14,17 +14,33 @@ table, aggregated as the benchmark's ``headline.overall`` says (tasks/spec.py ``
 - ``mean_of_instances``: every cell (task, group, overall) is the mean over its scored instances, a
   micro-average (Loong, spec loong.md §7.6: "never average task means").
 
-A task score is ``scale`` (100) x the mean of its instances' scores, not rounded (LongBench's and
-LV-Eval's tables round to 2 decimals for display only). A table is one of the ``table`` values of the
-tasks present; a task of table ``all`` counts in every table of its benchmark (alone, its table is
-``all``). Only ``plain`` instances count: LV-Eval's CFI / KPR variants are an ablation
-(score/lveval_ablation.py). Tasks that declare no metric (judge-only) have no row here: they are
-counted in :attr:`BenchmarkTable.judge_only`, never dropped silently. Loong's own numbers (judge score
-and perfect rate) come from judge_scores; here Loong's rows are its first declared metric. Pure: no Dagster.
+Where a task's scores come from (:func:`score_source`): its headline metric (the FIRST metric it declares,
+from ``metric_scores``), or its judge rubric (from ``judge_scores``) when the task declares a rubric and
+either no metric or a headline ``source: judge`` (Loong's 1-100 score, loong.md §7; HELMET's NarrativeQA
+and summarization judges, helmet.md §6). A judge-scored cell is the mean of the verdicts parsed ok (a
+reply the judge could not score is left out of the score, loong.md §7.4) and has two more rows: the
+``scoring_success`` (share of the cell's verdicts parsed ok; Loong's repo reports it) and, for a rubric
+that marks a top score (Loong's 100), the ``perfect_rate`` (share of the ok verdicts at the top, loong.md
+§7.5: "num(score == 100) / num(effective)"); both are shares in [0, 1] over the cell's judged instances,
+whatever the headline's aggregation. Group and overall rows have them too when they hold judged tasks.
+
+A headline ``breakdown: [field, ...]`` adds, per table and length, the overall computed again on the
+instances whose released record has each value of each field (``instances.record_fields``; LongBench
+v2's easy / hard / short / medium / long, released_benchmarks.md), as rows of level ``breakdown`` with
+``category`` = ``"<field>=<value>"``.
+
+A task score is ``scale`` (100) x the mean of its instances' scores, not rounded (LongBench's, LV-Eval's
+and LongBench v2's tables round for display only). A table is one of the ``table`` values of the tasks
+present; a task of table ``all`` counts in every table of its benchmark (alone, its table is ``all``).
+Only ``plain`` instances count: LV-Eval's CFI / KPR variants are an ablation (score/lveval_ablation.py).
+Nothing is dropped silently: instances of a judge-scored task with no verdict (the judge has not run)
+are counted in :attr:`BenchmarkTable.unjudged`, those of a metric-scored task with no score (or of a task
+with neither metric nor rubric) in :attr:`BenchmarkTable.unscored`. Pure: no Dagster.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -38,17 +54,22 @@ from lc_pipeline.tasks.spec import Headline, TaskSpec
 
 ALL_TABLES = "all"  # aggregation.table of a task counted in every table of its benchmark
 PLAIN = "plain"
-LEVELS = ("task", "group", "overall")
+LEVELS = ("task", "group", "overall", "breakdown")
+SCORING_SUCCESS = "scoring_success"  # metric label of a cell's share of judge verdicts parsed ok
+PERFECT_RATE = "perfect_rate"  # metric label of a cell's share of ok verdicts at the rubric's top score
+JUDGE_OK = "ok"  # score/judge.py's parse_status of a verdict that was read
 COLUMNS = ("model", *schemas.BENCHMARK_SCORES.names())  # `model` is the partition column of the stored table
+_UNSET = "__unset__"  # an instance's record has no value for a breakdown field
 
 
 class BenchmarkTable(NamedTuple):
     """A model's benchmark tables and what was left out of them, and why."""
 
     table: pl.DataFrame  # ``model`` + BENCHMARK_SCORES columns
-    judge_only: dict[str, int]  # "benchmark/task" -> plain instances of a task with no metric (judge-only)
+    unjudged: dict[str, int]  # "benchmark/task" -> plain instances of a judge-scored task with no verdict
     variant_rows: int  # metric_scores rows of LV-Eval variant instances (cfi, kpr, ...), not counted
-    unscored: dict[str, int]  # "benchmark/task" -> plain instances with no score of the task's headline metric
+    unscored: dict[str, int]  # "benchmark/task" -> plain instances of a metric-scored task with no headline score
+    breakdown_missing: dict[str, int]  # "benchmark/field" -> plain scored instances whose record lacks the field
 
 
 def headline_metric(spec: TaskSpec) -> str | None:
@@ -56,6 +77,28 @@ def headline_metric(spec: TaskSpec) -> str | None:
     if not spec.metrics:
         return None
     return METRICS.get(spec.metrics[0].name, where=f"task {spec.qualified_name}, field metrics").label
+
+
+def score_source(spec: TaskSpec, headline: Headline) -> str | None:
+    """Where the task's cells come from: ``"judge"`` (judge_scores: a rubric, and no metric or a headline
+    ``source: judge``), ``"metric"`` (its first declared metric) or None (neither: it cannot be scored)."""
+    if spec.rubric and (not spec.metrics or headline.source == "judge"):
+        return "judge"
+    return "metric" if spec.metrics else None
+
+
+def judged_tasks(instances: pl.DataFrame, catalog: TaskCatalog) -> list[str]:
+    """``benchmark/task`` of the tasks in ``instances`` whose cells come from judge_scores (sorted): the
+    asset reads judge_scores only when there is one, so a benchmark without a judge needs no judge server."""
+    out = []
+    for benchmark, task in instances.select("benchmark", "task").unique().sort("benchmark", "task").iter_rows():
+        try:
+            spec = catalog.resolve(benchmark, task)
+        except ValueError as exc:
+            raise ValueError(f"benchmark_scores: instances of {benchmark}/{task}: {exc}") from exc
+        if score_source(spec, catalog.headlines.get(benchmark, Headline())) == "judge":
+            out.append(f"{benchmark}/{task}")
+    return out
 
 
 def _mean(values: list[float], weights: list[float] | None = None) -> float:
@@ -68,38 +111,75 @@ def _plain_instances(instances: pl.DataFrame, length_from: pl.DataFrame) -> pl.D
     missing = [c for c in needed if c not in instances.columns]
     if missing:
         raise ValueError(f"benchmark_scores: instances frame lacks column(s) {missing}")
+    extra = [c for c in ("variant", "record_fields") if c in instances.columns]
     if "length" in instances.columns:
-        out = instances.select(*needed, "length", *(["variant"] if "variant" in instances.columns else []))
+        out = instances.select(*needed, "length", *extra)
     elif "length" in length_from.columns:
-        out = instances.select(*needed, *(["variant"] if "variant" in instances.columns else [])).join(
+        out = instances.select(*needed, *extra).join(
             length_from.select("instance_id", "length").unique(), on="instance_id", how="left")
     else:
         raise ValueError("benchmark_scores: neither instances nor metric_scores has a `length` column")
     if "variant" not in out.columns:
         out = out.with_columns(variant=pl.lit(PLAIN))
-    return out.with_columns(pl.col("variant").fill_null(PLAIN))
+    if "record_fields" not in out.columns:
+        out = out.with_columns(record_fields=pl.lit("{}"))
+    return out.with_columns(pl.col("variant").fill_null(PLAIN), pl.col("record_fields").fill_null("{}"))
 
 
-def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: TaskCatalog, model: str) -> BenchmarkTable:
-    """One model's BENCHMARK_SCORES rows (plus ``model``) from its ``metric_scores`` and the ``instances``.
+_INSTANCE_ROWS = {"instance_id": pl.String, "metric": pl.String, "score": pl.Float64, "judged": pl.Boolean,
+                  "perfect": pl.Boolean}
+
+
+def _judge_rows(judgments: pl.DataFrame | None, inst: pl.DataFrame, judge_keys: pl.DataFrame) -> pl.DataFrame:
+    """One row per verdict on a plain instance of a judge-scored task: metric ``judge:<rubric>``, score (null
+    unless parsed ok), perfect. A verdict whose instance is missing is a ValueError (stale judge_scores)."""
+    if judgments is None or judge_keys.is_empty():
+        return pl.DataFrame(schema=_INSTANCE_ROWS)
+    for col in ("instance_id", "rubric", "score", "parse_status"):
+        if col not in judgments.columns:
+            raise ValueError(f"benchmark_scores: judge_scores frame lacks column {col!r}")
+    verdicts = judgments.select(
+        "instance_id", "rubric", "score", "parse_status",
+        (pl.col("perfect") if "perfect" in judgments.columns else pl.lit(None)).cast(pl.Boolean).alias("perfect"))
+    known = verdicts.join(inst.select("instance_id", "benchmark", "task", "variant"), on="instance_id", how="left")
+    lost = known.filter(pl.col("benchmark").is_null())
+    if lost.height:
+        raise ValueError(f"benchmark_scores: {lost.height} judge_scores rows have no instance (e.g. instance_id "
+                         f"{lost['instance_id'][0]!r}); rebuild judge_scores")
+    mine = known.filter(pl.col("variant") == PLAIN).join(judge_keys, on=["benchmark", "task"], how="inner")
+    twice = mine.group_by("instance_id").len().filter(pl.col("len") > 1)
+    if twice.height:
+        raise ValueError(f"benchmark_scores: instance {twice['instance_id'][0]!r} has {twice['len'][0]} judge "
+                         "verdicts in judge_scores (expected one per instance)")
+    ok = pl.col("parse_status") == JUDGE_OK
+    return mine.select(
+        "instance_id", ("judge:" + pl.col("rubric")).alias("metric"),
+        pl.when(ok).then(pl.col("score").cast(pl.Float64)).alias("score"),
+        pl.lit(True).alias("judged"), pl.when(ok).then(pl.col("perfect")).alias("perfect"))
+
+
+def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: TaskCatalog, model: str,
+                    judgments: pl.DataFrame | None = None) -> BenchmarkTable:
+    """One model's BENCHMARK_SCORES rows (plus ``model``) from its ``metric_scores``, ``judge_scores`` and the
+    ``instances``.
 
     ``scores``: METRIC_SCORES rows of one model (``instance_id, metric, score``; ``length`` when
-    ``instances`` lacks it). ``instances``: ``instance_id, benchmark, task, length`` and ``variant``
-    (every length may be there; only those scored count). A score whose instance is missing is a
+    ``instances`` lacks it). ``judgments``: JUDGE_SCORES rows of the model (``instance_id, rubric, score,
+    parse_status``, ``perfect``), or None when the judge has not run; only verdicts on judge-scored tasks
+    count. ``instances``: ``instance_id, benchmark, task, length``, ``variant`` and ``record_fields`` (every
+    length may be there; only those scored count). A score or verdict whose instance is missing is a
     ValueError naming it (the scores are stale).
     """
     for col in ("instance_id", "metric", "score"):
         if col not in scores.columns:
             raise ValueError(f"benchmark_scores: metric_scores frame lacks column {col!r}")
     inst = _plain_instances(instances, scores)
-    joined = scores.select("instance_id", "metric", "score").join(
-        inst.rename({"task": "inst_task"}), on="instance_id", how="left")
-    lost = joined.filter(pl.col("benchmark").is_null())
+    lost = scores.select("instance_id").join(inst.select("instance_id"), on="instance_id", how="anti")
     if lost.height:
         raise ValueError(f"benchmark_scores: {lost.height} metric_scores rows have no instance (e.g. instance_id "
                          f"{lost['instance_id'][0]!r}); rebuild metric_scores")
-    variant_rows = joined.filter(pl.col("variant") != PLAIN).height
-    joined = joined.filter(pl.col("variant") == PLAIN)
+    variant_rows = scores.join(inst.filter(pl.col("variant") != PLAIN).select("instance_id"),
+                               on="instance_id", how="semi").height
 
     specs: dict[tuple[str, str], TaskSpec] = {}
     for benchmark, task in inst.select("benchmark", "task").unique().sort("benchmark", "task").iter_rows():
@@ -107,75 +187,162 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
             specs[(benchmark, task)] = catalog.resolve(benchmark, task)
         except ValueError as exc:
             raise ValueError(f"benchmark_scores: instances of {benchmark}/{task}: {exc}") from exc
-    labels = {key: headline_metric(spec) for key, spec in specs.items()}
+    heads = {b: catalog.headlines.get(b, Headline()) for b, _ in specs}
+    sources = {key: score_source(spec, heads[key[0]]) for key, spec in specs.items()}
+    labels = {key: headline_metric(spec) for key, spec in specs.items() if sources[key] == "metric"}
 
-    plain_counts = inst.filter(pl.col("variant") == PLAIN).group_by("benchmark", "task").len()
-    judge_only = {f"{b}/{t}": n for b, t, n in plain_counts.sort("benchmark", "task").iter_rows()
-                  if labels[(b, t)] is None}
+    plain = inst.filter(pl.col("variant") == PLAIN)
+    keys_schema = {"benchmark": pl.String, "task": pl.String}
+    wanted = pl.DataFrame([(b, t, lab) for (b, t), lab in labels.items()],
+                          schema={**keys_schema, "metric": pl.String}, orient="row")
+    metric_rows = (scores.select("instance_id", "metric", pl.col("score").cast(pl.Float64))
+                   .join(plain.select("instance_id", "benchmark", "task"), on="instance_id", how="inner")
+                   .join(wanted, on=["benchmark", "task", "metric"], how="inner")
+                   .select("instance_id", "metric", "score", judged=pl.lit(False), perfect=pl.lit(None, pl.Boolean)))
+    judge_keys = pl.DataFrame([k for k, s in sources.items() if s == "judge"], schema=keys_schema, orient="row")
+    judge_rows = _judge_rows(judgments, inst, judge_keys)
+    rows = pl.concat([metric_rows, judge_rows]).join(plain, on="instance_id", how="inner")
 
-    # Per (benchmark, task, length): the headline metric's instance scores.
-    wanted = pl.DataFrame(
-        [(b, t, lab) for (b, t), lab in labels.items() if lab is not None],
-        schema={"benchmark": pl.String, "inst_task": pl.String, "metric": pl.String}, orient="row")
-    headline = joined.join(wanted, on=["benchmark", "inst_task", "metric"], how="inner")
-    unscored_ids = inst.filter(pl.col("variant") == PLAIN).join(
-        headline.select("instance_id").unique(), on="instance_id", how="anti")
-    unscored = {f"{b}/{t}": n for b, t, n in unscored_ids.group_by("benchmark", "task").len()
-                .sort("benchmark", "task").iter_rows() if labels[(b, t)] is not None}
+    def left_out(source: str | None) -> dict[str, int]:
+        missing = plain.join(rows.select("instance_id"), on="instance_id", how="anti")
+        counts = missing.group_by("benchmark", "task").len().sort("benchmark", "task")
+        return {f"{b}/{t}": n for b, t, n in counts.iter_rows() if sources[(b, t)] == source}
 
-    cells = (headline.group_by("benchmark", "length", "inst_task", "metric")
-             .agg(mean=pl.col("score").mean(), total=pl.col("score").sum(), n=pl.len())
-             .rename({"inst_task": "task"}))
-    rows: list[dict] = []
-    for benchmark in sorted(cells["benchmark"].unique().to_list()):
-        head = catalog.headlines.get(benchmark, Headline())
-        of_bench = cells.filter(pl.col("benchmark") == benchmark)
+    unjudged = left_out("judge")
+    unscored = {**left_out("metric"), **left_out(None)}
+
+    out: list[dict] = []
+    breakdown_missing: dict[str, int] = {}
+    for benchmark in sorted(rows["benchmark"].unique().to_list()):
+        head = heads[benchmark]
+        of_bench = rows.filter(pl.col("benchmark") == benchmark)
+        for field in head.breakdown:
+            of_bench = of_bench.with_columns(pl.col("record_fields").map_elements(
+                lambda text, field=field: _field_value(text, field), return_dtype=pl.String).alias(f"field:{field}"))
+            unset = of_bench.filter(pl.col(f"field:{field}") == _UNSET).select("instance_id").n_unique()
+            if unset:
+                breakdown_missing[f"{benchmark}/{field}"] = unset
         for length in length_order(of_bench["length"].unique().to_list()):
-            tasks = of_bench.filter(pl.col("length") == length).sort("task").to_dicts()
-            rows += _benchmark_rows(benchmark, length, tasks, specs, head)
-    frame = schemas.conform(pl.DataFrame(rows, schema=schemas.BENCHMARK_SCORES), "benchmark_scores")
+            out += _benchmark_rows(benchmark, length, of_bench.filter(pl.col("length") == length), specs, head)
+    frame = schemas.conform(pl.DataFrame(out, schema=schemas.BENCHMARK_SCORES), "benchmark_scores")
     table = frame.select(pl.lit(model, dtype=pl.String).alias("model"), pl.all())
-    return BenchmarkTable(table, judge_only, variant_rows, unscored)
+    return BenchmarkTable(table, unjudged, variant_rows, unscored, breakdown_missing)
 
 
-def _benchmark_rows(benchmark: str, length: str, tasks: list[dict], specs: Mapping[tuple[str, str], TaskSpec],
+def _field_value(text: str, field: str) -> str:
+    try:
+        fields = json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"benchmark_scores: instances.record_fields is not JSON ({exc}): {text[:80]!r}") from None
+    value = fields.get(field) if isinstance(fields, dict) else None
+    return _UNSET if value is None or value == "" else str(value)
+
+
+class _Cell(NamedTuple):
+    """One task's instances at one length: sum and count of the scores read, verdicts, perfect verdicts."""
+
+    task: str
+    metric: str
+    total: float
+    n: int  # scores read (metric rows; judge verdicts parsed ok)
+    verdicts: int  # judge verdicts, parsed or not (0 for a metric-scored task)
+    perfect: int  # ok verdicts at the rubric's top
+    marks_perfect: bool  # the rubric marks a top score (Loong)
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.n
+
+
+def _cells(rows: pl.DataFrame) -> list[_Cell]:
+    stats = (rows.group_by("task", "metric")
+             .agg(total=pl.col("score").sum(), n=pl.col("score").count(), verdicts=pl.col("judged").sum(),
+                  perfect=pl.col("perfect").fill_null(False).sum(), marks=pl.col("perfect").is_not_null().any())
+             .sort("task", "metric"))
+    return [_Cell(t, m, float(total), int(n), int(v), int(p), bool(marks))
+            for t, m, total, n, v, p, marks in stats.iter_rows()]
+
+
+def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapping[tuple[str, str], TaskSpec],
                     head: Headline) -> list[dict]:
-    """The task, group and overall rows of one benchmark at one length (``tasks``: one cell per task)."""
-    agg = {t["task"]: specs[(benchmark, t["task"])].aggregation for t in tasks}
+    """The task, group, overall and breakdown rows of one benchmark at one length (``rows``: one per scored
+    instance: task, metric, score, judged, perfect, record_fields and a ``field:<name>`` per breakdown field)."""
+    agg = {t: specs[(benchmark, t)].aggregation for t in rows["task"].unique().to_list()}
     named = sorted({a.table for a in agg.values()} - {ALL_TABLES}) or [ALL_TABLES]
-    scale = head.scale
 
     def row(table: str, level: str, task: str | None, group: str | None, metric: str, score: float, n: int) -> dict:
         return {"benchmark": benchmark, "table": table, "level": level, "task": task,
                 "category": group, "length": length, "metric": metric, "score": score, "n": n,
                 "aggregation": head.overall}
 
+    def rates(table: str, level: str, task: str | None, group: str | None, cells: list[_Cell]) -> list[dict]:
+        verdicts = sum(c.verdicts for c in cells)
+        if not verdicts:
+            return []
+        ok = sum(c.n for c in cells if c.verdicts)
+        out = [row(table, level, task, group, SCORING_SUCCESS, ok / verdicts, verdicts)]
+        marked = [c for c in cells if c.marks_perfect]
+        if marked and sum(c.n for c in marked):
+            out.append(row(table, level, task, group, PERFECT_RATE,
+                           sum(c.perfect for c in marked) / sum(c.n for c in marked), sum(c.n for c in marked)))
+        return out
+
+    def groups_of(cells: list[_Cell]) -> dict[str, list[_Cell]]:
+        groups: dict[str, list[_Cell]] = {}
+        for c in cells:
+            groups.setdefault(agg[c.task].group, []).append(c)
+        return groups
+
+    def group_score(of_group: list[_Cell]) -> float | None:
+        scored = [c for c in of_group if c.n]
+        if not scored:
+            return None
+        if head.overall == "mean_of_instances":
+            return head.scale * sum(c.total for c in scored) / sum(c.n for c in scored)
+        return head.scale * _mean([c.mean for c in scored], [agg[c.task].weight for c in scored])
+
+    def overall_score(cells: list[_Cell]) -> float | None:
+        scored = [c for c in cells if c.n]
+        if not scored:
+            return None
+        if head.overall == "mean_of_groups":
+            return _mean([s for s in map(group_score, groups_of(scored).values()) if s is not None])
+        if head.overall == "mean_of_tasks":
+            return head.scale * _mean([c.mean for c in scored])
+        return head.scale * sum(c.total for c in scored) / sum(c.n for c in scored)
+
+    def label(cells: list[_Cell]) -> str:
+        return "+".join(sorted({c.metric for c in cells}))  # one label, or the mix a group averages
+
     out: list[dict] = []
     for table in named:
-        members = [t for t in tasks if agg[t["task"]].table in (table, ALL_TABLES)]
+        in_table = rows.filter(pl.col("task").replace_strict(
+            {t: a.table in (table, ALL_TABLES) for t, a in agg.items()}, return_dtype=pl.Boolean))
+        members = _cells(in_table)
         if not members:
             continue
-        metric = "+".join(sorted({t["metric"] for t in members}))  # one label, or the mix a group averages
-        groups: dict[str, list[dict]] = {}
-        for t in members:
-            groups.setdefault(agg[t["task"]].group, []).append(t)
+        groups = groups_of(members)
         for group, of_group in groups.items():
-            for t in of_group:
-                out.append(row(table, "task", t["task"], group, t["metric"], scale * t["mean"], t["n"]))
-        group_scores: list[float] = []
+            for c in of_group:
+                if c.n:
+                    out.append(row(table, "task", c.task, group, c.metric, head.scale * c.mean, c.n))
+                out += rates(table, "task", c.task, group, [c])
         for group, of_group in groups.items():
-            if head.overall == "mean_of_instances":
-                score = scale * sum(t["total"] for t in of_group) / sum(t["n"] for t in of_group)
-            else:
-                score = scale * _mean([t["mean"] for t in of_group], [agg[t["task"]].weight for t in of_group])
-            group_scores.append(score)
-            label = "+".join(sorted({t["metric"] for t in of_group}))
-            out.append(row(table, "group", None, group, label, score, sum(t["n"] for t in of_group)))
-        if head.overall == "mean_of_groups":
-            overall = _mean(group_scores)
-        elif head.overall == "mean_of_tasks":
-            overall = scale * _mean([t["mean"] for t in members])
-        else:
-            overall = scale * sum(t["total"] for t in members) / sum(t["n"] for t in members)
-        out.append(row(table, "overall", None, None, metric, overall, sum(t["n"] for t in members)))
+            score = group_score(of_group)
+            if score is not None:
+                out.append(row(table, "group", None, group, label(of_group), score, sum(c.n for c in of_group)))
+            out += rates(table, "group", None, group, of_group)
+        overall = overall_score(members)
+        if overall is not None:
+            out.append(row(table, "overall", None, None, label(members), overall, sum(c.n for c in members)))
+        out += rates(table, "overall", None, None, members)
+        for field in head.breakdown:
+            column = f"field:{field}"
+            for value in sorted(set(in_table[column].to_list()) - {_UNSET}):
+                cells = _cells(in_table.filter(pl.col(column) == value))
+                category = f"{field}={value}"
+                score = overall_score(cells)
+                if score is not None:
+                    out.append(row(table, "breakdown", None, category, label(cells), score, sum(c.n for c in cells)))
+                out += rates(table, "breakdown", None, category, cells)
     return out

@@ -16,7 +16,7 @@ Pure functions (no Dagster).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import polars as pl
 
@@ -71,18 +71,26 @@ def prior_knowledge_frame(
     *,
     metric: str,
     threshold: float,
+    judged: Mapping[str, tuple[str, float | None]] | None = None,
 ) -> pl.DataFrame:
     """PRIOR_KNOWLEDGE rows for one model (spec 100longbench.md §5.4).
 
     ``items``: ``item_id, task, question, answers, prompt`` (one row per QA item, the no-context
     prompt included); ``outputs``: per item, in the same order, ``output``,
-    ``completion_tokens``, ``finish_reason``. The first line of each output is scored with
-    ``metric`` (max over golds); an item is dropped when it is not "unanswerable" and its
-    score is >= ``threshold`` (the repo's rule, threshold 0.5 there).
+    ``completion_tokens``, ``finish_reason``. An item is dropped when its answer is not
+    "unanswerable" (first line) and its score is >= ``threshold`` (the repo's rule, threshold 0.5).
+
+    The score: with ``judged`` (``prior_knowledge.scorer: judge``), the judge's, per item id
+    ``(label, score)`` with label ``judge:<rubric>`` (the paper's setting: lb100_qa's fluency x
+    correctness / 6 >= 0.5); an item the judge was not asked about (it said "unanswerable") or whose
+    verdict could not be parsed has a null score and is kept. Else the first line scored with
+    ``metric`` (max over golds).
     """
-    scorer = ANSWER_METRICS.get(metric)
-    if scorer is None:
-        raise ValueError(f"prior_knowledge.metric: {metric!r} is not one of {sorted(ANSWER_METRICS)}")
+    scorer = None
+    if judged is None:
+        scorer = ANSWER_METRICS.get(metric)
+        if scorer is None:
+            raise ValueError(f"prior_knowledge.metric: {metric!r} is not one of {sorted(ANSWER_METRICS)}")
     if len(outputs) != items.height:
         raise ValueError(f"prior_knowledge: {len(outputs)} outputs for {items.height} items")
     rows = []
@@ -90,16 +98,23 @@ def prior_knowledge_frame(
         if not item["answers"]:
             raise ValueError(f"item {item['item_id']!r}: field answers is empty")
         text = out["output"] or ""
-        score = scorer(first_line(text), list(item["answers"]))
         exempt = said_unanswerable(text)
+        if scorer is not None:
+            label, score = metric, scorer(first_line(text), list(item["answers"]))
+        elif item["item_id"] in judged:
+            label, score = judged[item["item_id"]]
+        elif exempt:
+            label, score = "judge", None
+        else:
+            raise ValueError(f"prior_knowledge: item {item['item_id']!r} has no judge verdict")
         rows.append({
             **{k: item[k] for k in ("item_id", "task", "question", "answers", "prompt")},
             "output": text,
-            "metric": metric,
+            "metric": label,
             "score": score,
             "said_unanswerable": exempt,
             "threshold": threshold,
-            "dropped": (not exempt) and score >= threshold,
+            "dropped": (not exempt) and score is not None and score >= threshold,
             "completion_tokens": out["completion_tokens"],
             "finish_reason": out["finish_reason"],
         })

@@ -6,11 +6,14 @@ X in A-D; no match is no answer. A record is correct when that letter is the gol
 "compensated" variant counts a record with no extracted answer as 0.25 (a guess among four).
 
 The table: accuracy x 100 overall, on the easy and hard records, and on the short, medium and long
-ones; rounded to one decimal only when displayed.
+ones; rounded to one decimal only when displayed. The classes are the record's own fields, kept in the
+instances' ``record_fields`` (sources/longbench_v2.py); the direct mode (task ``longbench_v2``) and the
+chain-of-thought mode (task ``cot``) are tables apart (:func:`v2_tables`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -20,7 +23,7 @@ import polars as pl
 from lc_pipeline.score.task_metrics import Metric
 
 __all__ = ["CHOICE", "COLUMNS", "DIFFICULTIES", "LENGTHS", "choice_score", "extract_choice", "format_v2_table",
-           "v2_rows", "v2_table"]
+           "v2_rows", "v2_table", "v2_tables"]
 
 DIFFICULTIES = ("easy", "hard")
 LENGTHS = ("short", "medium", "long")
@@ -65,7 +68,7 @@ def v2_table(rows: Iterable[tuple[str, str, float]] | pl.DataFrame) -> pl.DataFr
     variant). Full precision is kept (:func:`format_v2_table` rounds for display); a class without
     records is null. Columns ``overall, easy, hard, short, medium, long`` and ``n`` (records).
     """
-    frame = rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(
+    frame = rows.select("difficulty", "length", "correct") if isinstance(rows, pl.DataFrame) else pl.DataFrame(
         list(rows), schema={"difficulty": pl.String, "length": pl.String, "correct": pl.Float64}, orient="row")
     for name, allowed in (("difficulty", DIFFICULTIES), ("length", LENGTHS)):
         bad = sorted(set(frame[name].to_list()) - set(allowed), key=str)
@@ -84,16 +87,41 @@ def v2_table(rows: Iterable[tuple[str, str, float]] | pl.DataFrame) -> pl.DataFr
     )
 
 
-def v2_rows(metric_scores: pl.DataFrame) -> pl.DataFrame:
-    """(difficulty, length, correct) per ``longbench_v2`` row of METRIC_SCORES, the classes read from the item id
-    (sources/longbench_v2.py ``item_classes``). Give it one model's scores (one generation per record)."""
-    from lc_pipeline.sources.longbench_v2 import item_classes
+def v2_rows(metric_scores: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFrame:
+    """(task, difficulty, length, correct) per LongBench v2 row of METRIC_SCORES (metric ``longbench_v2``), the
+    classes read from its instance's ``record_fields`` (the record's own ``difficulty`` and ``length``, kept by
+    sources/longbench_v2.py). Give it one model's scores; ``task`` tells the direct and the CoT mode apart.
 
-    scores = metric_scores.filter(pl.col("metric") == CHOICE.label)
-    classes = [item_classes(i) for i in scores["item_id"]]
-    return pl.DataFrame({"difficulty": [c[0] for c in classes], "length": [c[1] for c in classes],
-                         "correct": scores["score"].cast(pl.Float64)},
-                        schema={"difficulty": pl.String, "length": pl.String, "correct": pl.Float64})
+    An instance without a score row, or a score whose instance is missing or lacks the classes, is an error
+    naming the instance and the field."""
+    scores = metric_scores.filter(pl.col("metric") == CHOICE.label).select("instance_id", "task", "score")
+    fields = instances.select("instance_id", "record_fields").unique("instance_id")
+    joined = scores.join(fields, on="instance_id", how="left", maintain_order="left")
+    rows: list[tuple[str, str, str, float]] = []
+    for r in joined.iter_rows(named=True):
+        if r["record_fields"] is None:
+            raise ValueError(f"metric_scores: instance {r['instance_id']!r} is not in the instances given")
+        try:
+            classes = json.loads(r["record_fields"] or "{}")
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"instance {r['instance_id']!r}: field record_fields is not JSON: {exc}") from None
+        missing = [k for k in ("difficulty", "length") if not isinstance(classes.get(k), str)]
+        if missing:
+            raise ValueError(f"instance {r['instance_id']!r}: field record_fields lacks {missing} (not a LongBench v2 "
+                             "record run as released?)")
+        rows.append((r["task"], classes["difficulty"], classes["length"], float(r["score"])))
+    return pl.DataFrame(rows, schema={"task": pl.String, "difficulty": pl.String, "length": pl.String,
+                                      "correct": pl.Float64}, orient="row")
+
+
+def v2_tables(metric_scores: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFrame:
+    """One :func:`v2_table` row per task (the direct mode ``longbench_v2``, the CoT mode ``cot``), ``task`` first."""
+    rows = v2_rows(metric_scores, instances)
+    tasks = sorted(set(rows["task"].to_list()))
+    frames = [v2_table(rows.filter(pl.col("task") == t)).select(pl.lit(t).alias("task"), pl.all()) for t in tasks]
+    if not frames:
+        return v2_table(rows).select(pl.lit(None, pl.String).alias("task"), pl.all()).clear()
+    return pl.concat(frames)
 
 
 def format_v2_table(table: pl.DataFrame, columns: Sequence[str] = COLUMNS) -> list[str]:

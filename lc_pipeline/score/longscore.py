@@ -39,10 +39,18 @@ __all__ = [
     "leaderboard_frame",
     "summarize",
     "task_curves",
+    "HEADLINE",
+    "HeadlineUnavailable",
+    "ScoreSource",
+    "headline_long_scores",
+    "headline_rows",
+    "headline_sources",
+    "task_score_source",
 ]
 
 OVERALL = "overall"  # task name of the cross-task rows
 AVG = "avg"  # length_level of the rows averaged over the long lengths
+HEADLINE = "headline"  # LONG_SCORES.metric of the headline rows (each task scored by its task file's source)
 
 
 class ZeroBaseError(ValueError):
@@ -376,3 +384,121 @@ def judge_leaderboard(
     if not frames:
         return schemas.empty("leaderboard"), skipped
     return leaderboard_frame(pl.concat(frames)), skipped
+
+
+# --------------------------------------------------------------------------- the headline (judge + metrics)
+#
+# 100-LongBench's headline (spec 100longbench.md §5.1-§5.2, §6.2, §10.7; Tables 4/7) is one 8-task
+# LongScore in which the QA and summarization tasks are scored by the LLM judge and the other four by
+# their accuracy metrics. Which source a task takes is its task file's, never a branch on its name: a
+# task that declares a judge ``rubric`` is scored by that rubric's ``judge_scores`` rows, any other task
+# by its first declared metric in ``metric_scores`` (the metric ``benchmark_scores`` reports it by).
+
+
+class HeadlineUnavailable(ValueError):
+    """The headline cannot be computed yet (e.g. a judged task has no judge rows at some length)."""
+
+
+@dataclass(frozen=True)
+class ScoreSource:
+    """Where one task's headline score comes from: a ``metric_scores`` metric label (``kind="metric"``)
+    or a ``judge_scores`` rubric (``kind="judge"``)."""
+
+    kind: Literal["metric", "judge"]
+    name: str
+
+    def __str__(self) -> str:
+        return self.name if self.kind == "metric" else JUDGE_METRIC_PREFIX + self.name
+
+
+def task_score_source(spec, overrides: dict[str, str] | None = None) -> ScoreSource | None:
+    """The headline source of a task (a ``TaskSpec``): its rubric when it is judged (the task file's
+    ``rubric``, or the judge's ``rubric_overrides``), else its first declared metric; None with neither."""
+    from lc_pipeline.score.benchmark_scores import headline_metric
+    from lc_pipeline.score.judge import rubric_for
+
+    rubric = rubric_for(spec.benchmark, spec.name, spec.rubric, overrides)
+    if rubric is not None:
+        return ScoreSource("judge", rubric)
+    label = headline_metric(spec)
+    return None if label is None else ScoreSource("metric", label)
+
+
+def headline_sources(catalog, tasks: Iterable[str], overrides: dict[str, str] | None = None
+                     ) -> dict[str, ScoreSource]:
+    """{task: its headline source} for the scored task names (resolved by name in ``catalog``, a
+    ``TaskCatalog``). A name the catalog cannot resolve to one task (declared by several benchmarks,
+    or only by a catch-all ``*``) or a task with neither rubric nor metric is :class:`HeadlineUnavailable`."""
+    out: dict[str, ScoreSource] = {}
+    for task in sorted(set(tasks)):
+        try:
+            spec = catalog.get(task, where="headline")
+        except ValueError as exc:
+            raise HeadlineUnavailable(str(exc)) from None
+        source = task_score_source(spec, overrides)
+        if source is None:
+            raise HeadlineUnavailable(f"headline: task {spec.qualified_name!r} declares neither a rubric nor a metric")
+        out[task] = source
+    return out
+
+
+def headline_rows(
+    metric_scores: pl.DataFrame,
+    judge_scores: pl.DataFrame,
+    sources: dict[str, ScoreSource],
+    dropped: Iterable[str] = (),
+) -> pl.DataFrame:
+    """Per-instance ``task, length, item_id, score`` rows of the headline: each task's rows from its
+    source, less the items in ``dropped`` (the prior-knowledge filter's, spec §5.4: out of numerator and
+    denominator at every length, judge rows as metric rows). Judge verdicts that could not be parsed
+    are left out (as ``judge_leaderboard`` does, and as HELMET and Loong do)."""
+    cols = ["task", "length", "item_id", "score"]
+    _require_columns(metric_scores, ("task", "length", "item_id", "metric", "score"), "metric_scores")
+    if any(s.kind == "judge" for s in sources.values()):
+        _require_columns(judge_scores, ("task", "length", "item_id", "rubric", "parse_status", "score"),
+                         "judge_scores")
+    frames = []
+    for task, src in sorted(sources.items()):
+        if src.kind == "metric":
+            rows = metric_scores.filter((pl.col("task") == task) & (pl.col("metric") == src.name))
+        else:
+            rows = judge_scores.filter((pl.col("task") == task) & (pl.col("rubric") == src.name)
+                                       & (pl.col("parse_status") == "ok"))
+        frames.append(rows.select(pl.col(cols[:3]), pl.col("score").cast(pl.Float64)))
+    out = pl.concat(frames) if frames else pl.DataFrame(schema={c: pl.String for c in cols[:3]} | {"score": pl.Float64})
+    left_out = list(dropped)
+    return out.filter(~pl.col("item_id").is_in(left_out)) if left_out else out
+
+
+def headline_gaps(rows: pl.DataFrame, sources: dict[str, ScoreSource], lengths: Sequence[str]) -> list[str]:
+    """``"task@length (source)"`` for every (task, length) the headline needs and ``rows`` lack."""
+    have = set(rows.select("task", "length").unique().iter_rows())
+    return [f"{t}@{lv} ({sources[t]})" for t in sorted(sources) for lv in lengths if (t, lv) not in have]
+
+
+def headline_long_scores(
+    metric_scores: pl.DataFrame,
+    judge_scores: pl.DataFrame,
+    sources: dict[str, ScoreSource],
+    base_lengths: Sequence[str],
+    long_lengths: Sequence[str],
+    dropped: Iterable[str] = (),
+    *,
+    round_each: bool = True,
+) -> pl.DataFrame:
+    """LONG_SCORES rows (metric :data:`HEADLINE`) of the headline: per task, then ``overall``.
+
+    Each task's per-length score S_l is 100 x the mean of its source's instance scores (judge ``score``
+    is the rubric's value mapped to [0, 1]: lb100_qa fluency x correctness / 6, lb100_summ fluency x
+    precision); tasks are averaged per length first, Base Ability is the mean over ``base_lengths`` and
+    LongScore is taken on that averaged curve (spec §6.2-§6.3), as :func:`long_scores_frame` does. A task
+    with no row at some base or long length is :class:`HeadlineUnavailable` naming them; a zero Base
+    Ability gives a null LongScore.
+    """
+    base_lengths, long_lengths = check_lengths(base_lengths, long_lengths)
+    rows = headline_rows(metric_scores, judge_scores, sources, dropped)
+    gaps = headline_gaps(rows, sources, (*base_lengths, *long_lengths))
+    if gaps:
+        raise HeadlineUnavailable(f"headline: no scores for {', '.join(gaps)}")
+    return long_scores_frame(rows.select("task", "length", "score"), base_lengths, long_lengths, HEADLINE,
+                             round_each=round_each, on_zero_base="null")

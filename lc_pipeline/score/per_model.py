@@ -1,6 +1,15 @@
 """A model's scores across lengths: 100-LongBench's prior-knowledge filter (which QA items are asked
-without context, spec ``100longbench.md`` §5.4) and its long_scores table (LongScore and the old
-metric per metric, from the metric scores of the items the filter keeps; score/longscore.py).
+without context, spec ``100longbench.md`` §5.4; their answers scored by a metric or, with
+``prior_knowledge.scorer: judge``, by the LLM judge with the task's rubric) and its long_scores table
+(LongScore and the old metric per metric, and the headline: each task scored by its task file's source,
+judge rubric or metric; score/longscore.py), from the scores of the items the filter keeps.
+
+Drops (spec §5.4: "excluded from the statistical analysis"): an item the filter drops is left out of
+every score made for that model, at every length: its metric_scores rows (long_scores) and its
+judge_scores rows (the headline, and the leaderboard's ``judge:<rubric>`` rows through
+``assets.judge.read_judge_scores``). The rows themselves stay in metric_scores and judge_scores, which
+are the auditable record of what was generated and judged; the judge is therefore asked about dropped
+items too (at most the QA items a model answers from memory; its replies are cached).
 Pure, no Dagster (assets/scoring.py wires them).
 """
 
@@ -12,16 +21,20 @@ import polars as pl
 
 from lc_pipeline.construct.longbench100 import NO_CONTEXT_PROMPT
 from lc_pipeline.generate.base import GenerationRequest
-from lc_pipeline.score.longscore import long_scores_frame
+from lc_pipeline.score.judge import Judgment, judge_frame, plan_judgments
+from lc_pipeline.score.longscore import ScoreSource, headline_long_scores, long_scores_frame
+
+NO_CONTEXT_GENERATION = "no_context:"  # generation_id prefix of a no-context answer sent to the judge
 
 
 def no_context_questions(instances: pl.DataFrame, prior_knowledge) -> pl.DataFrame:
     """One row per QA item of the filtered tasks (``item_id, task, question, answers, prompt``, by
-    item id) with its no-context prompt; none when ``prior_knowledge.enabled`` is false."""
+    item id) with its no-context prompt; none when ``prior_knowledge.enabled`` is false. The item's
+    first instance (``instance_id``) comes along: the judge grades the answer against its task."""
     pk = prior_knowledge
     return (
         instances.filter(pl.col("task").is_in(list(pk.tasks)) if pk.enabled else pl.lit(False))
-        .select("item_id", "task", "question", "answers")
+        .select("item_id", "task", "question", "answers", "instance_id")
         .unique("item_id", keep="first")
         .sort("item_id")
         .with_columns(prompt=pl.col("question").map_elements(
@@ -33,6 +46,47 @@ def no_context_requests(questions: pl.DataFrame, max_new_tokens: int) -> list[Ge
     """The generation requests of :func:`no_context_questions`' rows, keyed by item id."""
     return [GenerationRequest(key=i, prompt=p, max_new_tokens=max_new_tokens)
             for i, p in questions.select("item_id", "prompt").iter_rows()]
+
+
+def no_context_judgments(questions: pl.DataFrame, outputs: Sequence[dict], instances: pl.DataFrame,
+                         judge_model: str, decoding: dict, overrides: dict[str, str] | None = None,
+                         catalog=None) -> list[Judgment]:
+    """The judge's work for ``prior_knowledge.scorer: judge``: each no-context answer graded with its
+    task's rubric (task file, or the judge's ``rubric_overrides``) against the item's gold answers, as
+    a with-context answer is (spec §5.4: the same judge, max over golds, first line). Answers whose
+    first line says "unanswerable" are not judged (they are never dropped; the repo skips them too).
+    A filtered task without a rubric is a ValueError naming it: only a judged task can be judged."""
+    from lc_pipeline.score.longbench100 import said_unanswerable
+
+    if len(outputs) != questions.height:
+        raise ValueError(f"prior_knowledge: {len(outputs)} outputs for {questions.height} items")
+    rows = [(NO_CONTEXT_GENERATION + item, iid, out["output"] or "")
+            for item, iid, out in zip(questions["item_id"], questions["instance_id"], outputs)
+            if not said_unanswerable(out["output"] or "")]
+    generations = pl.DataFrame(rows, schema={"generation_id": pl.String, "instance_id": pl.String,
+                                             "output": pl.String}, orient="row")
+    judgments = plan_judgments(generations, instances, judge_model, decoding, overrides, catalog)
+    unjudged = sorted({r["task"] for r in questions.iter_rows(named=True)}
+                      - {j.instance["task"] for j in judgments}) if generations.height else []
+    if len(judgments) != generations.height:
+        raise ValueError(f"prior_knowledge.scorer is 'judge' but task(s) {unjudged} have no judge rubric "
+                         "(task file field rubric, or the judge's rubric_overrides)")
+    return judgments
+
+
+def judged_no_context(judgments: Sequence[Judgment], replies: dict[str, str], judge_model: str
+                      ) -> dict[str, tuple[str, float | None]]:
+    """{item id: ("judge:<rubric>", score in [0, 1] or None when the verdict could not be parsed)}."""
+    frame = judge_frame(judgments, replies, judge_model)
+    return {gid.removeprefix(NO_CONTEXT_GENERATION): (f"judge:{rubric}", score)
+            for gid, rubric, score in frame.select("generation_id", "rubric", "score").iter_rows()}
+
+
+def without_dropped(rows: pl.DataFrame, prior_knowledge: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` (metric or judge scores of one model, with ``item_id``) less the items the model's
+    prior-knowledge filter dropped."""
+    dropped = prior_knowledge.filter(pl.col("dropped"))["item_id"]
+    return rows.filter(~pl.col("item_id").is_in(dropped.implode())) if dropped.len() else rows
 
 
 def missing_lengths(metric_scores: pl.DataFrame, base_lengths: Sequence[str], long_lengths: Sequence[str]
@@ -61,6 +115,18 @@ def model_long_scores(metric_scores: pl.DataFrame, prior_knowledge: pl.DataFrame
         for m in sorted(kept["metric"].unique())
     ]
     return pl.concat(frames), kept, dropped
+
+
+def model_headline(metric_scores: pl.DataFrame, judge_scores: pl.DataFrame, prior_knowledge: pl.DataFrame,
+                   sources: dict[str, ScoreSource], base_lengths: Sequence[str], long_lengths: Sequence[str]
+                   ) -> pl.DataFrame:
+    """LONG_SCORES rows of the headline (metric ``"headline"``, score/longscore.py): every task scored
+    by its source (``sources``: judge rubric or metric), the items the prior-knowledge filter dropped
+    left out of both kinds of rows. Raises ``HeadlineUnavailable`` naming the (task, length) cells
+    without scores (e.g. the judge has not run at some length)."""
+    dropped = prior_knowledge.filter(pl.col("dropped"))["item_id"].to_list()
+    return headline_long_scores(metric_scores, judge_scores, sources, list(base_lengths), list(long_lengths),
+                                dropped)
 
 
 def overall_scores(long_scores: pl.DataFrame) -> pl.DataFrame:

@@ -4,23 +4,21 @@ A LongBench v2 record (spec released_benchmarks.md "LongBench v2") is ``_id, dom
 difficulty ("easy"|"hard"), length ("short"|"medium"|"long"), question, choice_A .. choice_D,
 answer ("A".."D"), context``; the release is one JSON list (``data.json``), JSON Lines works too.
 
-Each record becomes one item of task ``longbench_v2`` and one document:
+Each record becomes one item of task ``longbench_v2`` (item id ``{source}-longbench_v2-{_id}``) and one
+document:
 
-* the context is ONE document (it is the evidence; the release has no finer evidence labels);
+* the context is ONE document (it is the evidence; the release has no finer evidence labels), of domain
+  ``longbench_v2/{domain}``;
 * the item's ``question`` is the question followed by its four choices, one per line as
-  ``(A) ...`` .. ``(D) ...`` (:func:`question_with_choices`): the QA builder fills only
+  ``(A) ...`` .. ``(D) ...`` (:func:`question_with_choices`): a builder fills only
   ``{context}`` and ``{question}``, and the prompt must show the choices;
 * ``answers`` = [the gold letter], ``all_classes`` = ["A", "B", "C", "D"] (the label set);
-* ``category`` = the record's ``domain`` (LongBench v2's six task domains).
-
-SOURCE_ITEMS has no column for the classes LongBench v2's table is cut by, so they are kept
-where the existing schema allows, recoverably per item and per instance:
-
-* ``difficulty`` and ``length`` are in the item id, in a fixed layout
-  ``{source}-longbench_v2-{difficulty}-{length}-{_id}`` that :func:`item_classes` reads back
-  (instances and metric_scores carry ``item_id``, so a table needs nothing else);
-* ``sub_domain`` is in the document's ``domain``: ``longbench_v2/{domain}/{sub_domain}``
-  (:func:`sub_domain_of`).
+* ``category`` = the record's ``domain`` (LongBench v2's six task domains);
+* run as released (construct/released.py), the record keeps its ``_id`` (``record_id``), its context
+  verbatim (``context``) and, in ``record_fields``, the classes its table is cut by: ``difficulty``
+  (easy | hard), ``length`` (short | medium | long: a class, not a count), ``domain`` and ``sub_domain``.
+  Instances copy ``record_fields``; the table's easy/hard and short/medium/long columns read them
+  (score/longbench_v2.py ``v2_rows``; the task file's ``headline.breakdown``).
 
 Validation is strict: a missing or blank choice, an answer outside A-D, a difficulty or length
 class not in the release's vocabulary name the file, the record (``_id``) and the field.
@@ -28,7 +26,7 @@ class not in the release's vocabulary name the file, the record (``_id``) and th
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -51,11 +49,9 @@ __all__ = [
     "LENGTHS",
     "LETTERS",
     "TASK",
-    "item_classes",
     "load_longbench_v2",
     "longbench_v2_source",
     "question_with_choices",
-    "sub_domain_of",
     "validate_longbench_v2_file",
 ]
 
@@ -67,29 +63,11 @@ FIELDS = frozenset({"_id", "domain", "sub_domain", "difficulty", "length", "ques
                     *(f"choice_{x}" for x in LETTERS)})
 DOMAIN_PREFIX = "longbench_v2/"
 
-_ITEM_ID = re.compile(rf"-{TASK}-(?P<difficulty>{'|'.join(DIFFICULTIES)})-(?P<length>{'|'.join(LENGTHS)})-(?P<id>.+)$")
-
 
 def question_with_choices(question: str, choices: Iterable[str]) -> str:
     """The question, a blank line, then one ``(X) choice`` line per letter: what the prompt's ``{question}`` shows."""
     lines = [f"({letter}) {choice.strip()}" for letter, choice in zip(LETTERS, choices, strict=True)]
     return question.strip() + "\n\n" + "\n".join(lines)
-
-
-def item_classes(item_id: str) -> tuple[str, str]:
-    """(difficulty, length) of a LongBench v2 item id written by this adapter; ValueError for any other id."""
-    m = _ITEM_ID.search(item_id)
-    if m is None:
-        raise ValueError(f"item_id {item_id!r}: not a LongBench v2 item id "
-                         f"('<source>-{TASK}-<{'|'.join(DIFFICULTIES)}>-<{'|'.join(LENGTHS)}>-<_id>')")
-    return m["difficulty"], m["length"]
-
-
-def sub_domain_of(document_domain: str) -> str:
-    """The record's ``sub_domain`` from its document's ``domain`` (``longbench_v2/{domain}/{sub_domain}``)."""
-    if not document_domain.startswith(DOMAIN_PREFIX) or "/" not in document_domain[len(DOMAIN_PREFIX):]:
-        raise ValueError(f"document domain {document_domain!r}: not '{DOMAIN_PREFIX}<domain>/<sub_domain>'")
-    return document_domain[len(DOMAIN_PREFIX):].split("/", 1)[1]
 
 
 def _one_of(rec: Record, name: str, allowed: tuple[str, ...]) -> str:
@@ -103,8 +81,6 @@ def _parse(rec: Record, *, source: str, notes: set[str]):
     rid = rec.required_str("_id")
     domain = rec.required_str("domain")
     sub_domain = rec.required_str("sub_domain")
-    if "/" in domain:  # the document domain keeps domain and sub_domain apart with "/"
-        raise rec.error("domain", f"contains '/': {domain!r}")
     difficulty = _one_of(rec, "difficulty", DIFFICULTIES)
     length = _one_of(rec, "length", LENGTHS)
     question = rec.required_str("question")
@@ -115,11 +91,12 @@ def _parse(rec: Record, *, source: str, notes: set[str]):
     extra = sorted(set(rec.data) - FIELDS)
     if extra:
         notes.add(f"fields ignored: {', '.join(extra)}")
-    item_id = f"{source}-{TASK}-{difficulty}-{length}-{rid}"
+    item_id = f"{source}-{TASK}-{rid}"
     doc_id = f"{item_id}-p1"
-    doc_row = (doc_id, source, "", context, "en", f"{DOMAIN_PREFIX}{domain}/{sub_domain}", "")
+    doc_row = (doc_id, source, "", context, "en", f"{DOMAIN_PREFIX}{domain}", "")
+    fields = {"difficulty": difficulty, "length": length, "domain": domain, "sub_domain": sub_domain}
     item_row = (item_id, source, TASK, domain, "en", question_with_choices(question, choices), [answer], [],
-                [doc_id], 1, list(LETTERS), [])
+                [doc_id], 1, list(LETTERS), [], rid, context, json.dumps(fields, sort_keys=True))
     return doc_row, item_row
 
 

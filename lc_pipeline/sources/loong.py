@@ -9,10 +9,23 @@ The documents are not part of ``loong.jsonl``. With ``documents_dir`` they are r
 release layout (``data/doc`` in the Loong repository):
 
 * ``financial/*.txt`` (searched recursively): file stems look like ``2024-<Company>-j`` or
-  ``<Company>-<report>``; a ``doc`` name matches the whole stem, the stem without its
-  ``<year>-`` prefix and one-letter ``-x`` tag, or the stem's tail after a ``-``;
+  ``<Company>-<report>``. As the authors' code does (``get_content``: ``*2024-<name>*.txt``, for
+  Temporal Analysis, level 4, ``*<name>*.txt``), a name is first looked up as a file whose stem
+  holds ``2024-<name>`` (level 4: ``<name>``), the closest such stem winning; else a ``doc`` name
+  matches the whole stem, the stem without its ``<year>-`` prefix and one-letter ``-x`` tag, or
+  the stem's tail after a ``-``;
 * ``paper/<name>`` (``name`` is e.g. ``2402.01739.md``; the first line is ``# <Title>``);
 * ``legal/legal.json`` (or ``legal.json`` at the top): ``{name: {"content": facts, "result": verdict}}``.
+
+``path`` may be the release's ``loong`` folder itself: its ``loong.jsonl`` is read, and its
+``doc/`` folder is the ``documents_dir`` unless one is given (``$LCP_DATA/loong/``).
+
+Each item keeps what a run as released needs (construct/loong_released.py): ``record_id`` (the
+item's ``id``) and ``record_fields`` (:func:`released_fields`: ``instruction``, ``prompt_template``,
+the raw ``question``, ``set``, ``length``, ``type``, ``level``, ``language``, ``shuffle_doc``, ``doc``
+(the names in the item's order), ``doc_ids`` (their document ids, position by position) and, with
+documents, ``doc_headers``: the header line the authors' code puts above each document). ``context``
+stays "": the context is assembled from the whole documents.
 
 Without ``documents_dir`` every item still loads (documents frame empty) and the report says
 how many documents are referenced and not loaded. With ``documents_dir``, an item whose
@@ -26,7 +39,7 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -43,7 +56,8 @@ from lc_pipeline.sources.validation import (
     validate_file,
 )
 
-__all__ = ["LEVEL_TASKS", "LoongDocuments", "answer_strings", "load_loong", "loong_source"]
+__all__ = ["LEVEL_TASKS", "LoongDocument", "LoongDocuments", "answer_strings", "load_loong", "loong_source",
+           "released_fields"]
 
 # Loong's ``level`` field is its task (spec §4, §12).
 LEVEL_TASKS: dict[int, str] = {1: "spotlight_locating", 2: "comparison", 3: "clustering", 4: "chain_of_reasoning"}
@@ -83,8 +97,16 @@ def answer_strings(rec: Record, name: str = "answer") -> list[str]:
     raise rec.error(name, f"expected a string, list or dict, got {type(value).__name__}")
 
 
+class LoongDocument(NamedTuple):
+    title: str  # our documents' title (the name; a paper's first heading)
+    text: str  # the document (legal: facts and verdict)
+    facts: str  # legal: the facts only (Link the Links withholds the verdict); else the text
+    header: str  # the line the authors' code writes above it (get_content): financial 《<stem's last -token>》,
+    # paper its title line without '#'; legal 《判决文书i》 is positional and written by the builder
+
+
 class LoongDocuments:
-    """Index of a Loong ``documents_dir``; ``text(type, name)`` gives (title, text) or None."""
+    """Index of a Loong ``documents_dir``; ``get(type, name, level)`` gives a :class:`LoongDocument` or None."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
@@ -92,10 +114,20 @@ class LoongDocuments:
             raise RecordError(str(root), None, None, FILE, "documents_dir is not a directory")
         self._financial: dict[str, Path] = {}
         fin = self.root / "financial"
-        for p in sorted(fin.rglob("*.txt")) if fin.is_dir() else []:
+        self._financial_files = sorted(fin.rglob("*.txt")) if fin.is_dir() else []
+        for p in self._financial_files:
             for key in self._financial_keys(p.stem):
                 self._financial.setdefault(key, p)
         self._legal: dict[str, Any] | None = None
+
+    def financial_file(self, name: str, level: int | None = None) -> Path | None:
+        """The report file of ``name``: the authors' ``*2024-<name>*.txt`` (level 4: ``*<name>*.txt``),
+        the stem with the least text around the name winning (then the file name), else the stem keys."""
+        wanted = name if level == 4 else f"2024-{name}"
+        hits = [p for p in self._financial_files if wanted in p.stem]
+        if hits:
+            return min(hits, key=lambda p: (len(p.stem) - len(wanted), p.name))
+        return self._financial.get(name)
 
     @staticmethod
     def _financial_keys(stem: str) -> list[str]:
@@ -127,32 +159,40 @@ class LoongDocuments:
         return {"financial": f"{self.root}/financial/*.txt", "paper": f"{self.root}/paper/",
                 "legal": f"{self.root}/legal/legal.json"}[type_]
 
-    def get(self, type_: str, name: str) -> tuple[str, str, str] | None:
-        """(title, text with verdict, facts only) or None when the document is not there."""
+    def expected(self, type_: str, name: str, level: int | None = None) -> str:
+        """Where ``name`` was looked for, for the error that says it is missing."""
         if type_ == "financial":
-            p = self._financial.get(name)
+            return f"{self.root}/financial/*{name if level == 4 else '2024-' + name}*.txt"
+        if type_ == "paper":
+            return f"{self.root}/paper/{name}"
+        return f"{self.root}/legal/legal.json key {name!r}"
+
+    def get(self, type_: str, name: str, level: int | None = None) -> LoongDocument | None:
+        """The document, or None when it is not there."""
+        if type_ == "financial":
+            p = self.financial_file(name, level)
             if p is None:
                 return None
             text = p.read_text(encoding="utf-8", errors="replace").strip()
-            return name, text, text
+            return LoongDocument(name, text, text, f"《{p.stem.split('-')[-1]}》")
         if type_ == "paper":
             for p in (self.root / "paper" / name, self.root / name):
                 if p.is_file():
                     text = p.read_text(encoding="utf-8", errors="replace").strip()
                     first = text.partition("\n")[0]
                     title = first.lstrip("#").strip() if first.startswith("#") else name
-                    return title, text, text
+                    return LoongDocument(title, text, text, first.strip("#").strip())
             return None
         entry = self._legal_map().get(name)
         if entry is None:
             return None
         if isinstance(entry, str):
-            return name, entry.strip(), entry.strip()
+            return LoongDocument(name, entry.strip(), entry.strip(), "")
         if not isinstance(entry, dict):
             return None
         content = str(entry.get("content") or "").strip()
         result = str(entry.get("result") or "").strip()
-        return name, "\n\n".join(x for x in (content, result) if x), content
+        return LoongDocument(name, "\n\n".join(x for x in (content, result) if x), content, "")
 
 
 def _doc_key(source: str, type_: str, name: str) -> str:
@@ -180,9 +220,10 @@ def _parse(rec: Record, *, source: str, docs: LoongDocuments | None, doc_rows: d
     if language not in ("en", "zh"):
         raise rec.error("language", f"expected 'en' or 'zh', got {language!r}")
     question = rec.required_str("question", non_empty=False)
+    raw_question = question
     instruction = rec.optional("instruction", str, "")
-    rec.optional("prompt_template", str)
-    rec.optional("shuffle_doc", bool)
+    template = rec.optional("prompt_template", str)
+    shuffle = rec.optional("shuffle_doc", bool)
     names = rec.str_list("doc")
     if any(not n.strip() for n in names):
         raise rec.error("doc", "a document name is blank")
@@ -200,19 +241,21 @@ def _parse(rec: Record, *, source: str, docs: LoongDocuments | None, doc_rows: d
     facts_only = type_ == "legal" and level == 4 and _LINK_THE_LINKS in question
 
     new_docs: dict[str, tuple] = {}
+    headers: dict[str, str] = {}
     if docs is not None:
         for name in unique:
-            found = docs.get(type_, name)
+            found = docs.get(type_, name, level)
             if found is None:
-                raise rec.error("doc", f"document {name!r} ({type_}) not found under {docs.where(type_)}")
-            title, text, facts = found
-            if facts_only:
-                text = facts
+                raise rec.error("doc", f"document {name!r} ({type_}) not found under {docs.where(type_)}: "
+                                       f"expected {docs.expected(type_, name, level)}")
+            text = found.facts if facts_only else found.text
             if not text.strip():
                 raise rec.error("doc", f"document {name!r} ({type_}) is empty")
             key = _doc_key(source, type_, name) + ("#facts" if facts_only else "")
-            new_docs[key] = (key, source, title, text, language, f"loong/{type_}", "")
-    evidence = [_doc_key(source, type_, n) + ("#facts" if facts_only else "") for n in unique]
+            new_docs[key] = (key, source, found.title, text, language, f"loong/{type_}", "")
+            headers[name] = found.header
+    doc_ids = [_doc_key(source, type_, n) + ("#facts" if facts_only else "") for n in names]
+    evidence = list(dict.fromkeys(doc_ids))
 
     doc_rows.update(new_docs)  # only after every check: a rejected item adds no documents
     task = LEVEL_TASKS[level]
@@ -224,7 +267,35 @@ def _parse(rec: Record, *, source: str, docs: LoongDocuments | None, doc_rows: d
     if extra:
         notes.add(f"fields ignored: {', '.join(extra)}")
     hops = 1 if level == 1 else len(unique)
-    return (f"{source}-{rid}", source, task, CATEGORY, language, question, answers, [], evidence, hops, [], [])
+    fields = released_fields(
+        type_=type_, level=level, set_=set_, length=length, language=language, question=raw_question,
+        instruction=instruction, prompt_template=template, shuffle_doc=shuffle, names=names, doc_ids=doc_ids,
+        headers=[headers[n] if type_ != "legal" else f"《判决文书{i}》" for i, n in enumerate(names, 1)]
+        if docs is not None else None)
+    return (f"{source}-{rid}", source, task, CATEGORY, language, question, answers, [], evidence, hops, [], [],
+            rid, "", json.dumps(fields, ensure_ascii=False, sort_keys=True))
+
+
+def released_fields(*, type_: str, level: int, set_: int | None, length: int | None, language: str, question: str,
+                    instruction: str, prompt_template: str | None, shuffle_doc: bool | None, names: list[str],
+                    doc_ids: list[str], headers: list[str] | None) -> dict[str, Any]:
+    """The item's ``record_fields``: what the run as released reads (construct/loong_released.py).
+
+    ``question`` is the item's own (Citation Chain's is empty: its template has no ``{question}``);
+    ``doc`` the names and ``doc_ids`` the document ids in the item's order, one per position (a name
+    listed twice stays twice, as the authors' code renders it); ``shuffle_doc`` is true when the item
+    does not say (the authors' ``item.get("shuffle_doc", True)``); ``doc_headers`` (documents loaded
+    only) the header line above each document: financial ``《<file stem's last "-" token>》``, paper its
+    title, legal ``《判决文书i》`` with i its 1-based position (gold answers cite these titles).
+    """
+    fields: dict[str, Any] = {
+        "type": type_, "level": level, "set": set_, "length": length, "language": language, "question": question,
+        "instruction": instruction, "prompt_template": prompt_template,
+        "shuffle_doc": True if shuffle_doc is None else shuffle_doc, "doc": list(names), "doc_ids": list(doc_ids),
+    }
+    if headers is not None:
+        fields["doc_headers"] = list(headers)
+    return fields
 
 
 def load_loong(
@@ -239,10 +310,16 @@ def load_loong(
     Item ids are ``{source}-{id}``; doc ids ``{source}-{type}-{doc name}`` (documents are
     shared between items and loaded once). Legal Link-the-Links items (level 4, verdicts
     listed in the question) point at ``…#facts`` documents that withhold the verdict.
-    Not stored in the schema, noted in the report: ``set``, ``length``, ``instruction``,
-    ``prompt_template``, ``shuffle_doc`` and the positional legal titles (《判决文书i》,
-    i = position in ``doc``) that gold answers cite: the assembler must render those.
+    ``set``, ``length``, ``instruction``, ``prompt_template``, ``shuffle_doc``, the document order and
+    headers (legal: the positional titles 《判决文书i》 that gold answers cite) are kept in
+    ``record_fields`` (:func:`released_fields`) for the run as released; the QA suite's assembler
+    does not read them.
     """
+    if Path(path).is_dir():  # the release's folder: loong.jsonl, and doc/ unless documents_dir says otherwise
+        folder = Path(path)
+        path = folder / "loong.jsonl"
+        if documents_dir is None and (folder / "doc").is_dir():
+            documents_dir = folder / "doc"
     docs = LoongDocuments(documents_dir) if documents_dir is not None else None
     doc_rows: dict[str, tuple] = {}
     stats: dict[str, Counter] = {"task": Counter(), "type": Counter(), "set": Counter()}
@@ -253,9 +330,6 @@ def load_loong(
         id_field="id",
         on_error=on_error,
     )
-    defaults = tuple(schemas.RECORD_COLUMN_DEFAULTS.values())
-    parsed = [row if len(row) == len(schemas.SOURCE_ITEMS) else (*row, *defaults[len(row) - len(schemas.SOURCE_ITEMS):])
-              for row in parsed]
     items_df = pl.DataFrame(parsed, schema=schemas.SOURCE_ITEMS, orient="row")
     if docs is None:
         referenced = {e for ev in items_df.get_column("evidence_doc_ids").to_list() for e in ev}
@@ -268,15 +342,16 @@ def load_loong(
     for key in ("task", "type", "set"):
         report.notes.append(f"by {key}: " + ", ".join(f"{k} {v}" for k, v in sorted(stats[key].items())))
     report.notes.extend(sorted(notes))
-    report.notes.append("not stored: set, length, instruction, prompt_template, shuffle_doc; legal documents are "
-                        "cited by position (《判决文书i》) in gold answers, titles hold the case name")
+    report.notes.append("set, length, instruction, prompt_template, shuffle_doc and the document order are kept in "
+                        "record_fields (run as released); legal documents are cited by position (《判决文书i》) in "
+                        "gold answers, titles hold the case name")
     docs_df = pl.DataFrame(list(doc_rows.values()), schema=list(schemas.SOURCE_DOCUMENTS), orient="row")
     return schemas.conform(docs_df, "source_documents"), schemas.conform(items_df, "source_items"), [report]
 
 
 def loong_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
-    """``kind: loong``: options ``path`` (``loong.jsonl``; ``paths`` accepted too),
-    ``documents_dir`` (optional) and ``on_error``; or ``hf_dataset`` (+ ``hf_name``,
+    """``kind: loong``: options ``path`` (``loong.jsonl``, or the release's folder holding it and
+    ``doc/``; ``paths`` accepted too), ``documents_dir`` (optional) and ``on_error``; or ``hf_dataset`` (+ ``hf_name``,
     ``hf_split``, ``hf_revision``) in place of ``path``."""
     options = dict(config.options)
     path = source_paths(options, source=config.name, kind="loong", path_keys=("path", "paths"), file_stem="loong")

