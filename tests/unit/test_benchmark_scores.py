@@ -1,10 +1,14 @@
 """Each benchmark's table is aggregated as its paper reports it, from the task files' aggregation:
 LongBench's category and Avg per table (English and Chinese apart, code in both), HELMET's mean of
 categories, LV-Eval's mean of tasks, Loong's mean of instances, a group's weights; LV-Eval variants do
-not count, and a task without metrics is reported, not dropped (score/benchmark_scores.py)."""
+not count. Judge-scored cells (a rubric and no metric, or a headline ``source: judge``) come from
+judge_scores with Loong's three numbers (score, perfect rate, scoring success); a judged task without
+verdicts is reported, not dropped, nor scored by its metric; a headline ``breakdown`` gives the overall
+per record-field value (LongBench v2's easy / hard / short / medium / long) (score/benchmark_scores.py)."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import polars as pl
@@ -13,6 +17,7 @@ import pytest
 from lc_pipeline import schemas
 from lc_pipeline.score.benchmark_scores import COLUMNS, benchmark_table
 from lc_pipeline.tasks.catalog import load_catalog
+from lc_pipeline.tasks.registry import METRICS
 
 CATALOG = load_catalog()
 
@@ -53,7 +58,7 @@ def test_longbench_categories_and_avg_are_computed_per_table_with_code_in_both()
     assert (en["metric"], en["aggregation"], en["length"]) == ("longbench", "mean_of_groups", "4k")
     assert table.filter(pl.col("table") == "zh", pl.col("level") == "task")["task"].sort().to_list() == [
         "lcc", "multifieldqa_zh"]
-    assert result.judge_only == {} and result.variant_rows == 0 and result.unscored == {}
+    assert result.unjudged == {} and result.variant_rows == 0 and result.unscored == {}
 
 
 def test_helmet_average_is_the_mean_of_its_categories():
@@ -122,12 +127,12 @@ def test_a_groups_mean_weighs_its_tasks_by_their_weight(my_catalog):
     assert cell(table, level="overall")["score"] == pytest.approx((75 + 50) / 2)
 
 
-def test_a_task_without_metrics_is_reported_not_dropped(my_catalog):
+def test_a_judged_task_whose_judge_has_not_run_is_reported_not_dropped(my_catalog):
     scores, instances = frames([("mine", "other", 0.5)], "subem")
     instances = pl.concat([instances, pl.DataFrame({
         "instance_id": ["j1", "j2"], "benchmark": "mine", "task": "judged", "variant": "plain", "length": "4k"})])
     result = benchmark_table(scores, instances, my_catalog, "m")
-    assert result.judge_only == {"mine/judged": 2}
+    assert result.unjudged == {"mine/judged": 2}
     assert "judged" not in result.table["task"].to_list()
     assert cell(result.table, level="group", category="h")["n"] == 1
 
@@ -158,3 +163,186 @@ def test_no_scores_give_an_empty_table_with_the_schemas_columns():
     scores, instances = frames([("helmet", "rag", 1.0)], "helmet")
     table = benchmark_table(scores.head(0), instances, CATALOG, "m").table
     assert table.is_empty() and table.drop("model").schema == schemas.BENCHMARK_SCORES
+
+
+# --------------------------------------------------------------------------- judge-scored cells
+
+JUDGED_TASKS = textwrap.dedent("""\
+    benchmark: judged
+    headline: {overall: mean_of_instances, source: judge}
+    defaults: {truncation: drop_documents, builder: {name: qa.assemble}, metrics: [subem], rubric: loong}
+    tasks:
+      - {name: spot, category: s, aggregation: {group: Spot}}
+      - {name: chain, category: c, aggregation: {group: Chain}}
+    """)
+MIXED_TASKS = textwrap.dedent("""\
+    benchmark: mixed
+    headline: {overall: mean_of_groups}
+    defaults: {truncation: end_of_context, builder: {name: qa.assemble}}
+    tasks:
+      - {name: recall, category: r, metrics: [subem], aggregation: {group: Recall}}
+      - {name: qa, category: q, metrics: [subem], rubric: helmet_longqa, aggregation: {group: QA}}
+      - {name: summ, category: q, metrics: [], rubric: helmet_summ, aggregation: {group: QA}}
+    """)
+
+
+@pytest.fixture
+def judged_catalog(tmp_path):
+    (tmp_path / "judged.yaml").write_text(JUDGED_TASKS)
+    (tmp_path / "mixed.yaml").write_text(MIXED_TASKS)
+    return load_catalog([tmp_path / "judged.yaml", tmp_path / "mixed.yaml"])
+
+
+def verdicts(rows: list[tuple], rubric: str = "loong") -> pl.DataFrame:
+    """judge_scores rows (instance_id, value on the rubric's scale or None when unparsed) of a 1-100 rubric."""
+    return pl.DataFrame({
+        "instance_id": [r[0] for r in rows], "rubric": rubric,
+        "value": [r[1] for r in rows], "score": [None if r[1] is None else r[1] / 100 for r in rows],
+        "parse_status": ["no_score" if r[1] is None else "ok" for r in rows],
+        "perfect": [None if r[1] is None else r[1] == 100 for r in rows]},
+        schema_overrides={"value": pl.Float64, "score": pl.Float64, "perfect": pl.Boolean})
+
+
+def instances_of(rows: list[tuple], length: str = "set1") -> pl.DataFrame:
+    """instances (instance_id, benchmark, task[, record_fields]) at one length."""
+    return pl.DataFrame({
+        "instance_id": [r[0] for r in rows], "benchmark": [r[1] for r in rows], "task": [r[2] for r in rows],
+        "variant": "plain", "length": length,
+        "record_fields": [r[3] if len(r) > 3 else "{}" for r in rows]})
+
+
+NO_SCORES = pl.DataFrame(schema={"instance_id": pl.String, "metric": pl.String, "score": pl.Float64})
+
+
+def test_a_judge_headline_takes_loongs_three_numbers_per_cell_from_the_verdicts(judged_catalog):
+    instances = instances_of([("a", "judged", "spot"), ("b", "judged", "spot"), ("c", "judged", "spot"),
+                              ("d", "judged", "chain"), ("e", "judged", "chain")])
+    judge = verdicts([("a", 100), ("b", 40), ("c", None), ("d", 100), ("e", 70)])
+    subem = pl.DataFrame({"instance_id": list("abcde"), "metric": "subem", "score": 0.0})  # not the headline here
+    result = benchmark_table(subem, instances, judged_catalog, "m", judge)
+    table = result.table
+    spot = {r["metric"]: r for r in table.filter(pl.col("task") == "spot").to_dicts()}
+    assert set(spot) == {"judge:loong", "perfect_rate", "scoring_success"}
+    assert spot["judge:loong"]["score"] == pytest.approx(70.0) and spot["judge:loong"]["n"] == 2  # (100+40)/2
+    assert spot["perfect_rate"]["score"] == pytest.approx(0.5) and spot["perfect_rate"]["n"] == 2
+    assert spot["scoring_success"]["score"] == pytest.approx(2 / 3) and spot["scoring_success"]["n"] == 3
+    overall = {r["metric"]: r for r in table.filter(pl.col("level") == "overall").to_dicts()}
+    assert overall["judge:loong"]["score"] == pytest.approx((100 + 40 + 100 + 70) / 4)  # micro over the ok verdicts
+    assert overall["perfect_rate"]["score"] == pytest.approx(2 / 4)
+    assert overall["scoring_success"]["score"] == pytest.approx(4 / 5) and overall["scoring_success"]["n"] == 5
+    assert cell(table, level="group", category="Chain", metric="judge:loong")["score"] == pytest.approx(85.0)
+    assert set(table["length"]) == {"set1"} and result.unjudged == {} and result.unscored == {}
+
+
+def test_judge_and_metric_cells_mix_in_one_table_and_the_rates_count_only_judged_instances(judged_catalog):
+    instances = instances_of([("r1", "mixed", "recall"), ("q1", "mixed", "qa"), ("s1", "mixed", "summ"),
+                              ("s2", "mixed", "summ")], length="8k")
+    scores = pl.DataFrame({"instance_id": ["r1", "q1"], "metric": "subem", "score": [1.0, 0.0]})
+    judge = verdicts([("s1", 60), ("s2", None)], rubric="helmet_summ").with_columns(perfect=pl.lit(None, pl.Boolean))
+    table = benchmark_table(scores, instances, judged_catalog, "m", judge).table
+    # source metric (the default): qa keeps its metric; summ has no metric, so its rubric scores it
+    assert cell(table, level="task", task="qa")["metric"] == "subem"
+    assert cell(table, level="task", task="summ", metric="judge:helmet_summ")["score"] == pytest.approx(60.0)
+    qa_group = cell(table, level="group", category="QA", metric="judge:helmet_summ+subem")
+    assert qa_group["score"] == pytest.approx((0 + 60) / 2) and qa_group["n"] == 2
+    assert cell(table, level="overall", metric="judge:helmet_summ+subem")["score"] == pytest.approx((100 + 30) / 2)
+    success = cell(table, level="overall", metric="scoring_success")
+    assert (success["score"], success["n"]) == (0.5, 2)  # the judged instances only
+    assert table.filter(pl.col("metric") == "perfect_rate").is_empty()  # helmet_summ marks no top score
+
+
+def test_a_judged_task_without_verdicts_is_counted_and_its_metric_never_stands_in(judged_catalog):
+    instances = instances_of([("a", "judged", "spot"), ("b", "judged", "chain")])
+    subem = pl.DataFrame({"instance_id": ["a", "b"], "metric": "subem", "score": 1.0})
+    result = benchmark_table(subem, instances, judged_catalog, "m", verdicts([("a", 80)]))
+    assert result.unjudged == {"judged/chain": 1}
+    assert result.table.filter(pl.col("level") == "task")["task"].unique().to_list() == ["spot"]
+    assert benchmark_table(subem, instances, judged_catalog, "m").unjudged == {"judged/chain": 1, "judged/spot": 1}
+
+
+def test_verdicts_on_metric_scored_tasks_and_other_variants_are_ignored(judged_catalog):
+    instances = instances_of([("r1", "mixed", "recall"), ("q1", "mixed", "qa")]).vstack(
+        instances_of([("q2", "mixed", "qa")]).with_columns(variant=pl.lit("cfi")))
+    scores = pl.DataFrame({"instance_id": ["r1", "q1"], "metric": "subem", "score": [1.0, 1.0]})
+    table = benchmark_table(scores, instances, judged_catalog, "m",
+                            verdicts([("q1", 10), ("q2", 10)], rubric="helmet_longqa")).table
+    assert set(table["metric"]) == {"subem"}
+
+
+def test_a_verdict_whose_instance_is_missing_or_twice_judged_is_an_error_naming_it(judged_catalog):
+    instances = instances_of([("a", "judged", "spot")])
+    with pytest.raises(ValueError, match="judge_scores rows have no instance .*'zz'"):
+        benchmark_table(NO_SCORES, instances, judged_catalog, "m", verdicts([("a", 50), ("zz", 50)]))
+    with pytest.raises(ValueError, match="instance 'a' has 2 judge verdicts"):
+        benchmark_table(NO_SCORES, instances, judged_catalog, "m", verdicts([("a", 50), ("a", 60)]))
+
+
+def test_the_packaged_benchmarks_judge_only_where_a_task_has_no_metric_unless_the_headline_says_judge():
+    from lc_pipeline.score.benchmark_scores import score_source
+    from lc_pipeline.tasks.spec import Headline
+
+    longqa = CATALOG.resolve("helmet", "longqa")
+    assert score_source(longqa, Headline()) == "metric"
+    assert score_source(longqa, Headline(source="judge")) == "judge"
+    assert score_source(CATALOG.resolve("helmet", "rag"), Headline(source="judge")) == "metric"  # no rubric
+
+
+# --------------------------------------------------------------------------- breakdown by record fields
+
+V2_TASKS = textwrap.dedent("""\
+    benchmark: v2
+    headline: {overall: mean_of_instances, breakdown: [difficulty, length]}
+    defaults: {truncation: middle, builder: {name: qa.assemble}, metrics: [longbench_v2.choice]}
+    tasks:
+      - {name: direct, category: mc, aggregation: {group: LongBench v2}}
+    """)
+
+
+def test_a_headline_breakdown_gives_the_overall_per_record_field_value(tmp_path):
+    (tmp_path / "v2.yaml").write_text(V2_TASKS)
+    catalog = load_catalog([tmp_path / "v2.yaml"])
+    records = [("easy", "short", 1.0), ("easy", "long", 1.0), ("hard", "short", 0.0), ("hard", "medium", 1.0),
+               ("hard", "long", 0.0)]
+    instances = instances_of([(f"r{k}", "v2", "direct", json.dumps({"difficulty": d, "length": n, "domain": "x"}))
+                              for k, (d, n, _) in enumerate(records)], length="all")
+    label = METRICS.get("longbench_v2.choice").label
+    scores = pl.DataFrame({"instance_id": [f"r{k}" for k in range(len(records))], "metric": label,
+                           "score": [s for *_, s in records]})
+    result = benchmark_table(scores, instances, catalog, "m")
+    rows = result.table.filter(pl.col("level") == "breakdown")
+    assert dict(rows.select("category", "score").rows()) == pytest.approx({
+        "difficulty=easy": 100.0, "difficulty=hard": 100 / 3,
+        "length=long": 50.0, "length=medium": 100.0, "length=short": 50.0})
+    assert cell(rows, category="difficulty=hard")["n"] == 3
+    assert set(rows["metric"]) == {label} and set(rows["length"]) == {"all"} and rows["task"].is_null().all()
+    assert cell(result.table, level="overall")["score"] == pytest.approx(60.0)
+    assert result.breakdown_missing == {}
+
+
+def test_records_without_a_breakdown_field_are_counted_not_given_a_row(tmp_path):
+    (tmp_path / "v2.yaml").write_text(V2_TASKS)
+    catalog = load_catalog([tmp_path / "v2.yaml"])
+    instances = instances_of([("a", "v2", "direct", '{"difficulty": "easy"}'), ("b", "v2", "direct", "{}")])
+    scores = pl.DataFrame({"instance_id": ["a", "b"], "metric": METRICS.get("longbench_v2.choice").label,
+                           "score": [1.0, 0.0]})
+    result = benchmark_table(scores, instances, catalog, "m")
+    assert result.breakdown_missing == {"v2/difficulty": 1, "v2/length": 2}
+    assert result.table.filter(pl.col("level") == "breakdown")["category"].to_list() == ["difficulty=easy"]
+
+
+def test_a_breakdown_under_mean_of_groups_averages_the_groups_of_that_value(tmp_path):
+    (tmp_path / "g.yaml").write_text(textwrap.dedent("""\
+        benchmark: g
+        headline: {overall: mean_of_groups, breakdown: [lang]}
+        defaults: {truncation: middle, builder: {name: qa.assemble}, metrics: [subem]}
+        tasks:
+          - {name: a, category: x, aggregation: {group: X}}
+          - {name: b, category: y, aggregation: {group: Y}}
+        """))
+    catalog = load_catalog([tmp_path / "g.yaml"])
+    instances = instances_of([("1", "g", "a", '{"lang": "en"}'), ("2", "g", "a", '{"lang": "en"}'),
+                              ("3", "g", "b", '{"lang": "en"}'), ("4", "g", "b", '{"lang": "zh"}')])
+    scores = pl.DataFrame({"instance_id": list("1234"), "metric": "subem", "score": [1.0, 1.0, 0.0, 1.0]})
+    table = benchmark_table(scores, instances, catalog, "m").table
+    assert cell(table, level="breakdown", category="lang=en")["score"] == pytest.approx((100 + 0) / 2)
+    assert cell(table, level="breakdown", category="lang=zh")["score"] == pytest.approx(100.0)
