@@ -1,0 +1,178 @@
+"""`lcp import-predictions FILE --model NAME --config CONFIG [--on-error reject]`: score predictions made elsewhere.
+
+The config must run a benchmark as released (``released:``). Every line of FILE is
+``{"_id": "<record id>", "prediction": "<text>"}`` (other fields ignored); the ids are checked against the
+config's records: the lake's instances of every length when they are built, else the records its sources
+hold (loaded as the instances asset loads them, narrowed to ``released.tasks`` and, by the config's level
+rule where it reads the record alone, to the records that fall in a level).
+
+A normalised copy goes into the lake (``imports/<NAME>/<sha16>/predictions.jsonl``, the folder named by its
+content hash, with ``manifest.json`` and, when lines were rejected, ``rejected.jsonl``) and NAME is
+registered with backend ``imported`` (lc_pipeline/generate/imported_backend.py) reading that copy. Then
+``lcp backfill --model NAME --config CONFIG`` writes its generations and scores without calling a model.
+
+Errors (a bad JSON line, a missing or non-string ``_id``/``prediction``, an unknown or repeated id) name
+the file, the line and the field. ``--on-error reject`` counts and lists them instead (and keeps them in
+``rejected.jsonl``); records left without a prediction are then listed too, and generating one of them is
+an error naming it (never an empty answer scored as wrong).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+__all__ = ["config_record_ids", "import_predictions", "import_predictions_command"]
+
+SHOWN = 10  # rejected lines / missing ids printed; the files hold all of them
+
+
+class ImportProblem(ValueError):
+    """The config or the lake cannot take the import; the message says which and why."""
+
+
+def config_record_ids(config, lake_dir) -> tuple[set[str], str]:
+    """The record ids the config runs, and where they were read ("instances" or "sources").
+
+    A record id naming two different items (e.g. the same ``_id`` in two sources) is an error: a
+    prediction for it would be ambiguous.
+    """
+    import polars as pl
+
+    from lc_pipeline import storage
+    from lc_pipeline.resources.parquet_io import partition_path
+
+    if config.released is None:
+        raise ImportProblem(f"config {config.name!r} does not run a benchmark as released (no `released:` section): "
+                            "imported predictions answer released records by their ids")
+    lake = storage.lake_path(lake_dir)
+    paths = [partition_path(lake, "instances", {"length": lv}) for lv in config.lengths]
+    if all(p.exists() for p in paths):
+        frame = pl.concat([storage.read_parquet(p, columns=["item_id", "record_id"]) for p in paths])
+        where = "instances"
+    else:
+        frame = _source_records(config)
+        where = "sources"
+    frame = frame.filter(pl.col("record_id") != "").unique()
+    ambiguous = frame.group_by("record_id").agg(pl.col("item_id").sort()).filter(pl.col("item_id").list.len() > 1)
+    if ambiguous.height:
+        rid, items = ambiguous.sort("record_id").row(0)
+        raise ImportProblem(f"config {config.name!r}: record id {rid!r} names {len(items)} records ({items[:3]}): a "
+                            "prediction by `_id` would be ambiguous; import one source's records per config")
+    return set(frame["record_id"]), where
+
+
+def _source_records(config):
+    import polars as pl
+
+    from lc_pipeline.construct.released import level_of, record_fields
+    from lc_pipeline.sources.loader import load_source
+    from lc_pipeline.tasks.catalog import catalog_for
+
+    released = config.released
+    wanted = set(released.tasks) or {t.name for t in catalog_for(config).tasks(released.benchmark)}
+    items = pl.concat([load_source(s).items for s in config.sources], how="diagonal_relaxed")
+    items = items.filter(pl.col("task").is_in(sorted(wanted)))
+    if released.subset:
+        from lc_pipeline.construct.released_subset import subset_item_ids
+
+        items = items.filter(pl.col("item_id").is_in(sorted(subset_item_ids(items, released.subset))))
+    if released.level_by in ("record_length", "record_level"):  # read from the record alone (no prompt to count)
+        keep = [item["item_id"] for item in items.iter_rows(named=True)
+                if level_of(item, record_fields(item), 0, released, config.lengths) is not None]
+        items = items.filter(pl.col("item_id").is_in(keep))
+    return items.select("item_id", "record_id")
+
+
+def import_predictions(file: Path, model: str, config, lake_dir, models_file, on_error: str = "fail"):
+    """Check ``file``, store its copy in the lake, register ``model``; returns (parsed, stored path, where the
+    ids were read). Raises PredictionsError / ImportProblem / ModelSpecError with a message naming the cause."""
+    from lc_pipeline import storage
+    from lc_pipeline.generate import imported_backend as imp
+    from lc_pipeline.generate.registry import (
+        ModelRegistry,
+        ModelSpec,
+        validate_model_slug,
+    )
+
+    validate_model_slug(model)
+    registry = ModelRegistry(models_file)
+    if model in registry.names() and registry.get(model).backend != imp.BACKEND:
+        raise ImportProblem(f"model {model!r} is already registered with backend {registry.get(model).backend!r}; "
+                            "imported predictions need a name of their own")
+    known, where = config_record_ids(config, lake_dir)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise imp.PredictionsError(f"{file}: not UTF-8 text ({exc})") from None
+    parsed = imp.parse_predictions(text, str(file), known, on_error)
+    if not parsed.predictions:
+        raise imp.PredictionsError(f"{file}: every line was rejected ({len(parsed.rejected)}); nothing to import, "
+                                   f"e.g. {parsed.rejected[0].message(str(file))}")
+    data = parsed.normalised()
+    sha = parsed.sha256()
+    folder = storage.lake_path(lake_dir) / "imports" / model / sha[:16]
+    manifest = {
+        "model": model, "config": config.name, "source_file": str(file.resolve()),
+        "source_sha256": _sha256(file.read_bytes()), "predictions_sha256": sha, "records_read_from": where,
+        "records": len(known), "accepted": len(parsed.predictions), "rejected": len(parsed.rejected),
+        "rejected_lines": [r.line for r in parsed.rejected], "missing": parsed.missing,
+    }
+    storage.write_bytes_atomic(folder / imp.PREDICTIONS_FILE, data)
+    if parsed.rejected:
+        storage.write_bytes_atomic(folder / imp.REJECTED_FILE, "".join(
+            json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in parsed.rejected).encode())
+    storage.write_bytes_atomic(folder / imp.MANIFEST_FILE, json.dumps(manifest, indent=1).encode())
+    spec = ModelSpec(slug=model, backend=imp.BACKEND, model_id=storage.url(folder / imp.PREDICTIONS_FILE),
+                     gguf_file=None, max_model_len=imp.NO_WINDOW, batch_size=1, chat_template=False,
+                     tokenizer=f"tiktoken:{config.tokenizer}")
+    registry.add(spec, overwrite=True)  # a re-import replaces this imported model's copy (checked above)
+    return parsed, folder, where
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+@click.command("import-predictions")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--model", required=True, help="The name to register the predictions under (a model slug).")
+@click.option("--config", default=None, help="A config that runs a benchmark as released (packaged name or YAML path).")
+@click.option("--on-error", type=click.Choice(["fail", "reject"]), default="fail", show_default=True,
+              help="fail: the first bad line stops the import; reject: bad lines are counted, listed and kept in "
+                   "rejected.jsonl beside the stored copy, and records without a prediction are listed.")
+def import_predictions_command(file: Path, model: str, config: str | None, on_error: str) -> None:
+    """Import predictions made elsewhere ({"_id", "prediction"} per line) as model MODEL (backend imported)."""
+    import dagster as dg
+
+    from lc_pipeline.cli import _settings
+    from lc_pipeline.config import load_config
+    from lc_pipeline.generate.imported_backend import PredictionsError
+    from lc_pipeline.generate.registry import ModelSpecError
+    from lc_pipeline.partitions import MODEL_DIM
+
+    s = _settings(config)
+    try:
+        cfg = load_config(s.config)
+        parsed, folder, where = import_predictions(file, model, cfg, s.lake_dir, s.models_file, on_error)
+    except (PredictionsError, ImportProblem, ModelSpecError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    instance = dg.DagsterInstance.get()
+    if not instance.has_dynamic_partition(MODEL_DIM, model):
+        instance.add_dynamic_partitions(MODEL_DIM, [model])
+    click.echo(f"{model}: {len(parsed.predictions)} predictions imported from {file} (records of config "
+               f"{cfg.name!r} read from its {where}); stored in {folder}")
+    if parsed.rejected:
+        click.echo(f"{len(parsed.rejected)} line(s) rejected (all in {folder / 'rejected.jsonl'}):", err=True)
+        for r in parsed.rejected[:SHOWN]:
+            click.echo(f"  {r.message(str(file))}", err=True)
+    if parsed.missing:
+        click.echo(f"{len(parsed.missing)} record(s) of the config have no prediction (listed in "
+                   f"{folder / 'manifest.json'}), e.g. {parsed.missing[:SHOWN]}; generating them is an error: "
+                   "narrow released.tasks or import a complete file", err=True)
+    click.echo(f"registered {model} (backend imported) in {s.models_file}; next: lcp backfill --model {model}"
+               + (f" --config {config}" if config else ""))
