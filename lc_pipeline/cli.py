@@ -59,6 +59,10 @@ def _runner(s: Settings):
 
 
 def _print_leaderboard(df) -> None:
+    if "long_score" not in df.columns:  # a benchmark run as released: its tables' overall rows (no LongScore)
+        click.echo("\nBenchmark scores (overall rows of each published table, 0-100; lcp report shows every task)")
+        print_table(df.columns, df.rows())
+        return
     cols = ["metric", "model", "base_ability", "old_metric", "long_score", "rank_old_metric", "rank_long_score",
             "n_instances"]
     shown = df.select(cols).sort("metric", "rank_long_score", nulls_last=True)
@@ -181,7 +185,7 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
         click.echo(f"{model}: scored {list(lengths)}; its LongScore and leaderboard row follow once every length "
                    "is scored", err=True)
         return
-    _print_leaderboard(runner.leaderboard())
+    _print_leaderboard(runner.leaderboard() if runner.has("leaderboard") else runner.benchmark_overall([model]))
 
 
 def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str, wait: bool) -> None:
