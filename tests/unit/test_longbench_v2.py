@@ -4,6 +4,7 @@ the released format (tests/fixtures/longbench_v2, invented text), the task file,
 from __future__ import annotations
 
 import json
+import re
 import string
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from lc_pipeline.score.longbench_v2 import (
     format_v2_table,
     v2_rows,
     v2_table,
+    v2_tables,
 )
 from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.sources.loader import (
@@ -28,11 +30,7 @@ from lc_pipeline.sources.loader import (
     load_source,
     validate_path,
 )
-from lc_pipeline.sources.longbench_v2 import (
-    item_classes,
-    load_longbench_v2,
-    sub_domain_of,
-)
+from lc_pipeline.sources.longbench_v2 import load_longbench_v2
 from lc_pipeline.sources.validation import RecordError
 from lc_pipeline.tasks.catalog import benchmark_of_source_kind, load_catalog
 from lc_pipeline.tasks.registry import METRICS
@@ -71,15 +69,15 @@ def test_the_question_shows_the_four_choices_one_per_line_after_it():
         f"{rec['question']}\n\n(A) {rec['choice_A']}\n(B) {rec['choice_B']}\n(C) {rec['choice_C']}\n(D) {rec['choice_D']}")
 
 
-def test_difficulty_length_and_sub_domain_are_recoverable_per_item():
+def test_the_record_keeps_its_id_its_context_verbatim_and_the_fields_its_table_is_cut_by():
     documents, items, _ = load_longbench_v2(GOOD, source="v2")
     records = raw(GOOD)
-    assert items["item_id"].to_list() == [f"v2-longbench_v2-{r['difficulty']}-{r['length']}-{r['_id']}" for r in records]
-    assert [item_classes(i) for i in items["item_id"]] == [(r["difficulty"], r["length"]) for r in records]
-    assert [sub_domain_of(d) for d in documents["domain"]] == [r["sub_domain"] for r in records]
-    assert documents["domain"][2] == "longbench_v2/Code Repository Understanding/Code repo QA"
-    with pytest.raises(ValueError, match="not a LongBench v2 item id"):
-        item_classes("lb-hotpotqa-abc")
+    assert items["item_id"].to_list() == [f"v2-longbench_v2-{r['_id']}" for r in records]
+    assert items["record_id"].to_list() == [r["_id"] for r in records]
+    assert items["context"].to_list() == [r["context"] for r in records]
+    assert [json.loads(f) for f in items["record_fields"]] == [
+        {k: r[k] for k in ("difficulty", "length", "domain", "sub_domain")} for r in records]
+    assert documents["domain"][2] == "longbench_v2/Code Repository Understanding"
 
 
 def test_a_field_outside_the_release_is_noted_not_stored():
@@ -90,8 +88,7 @@ def test_a_field_outside_the_release_is_noted_not_stored():
 def test_bad_records_are_rejected_each_naming_file_record_and_field():
     documents, items, (report,) = load_longbench_v2(MIXED, source="v2", on_error="reject")
     assert (report.records, report.accepted, len(report.rejected)) == (7, 2, 5)
-    assert items["item_id"].to_list() == ["v2-longbench_v2-easy-long-lbv2-fx-0101",
-                                          "v2-longbench_v2-easy-medium-lbv2-fx-0107"]
+    assert items["item_id"].to_list() == ["v2-longbench_v2-lbv2-fx-0101", "v2-longbench_v2-lbv2-fx-0107"]
     assert documents.height == 2
     got = [(r.file, r.index, r.record_id, r.field) for r in report.rejected]
     assert got == [
@@ -148,12 +145,24 @@ def test_sources_validate_detects_the_format_and_counts_rejections():
 # --------------------------------------------------------------------------- the task file
 
 
-def test_the_task_is_the_direct_mode_as_released():
-    task = load_catalog().get("longbench_v2/longbench_v2")
+def test_the_direct_mode_answers_in_128_tokens_and_says_the_authors_sample_where_we_decode_greedily():
+    catalog = load_catalog()
+    task = catalog.get("longbench_v2/longbench_v2")
     assert (task.max_new_tokens, task.truncation, task.chat_template, task.rubric) == (128, "middle", True, None)
     assert task.metric_names == ("longbench_v2.choice",) and task.builder.name == "qa.assemble"
-    assert load_catalog().headlines["longbench_v2"].overall == "mean_of_instances"
-    assert "not yet run" in load_catalog().benchmarks["longbench_v2"]
+    assert task.followup is None and task.aggregation.table == "direct"
+    assert catalog.headlines["longbench_v2"].overall == "mean_of_instances"
+    assert "temperature 0.1; we decode greedily" in catalog.benchmarks["longbench_v2"]
+
+
+def test_the_chain_of_thought_mode_runs_the_direct_modes_records_in_two_calls_of_1024_then_128_tokens():
+    task = load_catalog().get("longbench_v2/cot")
+    assert task.builder.name == "released.records" and task.builder.options == {"records_of": "longbench_v2"}
+    assert task.max_new_tokens == 1024 and task.followup.max_new_tokens == 128
+    assert "reason step by step" in task.prompt and "The correct answer is" not in task.prompt
+    assert {"{prompt}", "{reasoning}"} <= set(re.findall(r"\{\w+\}", task.followup.prompt))
+    assert "The correct answer is (X)" in task.followup.prompt
+    assert task.metric_names == ("longbench_v2.choice",) and task.aggregation.table == "cot"  # a table apart
 
 
 def test_the_prompt_fills_context_and_question_and_asks_for_the_answer_form_the_metric_reads():
@@ -232,16 +241,45 @@ def test_the_compensated_table_counts_an_unanswered_record_as_a_quarter():
     assert format_v2_table(v2_table(rows)) == ["41.7", "-", "41.7", "-", "-", "41.7"]
 
 
-def test_one_models_metric_scores_make_the_table_through_the_item_ids():
+def v2_instances(items: pl.DataFrame, task: str = "longbench_v2") -> pl.DataFrame:
+    return items.select("item_id", "category", "answers", "record_fields").with_columns(
+        instance_id=pl.col("item_id") + f"#{task}", task=pl.lit(task), benchmark=pl.lit("longbench_v2"),
+        depth=pl.lit(None, pl.Float64))
+
+
+def test_one_models_metric_scores_make_the_table_through_the_instances_record_fields():
     _, items, _ = load_longbench_v2(GOOD, source="v2")  # easy/short, hard/medium, hard/long; gold B, A, B
-    instances = items.select("item_id", "task", "category", "answers").with_columns(
-        instance_id=pl.col("item_id") + "#0", benchmark=pl.lit("longbench_v2"), depth=pl.lit(0.5))
+    instances = v2_instances(items)
     generations = pl.DataFrame({"generation_id": ["g0", "g1", "g2"], "instance_id": instances["instance_id"],
                                 "output": ["The correct answer is (B)", "**The correct answer is B**", "Hmm."]})
     scores = score_frame(generations, instances)
     assert scores["metric"].to_list() == ["longbench_v2"] * 3 and scores["score"].to_list() == [1.0, 0.0, 0.0]
-    table = v2_table(v2_rows(scores))
-    assert format_v2_table(table) == ["33.3", "100.0", "0.0", "100.0", "0.0", "0.0"]
+    rows = v2_rows(scores, instances)
+    assert rows.select("difficulty", "length").rows() == [("easy", "short"), ("hard", "medium"), ("hard", "long")]
+    assert format_v2_table(v2_table(rows)) == ["33.3", "100.0", "0.0", "100.0", "0.0", "0.0"]
+
+
+def test_the_direct_and_chain_of_thought_modes_are_tables_apart():
+    _, items, _ = load_longbench_v2(GOOD, source="v2")
+    instances = pl.concat([v2_instances(items), v2_instances(items, "cot")])
+    outputs = ["The correct answer is (B)", "The correct answer is (C)", "The correct answer is (C)",  # direct: 1 of 3
+               "The correct answer is (B)", "The correct answer is (A)", "The correct answer is (B)"]  # cot: 3 of 3
+    generations = pl.DataFrame({"generation_id": [f"g{i}" for i in range(6)], "instance_id": instances["instance_id"],
+                                "output": outputs})
+    tables = v2_tables(score_frame(generations, instances), instances)
+    assert tables["task"].to_list() == ["cot", "longbench_v2"]
+    assert tables.select("overall", "easy", "hard", "n").rows() == [(100.0, 100.0, 100.0, 3), (pytest.approx(100 / 3),
+                                                                                             100.0, 0.0, 3)]
+
+
+def test_a_score_whose_instance_lacks_the_classes_is_an_error_naming_it():
+    _, items, _ = load_longbench_v2(GOOD, source="v2")
+    instances = v2_instances(items).with_columns(record_fields=pl.lit("{}"))
+    generations = pl.DataFrame({"generation_id": ["g0"], "instance_id": instances["instance_id"][:1],
+                                "output": ["The correct answer is (B)"]})
+    with pytest.raises(ValueError, match="instance 'v2-longbench_v2-lbv2-fx-0001#longbench_v2': field record_fields "
+                                         "lacks \['difficulty', 'length'\]"):
+        v2_rows(score_frame(generations, instances.head(1)), instances)
 
 
 def test_the_table_refuses_a_class_outside_the_release():
