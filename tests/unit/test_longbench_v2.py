@@ -23,6 +23,7 @@ from lc_pipeline.score.longbench_v2 import (
     v2_table,
     v2_tables,
 )
+from lc_pipeline.score.benchmark_scores import benchmark_table
 from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.sources.loader import (
     SOURCE_KINDS,
@@ -152,6 +153,7 @@ def test_the_direct_mode_answers_in_128_tokens_and_says_the_authors_sample_where
     assert task.metric_names == ("longbench_v2.choice",) and task.builder.name == "qa.assemble"
     assert task.followup is None and task.aggregation.table == "direct"
     assert catalog.headlines["longbench_v2"].overall == "mean_of_instances"
+    assert catalog.headlines["longbench_v2"].breakdown == ("difficulty", "length")  # the table's other columns
     assert "temperature 0.1; we decode greedily" in catalog.benchmarks["longbench_v2"]
 
 
@@ -270,6 +272,26 @@ def test_the_direct_and_chain_of_thought_modes_are_tables_apart():
     assert tables["task"].to_list() == ["cot", "longbench_v2"]
     assert tables.select("overall", "easy", "hard", "n").rows() == [(100.0, 100.0, 100.0, 3), (pytest.approx(100 / 3),
                                                                                              100.0, 0.0, 3)]
+
+
+def test_benchmark_scores_gives_each_mode_the_same_table_from_the_records_fields():
+    _, items, _ = load_longbench_v2(GOOD, source="v2")
+    instances = pl.concat([v2_instances(items), v2_instances(items, "cot")]).with_columns(length=pl.lit("all"))
+    outputs = ["The correct answer is (B)", "The correct answer is (C)", "The correct answer is (B)",
+               "The correct answer is (B)", "The correct answer is (A)", "Hmm."]
+    generations = pl.DataFrame({"generation_id": [f"g{i}" for i in range(6)], "instance_id": instances["instance_id"],
+                                "output": outputs})
+    scores = score_frame(generations, instances).with_columns(length=pl.lit("all"))
+    expected = {r["task"]: r for r in v2_tables(scores, instances).iter_rows(named=True)}
+    table = benchmark_table(scores, instances, load_catalog(), "m").table
+    for mode, task in (("direct", "longbench_v2"), ("cot", "cot")):
+        rows = table.filter(pl.col("table") == mode)
+        cells = {(r["level"], r["category"]): r["score"] for r in rows.iter_rows(named=True)}
+        want = expected[task]
+        assert cells[("overall", None)] == pytest.approx(want["overall"])
+        for column, field in (("easy", "difficulty"), ("hard", "difficulty"), ("short", "length"),
+                              ("medium", "length"), ("long", "length")):
+            assert cells[("breakdown", f"{field}={column}")] == pytest.approx(want[column]), (mode, column)
 
 
 def test_a_score_whose_instance_lacks_the_classes_is_an_error_naming_it():
