@@ -63,7 +63,8 @@ def build(parts: Partitions) -> list:
         description=(
             "LLM-judge verdicts per generation (HELMET long QA / summarization, Loong 1-100, 100-LongBench QA / "
             "summary rubrics): raw reply, parsed fields, value, score in [0, 1] and parse status; replies cached by "
-            "(judge model, rubric version, question), so a rerun asks the server nothing it has answered"
+            "(judge model, rubric version, question), so a rerun asks the server nothing it has answered. Items the "
+            "prior-knowledge filter drops stay here (auditable) and are left out of every score made from these rows"
         ),
     )
     def judge_scores(

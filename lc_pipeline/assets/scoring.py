@@ -1,6 +1,7 @@
-"""The scoring group: metric_scores per generation, 100-LongBench's prior_knowledge filter, and
-long_scores (LongScore and the old metric) per model. The metrics are the tasks' (score/metric_scores.py,
-score/task_metrics.py); LongScore is score/longscore.py (spec 100longbench.md)."""
+"""The scoring group: metric_scores per generation, 100-LongBench's prior_knowledge filter (no-context
+answers scored by a metric or by the judge), and long_scores (LongScore and the old metric per metric, and
+the headline: judged tasks from judge_scores, the others from their metric) per model. The metrics are the
+tasks' (score/metric_scores.py, score/task_metrics.py); LongScore is score/longscore.py (spec 100longbench.md)."""
 
 import dagster as dg
 import polars as pl
@@ -8,14 +9,21 @@ import polars as pl
 from lc_pipeline import plots, schemas
 from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
 from lc_pipeline.assets.generation import GPU_POOL, GPU_STEP_TAGS
+from lc_pipeline.assets.judge import read_judge_scores
+from lc_pipeline.construct.builders import build_plan
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
-from lc_pipeline.resources import BenchmarkResource, ModelsResource
+from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
+from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.score.longbench100 import prior_knowledge_frame
+from lc_pipeline.score.longscore import HEADLINE, HeadlineUnavailable, headline_sources
 from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.score.per_model import (
+    judged_no_context,
     missing_lengths,
+    model_headline,
     model_long_scores,
+    no_context_judgments,
     no_context_questions,
     no_context_requests,
     overall_scores,
@@ -69,7 +77,8 @@ def build(parts: Partitions) -> list:
         op_tags=GPU_STEP_TAGS,
         description=(
             "100-LongBench's QA prior-knowledge filter: each QA item asked WITHOUT context; items the model answers "
-            "with score >= threshold (and not 'unanswerable') are left out of its scores at every length"
+            "with score >= threshold (and not 'unanswerable') are left out of its scores (metric and judge rows) at "
+            "every length. The score: prior_knowledge.metric, or with scorer 'judge' the judge with the task's rubric"
         ),
     )
     def prior_knowledge(
@@ -77,17 +86,30 @@ def build(parts: Partitions) -> list:
         instances: pl.DataFrame,
         benchmark: BenchmarkResource,
         models: ModelsResource,
+        judge: JudgeResource,
     ):
         config = benchmark.load()
         pk = config.prior_knowledge
         slug = context.partition_key
         spec = models.spec(slug)
         items = no_context_questions(instances, pk)
-        results = []
+        results, judged, judge_meta = [], None, {}
         if items.height:
             requests = no_context_requests(items, pk.max_new_tokens)
             results = [vars(r) for r in models.generator(slug).generate(requests)]
-        out = prior_knowledge_frame(items, results, metric=pk.metric, threshold=pk.threshold)
+        if pk.scorer == "judge":
+            client = judge.client()
+            try:
+                judgments = no_context_judgments(items, results, instances.select(schemas.INSTANCES.names()),
+                                                 client.model, client.decoding, judge.rubric_overrides,
+                                                 catalog_for(config))
+            except ValueError as exc:
+                raise dg.Failure(f"prior_knowledge {slug}: {exc}", allow_retries=False) from exc
+            replies = client.ask([c for j in judgments for c in j.calls.values()])
+            judged = judged_no_context(judgments, replies, client.model)
+            judge_meta = {"judge_model": client.model, "judged": len(judged),
+                          "judge_unparsed": sum(score is None for _, score in judged.values())}
+        out = prior_knowledge_frame(items, results, metric=pk.metric, threshold=pk.threshold, judged=judged)
         return dg.Output(
             out,
             metadata={
@@ -97,7 +119,9 @@ def build(parts: Partitions) -> list:
                 "dropped": int(out["dropped"].sum()),
                 "said_unanswerable": int(out["said_unanswerable"].sum()),
                 "threshold": pk.threshold,
-                "metric": pk.metric,
+                "scorer": pk.scorer,
+                "metric": pk.metric if pk.scorer == "metric" else "judge (each task's rubric)",
+                **judge_meta,
                 "preview": preview(out.select("item_id", "task", "output", "score", "dropped")),
             },
         )
@@ -109,12 +133,17 @@ def build(parts: Partitions) -> list:
                 partition_mapping=dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=MODEL_DIM)
             )
         },
+        # The headline reads this model's judge_scores from the lake when there are any (judging is optional).
+        deps=[dg.AssetDep("judge_scores", partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
+            partition_dimension_name=MODEL_DIM))],
         group_name="scoring",
         kinds={"parquet"},
         description=(
             "100-LongBench LongScore per task and overall (100*(S_l - Base)/Base, scores averaged across tasks "
-            "first) with the old metric (mean raw score over the long lengths) beside it; items the model answered "
-            "without context (prior_knowledge) are left out"
+            "first) with the old metric (mean raw score over the long lengths) beside it, per metric; and the "
+            "headline (metric 'headline'): each task scored by its task file's source, its judge rubric "
+            "(judge_scores) when it declares one, else its first metric, once the judge has scored every length; "
+            "items the model answered without context (prior_knowledge) are left out"
         ),
     )
     def long_scores(
@@ -123,6 +152,8 @@ def build(parts: Partitions) -> list:
         prior_knowledge: pl.DataFrame,
         benchmark: BenchmarkResource,
         models: ModelsResource,
+        lake: LakeResource,
+        judge: JudgeResource,
     ):
         config = benchmark.load()
         slug = context.partition_key
@@ -130,6 +161,18 @@ def build(parts: Partitions) -> list:
         if missing:
             raise dg.Failure(f"long_scores {slug}: metric_scores missing for lengths {missing}", allow_retries=False)
         out, kept, dropped = model_long_scores(metric_scores, prior_knowledge, config.base_lengths, config.long_lengths)
+        try:
+            built = [spec for _, specs in build_plan(config, catalog_for(config)) for spec in specs]
+            sources = headline_sources(built, metric_scores["task"].unique(), judge.rubric_overrides)
+            judged = read_judge_scores(lake.base_dir, slug, respect_drops=False)  # model_headline drops
+            headline = model_headline(metric_scores, judged, prior_knowledge, sources, config.base_lengths,
+                                      config.long_lengths)
+        except HeadlineUnavailable as exc:
+            headline_note = str(exc)
+            context.log.info(f"long_scores {slug}: no headline rows: {exc}")
+        else:
+            out = pl.concat([out, headline])
+            headline_note = "; ".join(f"{t}: {s}" for t, s in sorted(sources.items()))
         overall = overall_scores(out)
         return dg.Output(
             out,
@@ -139,6 +182,9 @@ def build(parts: Partitions) -> list:
                 **{f"old_metric_{m}": _number(v) for m, v in overall.select("metric", "score").iter_rows()},
                 "undefined_long_scores": int(out["long_score"].null_count()),
                 "items_left_out_by_prior_knowledge": dropped.len(),
+                # the task -> score source of the headline rows, or why there are none
+                ("headline_sources" if (out["metric"] == HEADLINE).any() else "headline_unavailable"):
+                    headline_note,
                 "preview": preview(out.filter(pl.col("task") == "overall"), n=20),
                 **plot_metadata(context, "score_vs_length", lambda: plots.score_vs_length(
                     plots.mean_scores(kept), overall.with_columns(model=pl.lit(slug)), title=slug)),

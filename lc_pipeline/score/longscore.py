@@ -424,20 +424,27 @@ def task_score_source(spec, overrides: dict[str, str] | None = None) -> ScoreSou
     return None if label is None else ScoreSource("metric", label)
 
 
-def headline_sources(catalog, tasks: Iterable[str], overrides: dict[str, str] | None = None
+def headline_sources(specs: Iterable, tasks: Iterable[str], overrides: dict[str, str] | None = None
                      ) -> dict[str, ScoreSource]:
-    """{task: its headline source} for the scored task names (resolved by name in ``catalog``, a
-    ``TaskCatalog``). A name the catalog cannot resolve to one task (declared by several benchmarks,
-    or only by a catch-all ``*``) or a task with neither rubric nor metric is :class:`HeadlineUnavailable`."""
+    """{task: its headline source} for the scored task names, each resolved among ``specs`` (the
+    ``TaskSpec``s the config builds: ``construct.builders.build_plan``). A name no spec or several specs
+    carry (a QA-suite item's task, resolved through its benchmark's catch-all; two benchmarks' tasks of
+    one name) or a task with neither rubric nor metric is :class:`HeadlineUnavailable`."""
+    by_name: dict[str, list] = {}
+    for spec in specs:
+        if spec.qualified_name not in {s.qualified_name for s in by_name.get(spec.name, [])}:
+            by_name.setdefault(spec.name, []).append(spec)
     out: dict[str, ScoreSource] = {}
     for task in sorted(set(tasks)):
-        try:
-            spec = catalog.get(task, where="headline")
-        except ValueError as exc:
-            raise HeadlineUnavailable(str(exc)) from None
-        source = task_score_source(spec, overrides)
+        found = by_name.get(task, [])
+        if len(found) != 1:
+            why = (f"built by several benchmarks ({', '.join(s.benchmark for s in found)})" if found
+                   else "not a task the config builds by name")
+            raise HeadlineUnavailable(f"headline: task {task!r} is {why}")
+        source = task_score_source(found[0], overrides)
         if source is None:
-            raise HeadlineUnavailable(f"headline: task {spec.qualified_name!r} declares neither a rubric nor a metric")
+            raise HeadlineUnavailable(f"headline: task {found[0].qualified_name!r} declares neither a rubric "
+                                      "nor a metric")
         out[task] = source
     return out
 
