@@ -54,6 +54,8 @@ LONGBENCH_E_TASKS = (
     "qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "gov_report", "multi_news",
     "trec", "triviaqa", "samsum", "passage_count", "passage_retrieval_en", "lcc", "repobench-p",
 )
+# Option ``variant``: which release's files a folder holding both is read for.
+VARIANTS = {"": "LongBench", "v1": "LongBench v1 (<task>.jsonl)", "e": "LongBench-E (<task>_e.jsonl)"}
 MULTI_HOP = frozenset({"hotpotqa", "2wikimqa", "musique"})
 CODE = frozenset({"lcc", "repobench-p"})
 
@@ -193,8 +195,12 @@ def load_longbench(
     *,
     source: str,
     on_error: OnError = "fail",
+    variant: str = "",
 ) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
     """Load LongBench v1 / LongBench-E files (or every supported file of a directory).
+
+    ``variant`` picks files by name, for a folder holding both releases: ``"v1"`` only LongBench's
+    (``<task>.jsonl``), ``"e"`` only LongBench-E's (``<task>_e.jsonl``), ``""`` every file.
 
     Returns (documents, items, one report per file), the frames conforming to
     ``schemas.SOURCE_DOCUMENTS`` / ``SOURCE_ITEMS``. Doc ids are
@@ -207,7 +213,14 @@ def load_longbench(
     item_rows: list[tuple] = []
     reports: list[ValidationReport] = []
     seen_items: dict[str, str] = {}
-    for path in input_files(paths_or_dir, label="LongBench", caller="load_longbench"):
+    if variant not in VARIANTS:
+        raise ValueError(f"LongBench option variant {variant!r}: expected one of {list(VARIANTS)}")
+    files = input_files(paths_or_dir, label="LongBench", caller="load_longbench")
+    if variant:
+        files = [f for f in files if f.stem.endswith("_e") == (variant == "e")]
+        if not files:
+            raise ValueError(f"{paths_or_dir}: no {VARIANTS[variant]} files")
+    for path in files:
         notes: set[str] = set()
         variant = "_e" if path.stem.endswith("_e") else ""
         parsed, report = validate_file(
@@ -227,7 +240,8 @@ def load_longbench(
 def longbench_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
     """``SOURCE_KINDS["longbench"]`` entry: options ``paths`` (file, directory or list) or
     ``hf_dataset: THUDM/LongBench`` with ``hf_name`` (task configs, e.g. ``[qasper, hotpotqa]``),
-    and ``on_error``. Rejected records are listed in the raised error / kept in the reports."""
+    ``variant`` (``v1`` / ``e``: only that release's files of a folder holding both) and ``on_error``.
+    Rejected records are listed in the raised error / kept in the reports."""
     options = dict(config.options)
     paths = source_paths(options, source=config.name, kind="longbench")
     return accepted(load_longbench(paths, source=config.name, **options))
