@@ -30,6 +30,9 @@ POLICIES = (MIDDLE, END_OF_CONTEXT, DROP_DOCUMENTS)
 # Our documents are "Document [i] (Title: ...): text" blocks joined by a blank line
 # (construct/prompts.py); a block may itself contain blank lines, so split on the header.
 _DOCUMENT_START = re.compile(r"\n\n(?=Document \[\d+\] \(Title: )")
+# Loong run as released (construct/loong_released.py): each document is its header line, its text and a
+# blank line; the header is "《...》" (reports, judgments) or a paper's title above its own "# title" heading.
+_RELEASED_START = re.compile(r"\n\n(?=《[^》\n]*》\n|(?P<title>[^\n]+)\n#+[ \t]*(?P=title)[ \t#]*(?:\n|$))")
 DOCUMENT_SEPARATOR = "\n\n"
 
 
@@ -53,8 +56,14 @@ def policy_for_task(benchmark: str, task: str, declared: str, overrides: Mapping
 
 def split_documents(context: str) -> list[str]:
     """The context's document blocks, in order; joined with :data:`DOCUMENT_SEPARATOR` they
-    give the context back."""
-    return _DOCUMENT_START.split(context) if context else []
+    give the context back. Our "Document [i] (Title: ...)" blocks, or Loong's released ones."""
+    if not context:
+        return []
+    if context.startswith("Document ["):
+        return _DOCUMENT_START.split(context)
+    cuts = [m.start() for m in _RELEASED_START.finditer(context)]
+    starts = [0, *(c + len(DOCUMENT_SEPARATOR) for c in cuts)]
+    return [context[a:b] for a, b in zip(starts, [*cuts, len(context)], strict=True)]
 
 
 def middle_truncate(ids: Sequence[int], budget: int) -> tuple[list[int], bool]:

@@ -69,6 +69,7 @@ BUILDERS: Registry = Registry("builder", {
     "longbench100": "lc_pipeline.construct.builders:longbench100",
     "helmet": "lc_pipeline.construct.builders:helmet",
     "released.records": "lc_pipeline.construct.released:released_records",  # a published benchmark as released
+    "loong.released": "lc_pipeline.construct.loong_released:loong_released",  # Loong's items, documents assembled
 })
 
 # Metrics (score/task_metrics.py): ``Metric`` objects, each writing one ``metric_scores.metric`` label.

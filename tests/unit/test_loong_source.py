@@ -198,3 +198,57 @@ def test_financial_files_match_release_names(tmp_path):
     assert sorted(documents["text"].to_list()) == ["acme", "gree"]
     assert items["evidence_doc_ids"].to_list() == [["t-financial-ACME INC", "t-financial-格力电器-2023年一季度报告"]]
     assert isinstance(documents, pl.DataFrame)
+
+
+# --------------------------------------------------------------------------- kept for the run as released
+
+
+def test_each_item_keeps_its_id_and_the_fields_a_run_as_released_reads(tmp_path):
+    (tmp_path / "financial").mkdir()
+    for stem in ("2024-ACME INC-j", "2024-Beta Corp-j"):
+        (tmp_path / "financial" / f"{stem}.txt").write_text(f"{stem} report", encoding="utf-8")
+    path = write_jsonl(tmp_path / "loong.jsonl", [item(id="r1", doc=["Beta Corp", "ACME INC", "Beta Corp"]),
+                                                  item(id="r2", question="", level=4, shuffle_doc=None)])
+    _, items, _ = load_loong(path, source="t")  # without documents: no headers
+    fields = {r["record_id"]: json.loads(r["record_fields"]) for r in items.iter_rows(named=True)}
+    assert set(items["context"]) == {""} and set(fields) == {"r1", "r2"}
+    assert fields["r1"] == {"type": "financial", "level": 2, "set": 1, "length": 20000, "language": "en",
+                            "question": "Which company has the highest 'Total Assets'?",
+                            "instruction": "Read the reports.", "prompt_template": "{docs}\n\n{instruction}\n\n{question}",
+                            "shuffle_doc": True, "doc": ["Beta Corp", "ACME INC", "Beta Corp"],
+                            "doc_ids": ["t-financial-Beta Corp", "t-financial-ACME INC", "t-financial-Beta Corp"]}
+    assert fields["r2"]["question"] == "" and fields["r2"]["shuffle_doc"] is True  # the authors' default
+    _, items, _ = load_loong(path, tmp_path, source="t", on_error="reject")
+    [r1] = [json.loads(f) for f in items.filter(pl.col("record_id") == "r1")["record_fields"]]
+    assert r1["doc_headers"] == ["《j》", "《j》", "《j》"]  # the file stem's last "-" token, as the authors write it
+
+
+def test_a_company_name_finds_its_2024_report_before_an_older_one(tmp_path):
+    fin = tmp_path / "financial"
+    fin.mkdir()
+    (fin / "2023-ACME INC-n.txt").write_text("acme 2023", encoding="utf-8")
+    (fin / "2024-ACME INC-j.txt").write_text("acme 2024", encoding="utf-8")
+    (fin / "2024-ACME INC HOLDINGS-j.txt").write_text("another company", encoding="utf-8")
+    (fin / "2024-Beta Corp-j.txt").write_text("beta", encoding="utf-8")
+    path = write_jsonl(tmp_path / "loong.jsonl", [item()])
+    documents, _, _ = load_loong(path, tmp_path, source="t")
+    assert dict(documents.select("doc_id", "text").iter_rows())["t-financial-ACME INC"] == "acme 2024"
+
+
+def test_a_missing_document_names_the_file_looked_for(tmp_path):
+    (tmp_path / "financial").mkdir()
+    (tmp_path / "financial" / "2024-ACME INC-j.txt").write_text("acme", encoding="utf-8")
+    path = write_jsonl(tmp_path / "loong.jsonl", [item(id="gone")])
+    _, items, [report] = load_loong(path, tmp_path, source="t", on_error="reject")
+    [rejected] = report.rejected
+    assert items.is_empty() and rejected.record_id == "gone" and rejected.field == "doc"
+    assert rejected.reason.endswith(f"expected {tmp_path}/financial/*2024-Beta Corp*.txt")
+
+
+def test_the_release_folder_is_read_with_its_doc_folder(tmp_path):
+    (tmp_path / "doc" / "financial").mkdir(parents=True)
+    for name in ("ACME INC", "Beta Corp"):
+        (tmp_path / "doc" / "financial" / f"2024-{name}-j.txt").write_text(name, encoding="utf-8")
+    write_jsonl(tmp_path / "loong.jsonl", [item()])
+    documents, items, _ = loong_source(SourceConfig("loong", "loong", {"path": str(tmp_path)}))
+    assert items["record_id"].to_list() == ["x1"] and sorted(documents["text"]) == ["ACME INC", "Beta Corp"]
