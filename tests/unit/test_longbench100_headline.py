@@ -8,12 +8,15 @@ The worked example below is computed by hand in the comments; the functions must
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 
 from lc_pipeline import schemas
 from lc_pipeline.assets.judge import read_judge_scores
-from lc_pipeline.config import PriorKnowledgeConfig
+from lc_pipeline.config import PriorKnowledgeConfig, load_config
+from lc_pipeline.construct.builders import build_plan
 from lc_pipeline.score.longbench100 import prior_knowledge_frame
 from lc_pipeline.score.longscore import (
     HEADLINE,
@@ -29,7 +32,8 @@ from lc_pipeline.score.per_model import (
     no_context_judgments,
     no_context_questions,
 )
-from lc_pipeline.tasks.catalog import load_catalog
+from lc_pipeline.sources.loader import load_source
+from lc_pipeline.tasks.catalog import catalog_for, load_catalog
 
 BASE = ["2k", "4k"]
 LONG = ["8k", "16k"]
@@ -232,3 +236,33 @@ def test_the_leaderboards_judge_rows_leave_the_dropped_items_out(tmp_path, prior
     assert "single_doc_qa-a" not in kept["item_id"].to_list() and set(kept["model"]) == {"m"}
     assert read_judge_scores(lake, "other").is_empty()
     assert sorted(set(kept["length"])) == sorted(LENGTHS)
+
+
+# --------------------------------------------------------------------------- the packaged config
+
+
+def test_the_packaged_config_is_the_papers_judged_setting():
+    config = load_config("longbench100")
+    assert config.base_lengths == ("2k", "4k", "6k") and config.long_lengths == ("8k", "16k", "32k", "64k", "128k")
+    assert config.items_per_length == 0 and config.longbench100.n_per_task == 100
+    assert config.prior_knowledge.scorer == "judge" and config.prior_knowledge.threshold == 0.5
+    built = [spec for _, specs in build_plan(config, catalog_for(config)) for spec in specs]
+    assert sorted(s.name for s in built) == sorted([*METRIC_TASKS, *JUDGED_TASKS])
+    assert headline_sources(built, [s.name for s in built]) == {
+        **{t: ScoreSource("metric", "lb100") for t in METRIC_TASKS},
+        **{t: ScoreSource("judge", r) for t, r in JUDGED_TASKS.items()}}
+
+
+def test_the_packaged_config_reads_longbench_files_from_lcp_data(tmp_path, monkeypatch):
+    shared = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "longbench"
+    files = ["qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "gov_report", "multi_news", "passage_count",
+             "passage_retrieval_en"]  # the paper's LongBench sources the shared sample has
+    if not all((shared / f"{f}.jsonl").exists() for f in files):
+        pytest.skip(f"shared LongBench sample not found at {shared}")
+    (tmp_path / "longbench100").mkdir()
+    for f in files:
+        (tmp_path / "longbench100" / f"{f}.jsonl").symlink_to(shared / f"{f}.jsonl")
+    monkeypatch.setenv("LCP_DATA", str(tmp_path))
+    source = load_source(load_config("longbench100").sources[0])
+    # Every pool the 8 tasks draw from has items (construct/longbench100.py).
+    assert {"single-doc QA", "multi-doc QA", "summarization", "synthetic"} <= set(source.items["category"])
