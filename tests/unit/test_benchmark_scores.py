@@ -87,12 +87,14 @@ def test_lveval_level_score_is_the_mean_of_its_tasks_and_variants_do_not_count()
 
 
 def test_loong_overall_weighs_every_instance_the_same():
-    scores, instances = frames([
-        ("loong", "spotlight_locating", 1.0), ("loong", "spotlight_locating", 1.0), ("loong", "comparison", 0.0),
-    ], metric="subem")
-    table = benchmark_table(scores, instances, CATALOG, "m").table
-    assert cell(table, level="overall")["score"] == pytest.approx(200 / 3)  # micro; the mean of tasks is 50
-    assert cell(table, level="task", task="spotlight_locating")["metric"] == "subem"  # its first declared metric
+    instances = instances_of([("a", "loong", "spotlight_locating"), ("b", "loong", "spotlight_locating"),
+                              ("c", "loong", "comparison")])
+    judge = verdicts([("a", 100), ("b", 100), ("c", 0)])
+    table = benchmark_table(NO_SCORES, instances, CATALOG, "m", judge).table
+    overall = cell(table, level="overall", metric="judge:loong")
+    assert overall["score"] == pytest.approx(200 / 3)  # micro; the mean of tasks is 50
+    # Loong's task file: the judge is the headline (source: judge), not its first declared metric
+    assert cell(table, level="task", task="spotlight_locating", metric="judge:loong")["score"] == pytest.approx(100)
 
 
 def test_only_the_first_declared_metric_of_a_task_is_its_headline():
