@@ -59,6 +59,8 @@ def _missing(table: str) -> str:
 
 
 BENCHMARK_LABELS = ("level", "group", "task")  # the label columns of a benchmark pivot, before one per (model, length)
+RATES = ("perfect_rate", "scoring_success")  # benchmark_scores metrics that are judge rates, not scores
+NUMBER = "number"  # the label column naming a judge rate, in a table that has some
 
 
 def benchmark_pivots(scores: pl.DataFrame) -> list[tuple[str, str, str, pl.DataFrame]]:
@@ -66,21 +68,28 @@ def benchmark_pivots(scores: pl.DataFrame) -> list[tuple[str, str, str, pl.DataF
 
     ``scores``: benchmark_scores rows with their ``model`` (schemas.BENCHMARK_SCORES; score/benchmark_scores.py,
     spec released_benchmarks.md). The pivot has one row per task, its group's row after the group's tasks
-    (groups by name, tasks by name within), the overall row, then an ``n`` row (the overall row's scored
-    instances); one column per (model, length), models by name and lengths by token count. Cells are text:
-    scores to 2 decimals, "n/a" where a model has no row for that task at that length.
+    (groups by name, tasks by name within), the overall row, an ``n`` row (the overall row's scored
+    instances), then the breakdown rows (the overall per record-field value, e.g. LongBench v2's
+    ``difficulty=easy`` in the group column); one column per (model, length), models by name and lengths by
+    token count. A table with judge-scored cells has a ``number`` column: "score" for the score rows,
+    "perfect_rate" / "scoring_success" for the judge's rates below each score (Loong's three numbers). Cells
+    are text: 2 decimals (scores 0-100, rates 0-1 as Loong prints its Perfect Rate), "n/a" where a model has no
+    row for that task at that length.
     """
     rows = scores.with_columns(
         group=pl.col("category").fill_null(""),
         task=pl.col("task").fill_null(""),
         column=pl.col("model") + " / " + pl.col("length"),
         cell=pl.col("score").map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String),
+        number=pl.when(pl.col("metric").is_in(RATES)).then(pl.col("metric")).otherwise(pl.lit("score")),
     )
-    n_rows = rows.filter(pl.col("level") == "overall").with_columns(
+    n_rows = rows.filter(pl.col("level") == "overall", pl.col("number") == "score").with_columns(
         level=pl.lit("n"), cell=pl.col("n").cast(pl.String))
     rows = pl.concat([rows, n_rows], how="vertical_relaxed").with_columns(
-        # overall and n last; within a group its tasks, then the group's own row
-        rank=pl.col("level").replace_strict({"task": 0, "group": 1, "overall": 2, "n": 3}, return_dtype=pl.Int8),
+        # overall, n and the breakdown last; within a group its tasks, then the group's own row
+        rank=pl.col("level").replace_strict({"task": 0, "group": 1, "overall": 2, "n": 3, "breakdown": 4},
+                                            return_dtype=pl.Int8),
+        number_rank=pl.col("number").replace_strict({"score": 0, RATES[0]: 1, RATES[1]: 2}, return_dtype=pl.Int8),
     ).with_columns(tail=pl.col("rank") >= 2)
     out = []
     for (benchmark, table), part in rows.sort("benchmark", "table").group_by(["benchmark", "table"],
@@ -88,9 +97,12 @@ def benchmark_pivots(scores: pl.DataFrame) -> list[tuple[str, str, str, pl.DataF
         models = sorted(part["model"].unique().to_list())
         columns = [f"{m} / {length}" for m in models
                    for length in plots.length_order(part.filter(pl.col("model") == m)["length"].to_list())]
-        pivot = (part.pivot(on="column", index=[*BENCHMARK_LABELS, "tail", "rank"], values="cell")
-                 .sort("tail", "group", "rank", "task")
-                 .select(*BENCHMARK_LABELS, *columns)
+        labels = [*BENCHMARK_LABELS, *([NUMBER] if part["number"].is_in(RATES).any() else [])]
+        pivot = (part.pivot(on="column", index=[*BENCHMARK_LABELS, NUMBER, "tail", "rank", "number_rank"],
+                            values="cell")
+                 .sort("tail", pl.when(pl.col("tail")).then(pl.col("rank")).otherwise(0), "group",
+                       "rank", "task", "number_rank")
+                 .select(*labels, *columns)
                  .with_columns(pl.col(columns).fill_null("n/a")))
         aggregation = "+".join(sorted(part["aggregation"].drop_nulls().unique().to_list()))
         out.append((benchmark, table, aggregation, pivot))
@@ -99,13 +111,16 @@ def benchmark_pivots(scores: pl.DataFrame) -> list[tuple[str, str, str, pl.DataF
 
 def _benchmarks_section(scores: pl.DataFrame) -> list[str]:
     note = ('<p class="note">Each benchmark\'s published table (scores 0-100): a row per task, per group and '
-            "the overall as the benchmark aggregates it; <code>n</code> = instances scored in the overall.</p>")
+            "the overall as the benchmark aggregates it; <code>n</code> = instances scored in the overall; "
+            "breakdown rows: the overall on the records of one field value; judge rates (perfect_rate, "
+            "scoring_success) are shares in 0-1.</p>")
     parts = [note]
     for benchmark, table, aggregation, pivot in benchmark_pivots(scores):
         title = benchmark if table == "all" else f"{benchmark} ({table})"
         parts.append(f"<h3>{html.escape(title)}</h3>")
         parts.append(f'<p class="note">Overall: {html.escape(aggregation.replace("_", " "))}.</p>')
-        parts.append(html_table(pivot, numeric=frozenset(pivot.columns[len(BENCHMARK_LABELS):])))
+        labels = sum(c in (*BENCHMARK_LABELS, NUMBER) for c in pivot.columns)
+        parts.append(html_table(pivot, numeric=frozenset(pivot.columns[labels:])))
     return parts
 
 
@@ -167,7 +182,7 @@ def _sections(tables: dict[str, Path], q) -> list[str]:
     parts.append("<h2>Benchmarks</h2>")
     if "benchmark_scores" in tables:
         parts += _benchmarks_section(q(
-            'select model, benchmark, "table", level, task, category, length, score, n, aggregation '
+            'select model, benchmark, "table", level, task, category, length, metric, score, n, aggregation '
             "from benchmark_scores"
         ))
     else:

@@ -348,3 +348,41 @@ def test_a_breakdown_under_mean_of_groups_averages_the_groups_of_that_value(tmp_
     table = benchmark_table(scores, instances, catalog, "m").table
     assert cell(table, level="breakdown", category="lang=en")["score"] == pytest.approx((100 + 0) / 2)
     assert cell(table, level="breakdown", category="lang=zh")["score"] == pytest.approx(100.0)
+
+
+# --------------------------------------------------------------------------- as `lcp report` shows them
+
+def test_the_report_shows_loongs_three_numbers_and_the_breakdown_rows_in_their_places(judged_catalog, tmp_path):
+    from lc_pipeline.commands.report import benchmark_pivots
+
+    instances = instances_of([("a", "judged", "spot"), ("b", "judged", "spot"), ("d", "judged", "chain")])
+    loong = benchmark_table(NO_SCORES, instances, judged_catalog, "m",
+                            verdicts([("a", 100), ("b", None), ("d", 50)])).table
+    [(benchmark, table, aggregation, pivot)] = benchmark_pivots(loong)
+    assert (benchmark, table, aggregation) == ("judged", "all", "mean_of_instances")
+    assert pivot.columns == ["level", "group", "task", "number", "m / set1"]
+    assert pivot.rows() == [
+        ("task", "Chain", "chain", "score", "50.00"), ("task", "Chain", "chain", "perfect_rate", "0.00"),
+        ("task", "Chain", "chain", "scoring_success", "1.00"),
+        ("group", "Chain", "", "score", "50.00"), ("group", "Chain", "", "perfect_rate", "0.00"),
+        ("group", "Chain", "", "scoring_success", "1.00"),
+        ("task", "Spot", "spot", "score", "100.00"), ("task", "Spot", "spot", "perfect_rate", "1.00"),
+        ("task", "Spot", "spot", "scoring_success", "0.50"),
+        ("group", "Spot", "", "score", "100.00"), ("group", "Spot", "", "perfect_rate", "1.00"),
+        ("group", "Spot", "", "scoring_success", "0.50"),
+        ("overall", "", "", "score", "75.00"), ("overall", "", "", "perfect_rate", "0.50"),
+        ("overall", "", "", "scoring_success", "0.67"),
+        ("n", "", "", "score", "2")]
+
+    (tmp_path / "v2.yaml").write_text(V2_TASKS)
+    v2 = benchmark_table(
+        pl.DataFrame({"instance_id": ["x", "y"], "metric": METRICS.get("longbench_v2.choice").label,
+                      "score": [1.0, 0.0]}),
+        instances_of([("x", "v2", "direct", '{"difficulty": "hard", "length": "long"}'),
+                      ("y", "v2", "direct", '{"difficulty": "easy", "length": "long"}')], length="all"),
+        load_catalog([tmp_path / "v2.yaml"]), "m").table
+    [(_, _, _, pivot)] = benchmark_pivots(v2)
+    assert pivot.columns == ["level", "group", "task", "m / all"]  # no judge rates: no number column
+    assert pivot.select("level", "group", "m / all").rows()[-5:] == [
+        ("overall", "", "50.00"), ("n", "", "2"), ("breakdown", "difficulty=easy", "0.00"),
+        ("breakdown", "difficulty=hard", "100.00"), ("breakdown", "length=long", "50.00")]
