@@ -30,7 +30,7 @@ CODE_VERSIONS = {
     "leaderboard": "1",
     "judge_scores": "2",  # 2: rubrics per task (task files): LV-Eval and LongBench items are not judged
     "lveval_ablation": "1",
-    "benchmark_scores": "1",
+    "benchmark_scores": "2",  # 2: judge-scored cells (with scoring_success, perfect_rate) and breakdown rows
 }
 
 _SOURCES = ("sources",)
