@@ -8,6 +8,12 @@ format, so ``lcp minilongbench estimate --model-dir <lake>/_minilongbench`` work
 from its scores on the subset, in every mode: the paper's ``predict`` and ``direct``, and
 ``weighted`` (cluster-weighted subset mean) and ``blend`` (their mix with ``predict``).
 
+LongBench run as released on MiniLongBench's records (config ``released.subset``, the packaged
+``minilongbench`` config): the subset is the one named there (the released 237 samples), the
+IRT model is fitted on the imported LongBench score matrix, and a model's estimate reads its own
+``metric_scores`` of the released instances; the estimates' metadata says how many of the
+subset's samples it had (``n_observed`` of ``n_subset``) and which tasks were missing.
+
 Options: the ``minilongbench:`` mapping of the benchmark config, every key optional, typed and
 documented by :class:`lc_pipeline.score.minilongbench.options.MiniLongBenchOptions` (scores,
 embeddings, texts, estimate_scores, train_models, metrics, representation, ratio, dims, seed,
@@ -45,13 +51,20 @@ def _options(config: BenchmarkConfig, benchmark: BenchmarkResource) -> MiniLongB
         raise dg.Failure(str(exc), allow_retries=False) from exc
 
 
+def _released_subset(config: BenchmarkConfig) -> str | None:
+    """Config ``released.subset`` (a LongBench run as released on MiniLongBench's records), else None."""
+    return (config.released.subset or None) if config.released is not None else None
+
+
 def _reader(lake: LakeResource):
     root = storage.lake_path(lake.base_dir)
     return lambda table: read_table(root / table)
 
 
 def _fingerprint(stage: str, config: BenchmarkConfig) -> str:
-    return short_id(stage, CODE_VERSION, config.fingerprint("minilongbench", "seed"), length=16)
+    released = _released_subset(config)  # hashed only when set: other configs keep their fingerprints
+    extra = ("released.subset", released) if released else ()
+    return short_id(stage, CODE_VERSION, config.fingerprint("minilongbench", "seed"), *extra, length=16)
 
 
 def build(parts: Partitions) -> list:
@@ -73,7 +86,8 @@ def build(parts: Partitions) -> list:
         config = benchmark.load()
         try:
             run = mlbp.fit_subset(_options(config, benchmark), config_file=benchmark.config, read_table=_reader(lake),
-                                  embedder=embedder.embedder, default_seed=config.seed, lake_dir=lake.base_dir)
+                                  embedder=embedder.embedder, default_seed=config.seed, lake_dir=lake.base_dir,
+                                  released_subset=_released_subset(config))
         except mlbp.MiniLongBenchError as exc:
             raise dg.Failure(str(exc), allow_retries=False) from exc
         context.log.info(run.summary)
@@ -112,7 +126,8 @@ def build(parts: Partitions) -> list:
         try:
             run = mlbp.estimate_partition(_options(config, benchmark), config_file=benchmark.config,
                                           read_table=_reader(lake), lake_dir=lake.base_dir,
-                                          subset=minilongbench_subset, slug=context.partition_key)
+                                          subset=minilongbench_subset, slug=context.partition_key,
+                                          released_subset=_released_subset(config))
         except mlbp.MiniLongBenchError as exc:
             raise dg.Failure(str(exc), allow_retries=False) from exc
         return dg.Output(
@@ -121,7 +136,9 @@ def build(parts: Partitions) -> list:
                 FINGERPRINT_KEY: _fingerprint("minilongbench_estimates", config),
                 "scores_from": run.scores_from,
                 "n_observed": run.n_observed,
+                "n_subset": int(run.table["n_subset"][0]) if run.table.height else 0,
                 "in_training": run.in_training,
+                "missing_tasks": dg.MetadataValue.json(run.missing_tasks),
                 **{f"overall_{mode}": dg.MetadataValue.float(float(e.overall)) for mode, e in run.estimates.items()},
                 "preview": preview(run.table.filter(pl.col("scope") != "task"), n=20),
             },

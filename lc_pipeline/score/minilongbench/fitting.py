@@ -7,7 +7,7 @@ Pure logic (numpy; the IRT model in :mod:`lc_pipeline.score.irt`); no Dagster.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -60,6 +60,24 @@ def choose_subset(
     return best, tried
 
 
+def given_subset(matrix: ScoreMatrix, subset_ids: Sequence, groups: np.ndarray) -> Selection:
+    """A subset named by its sample ids, as a :class:`Selection` without clusters (each sample then
+    stands for an even share of its task); an id missing from the matrix is a ValueError naming it."""
+    index = {s: i for i, s in enumerate(matrix.samples.tolist())}
+    unknown = [s for s in subset_ids if s not in index]
+    if unknown:
+        raise ValueError(f"{len(unknown)} subset sample(s) are not in the score matrix, e.g. {unknown[:3]}")
+    positions = np.array(sorted({index[s] for s in subset_ids}), dtype=np.int64)
+    if len(positions) != len(subset_ids):
+        raise ValueError("a subset sample is named twice")
+    budgets: dict[str, int] = {}
+    for g in groups[positions].tolist():
+        budgets[str(g)] = budgets.get(str(g), 0) + 1
+    return Selection(indices=positions, cluster=np.full(len(positions), -1, dtype=np.int64),
+                     cluster_group=groups[positions].astype(str), cluster_weight=np.full(len(positions), np.nan),
+                     budgets=dict(sorted(budgets.items())))
+
+
 def fit(
     matrix: ScoreMatrix,
     representations: np.ndarray | None = None,
@@ -74,6 +92,7 @@ def fit(
     groups: Mapping[str, str] | None = None,
     representation: str | None = None,
     candidates: int = 8,
+    subset_ids: Sequence | None = None,
 ) -> MiniLongBench:
     """Build a MiniLongBench from the training models' per-sample scores (steps 2-4 above).
 
@@ -82,6 +101,9 @@ def fit(
     group (default: its category). ``representation`` is a label stored in the metadata.
     ``candidates``: K-Means runs (seeds seed, seed + 1, ...) among which :func:`choose_subset`
     keeps the one that best recovers the training models' scores; 1 is the paper's single run.
+    ``subset_ids``: a subset given, not selected (the released MiniLongBench's 237 samples, spec
+    Appendix A: K-Means is not deterministic, §4.3, so the paper's numbers need the released list);
+    its samples stand for an even share of their task (no clusters), ``ratio`` is then unused.
     """
     if len(matrix.models) < 2:
         raise ValueError("MiniLongBench needs the scores of at least 2 training models")
@@ -96,7 +118,10 @@ def fit(
     fitted = irt.fit_mirt(responses, representations, dims=dims, epochs=epochs, lr=lr, lr_decay=lr_decay,
                           seed=seed, method=method)
     group_of = np.array([(groups or {}).get(t, c) for t, c in zip(matrix.tasks.tolist(), matrix.categories.tolist())])
-    sel, tried = choose_subset(matrix, fitted.alpha, fitted.beta, group_of, k, seed, candidates)
+    if subset_ids is not None:
+        sel, tried = given_subset(matrix, subset_ids, group_of), []
+    else:
+        sel, tried = choose_subset(matrix, fitted.alpha, fitted.beta, group_of, k, seed, candidates)
     meta = {
         "ratio": ratio,
         "seed": seed,
@@ -105,6 +130,7 @@ def fit(
         "representation": representation or ("given" if representations is not None else "none (alpha starts at 0)"),
         "cluster_budgets": sel.budgets,
         "subset_candidates": tried,
+        "subset": "given" if subset_ids is not None else "k-means",
         "share_of_ones": float(np.nanmean(responses)),
     }
     return MiniLongBench(

@@ -19,7 +19,8 @@
       baseline_draws: 50      # random stratified subsets scored on the training models (metadata)
       subset_candidates: 8    # K-Means runs; keep the one that best recovers the training models (1 = paper)
 
-Paths stay as written (the config's fingerprint hashes them so); relative ones are resolved
+Paths stay as written (the config's fingerprint hashes them so); ``$LCP_DATA`` is the released
+benchmarks' data folder (sources/loader.py, as in source options); relative ones are resolved
 against the config file's folder when used (:meth:`MiniLongBenchOptions.path`). Spec:
 ``shared/specs/minilongbench.md`` (§4.3 ratio and K, §4.1 dims, §7 the random baseline).
 """
@@ -109,14 +110,16 @@ class MiniLongBenchOptions(BaseModel):
             raise ValueError(f"{where}: {'; '.join(problems)}{known}") from None
 
     def path(self, key: str, config_file: str | Path | None) -> Path:
-        """The file named by option ``key``, ``~`` expanded, a relative path taken from the folder
+        """The file named by option ``key``, ``$LCP_DATA`` and ``~`` expanded, a relative path taken from the folder
         of ``config_file`` (when that is a file); ``FileNotFoundError`` when it does not exist."""
         if key not in PATH_KEYS:
             raise KeyError(f"minilongbench.{key} is not a path option ({PATH_KEYS})")
         value = getattr(self, key)
         if value is None:
             raise KeyError(f"minilongbench.{key} is not set")
-        p = Path(value).expanduser()
+        from lc_pipeline.sources.loader import expand_data_dir
+
+        p = Path(expand_data_dir(value)).expanduser()
         if not p.is_absolute() and config_file is not None:
             cfg = Path(config_file)
             if cfg.is_file():

@@ -13,6 +13,15 @@ the subset beside the median over ``baseline_draws`` random stratified subsets (
 scores on the subset only (:func:`estimate_partition`), read from ``estimate_scores``, ``scores``
 or, for a model fitted on our own tables, ``metric_scores``.
 
+**LongBench run as released with a subset** (config ``released.subset``, e.g. the packaged
+``minilongbench`` config): ``minilongbench_subset`` fits the IRT model on the imported LongBench
+score matrix and takes the subset as given (the released 237 samples; spec Appendix A), not
+re-selected by K-Means; ``minilongbench_estimates`` reads the model's own ``metric_scores`` of
+the released instances, keyed back to LongBench's global sample index through the instances'
+items (construct/released_subset.py, the rule the builder chose the records by) and scores the
+model from them (:func:`released_scores`). A subset partly present (only some LongBench task
+files) is estimated from the samples that ran, and the table says how many of the subset's did.
+
 Lake tables are read through a ``read_table(name) -> DataFrame | None`` the caller gives and the
 embedder is built by a callable, so this module needs neither Dagster nor its resources. Errors
 worth no retry are :class:`MiniLongBenchError` (a ``ValueError``) naming the asset and the file.
@@ -21,10 +30,11 @@ worth no retry are :class:`MiniLongBenchError` (a ``ValueError``) naming the ass
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from lc_pipeline import schemas, storage
@@ -51,6 +61,7 @@ __all__ = [
     "options_of",
     "own_scores",
     "own_texts",
+    "released_scores",
 ]
 
 MODEL_DIR = "_minilongbench"  # under the lake; "_" keeps it out of the DuckDB table views
@@ -188,10 +199,13 @@ def fit_subset(
     embedder: Callable[[], Any],
     default_seed: int,
     lake_dir: str | Path,
+    released_subset: str | None = None,
 ) -> SubsetRun:
     """Fit MiniLongBench as the options say, replace the fitted model in the lake and build the
     subset table. ``embedder()`` (with ``encode`` and ``model_name``) is called only when texts
-    are embedded; ``default_seed`` is the config's seed."""
+    are embedded; ``default_seed`` is the config's seed. ``released_subset`` (config
+    ``released.subset``): the subset is the samples it names (LongBench global sample indices,
+    so the matrix must be indexed by them), not one K-Means selects."""
     if opts.scores is not None:
         scores = _file(opts, "scores", config_file)
         source = f"imported {Path(opts.scores).name}"
@@ -201,23 +215,42 @@ def fit_subset(
             raise MiniLongBenchError("minilongbench_subset: no minilongbench.scores configured and no metric_scores "
                                      "in the lake; evaluate models first or import a score matrix")
         source = "metric_scores"
+    if released_subset and source == "metric_scores":
+        _released_subset_ids(released_subset, None, source)  # raises: our own tables are not LongBench-indexed
     try:
         matrix, reps, label = _training_data(opts, config_file, read_table, embedder, source, scores)
+        given = _released_subset_ids(released_subset, matrix, source)
         mlb = fit(
             matrix, reps, ratio=float(opts.ratio), dims=opts.dims,
             seed=opts.seed if opts.seed is not None else default_seed,
-            epochs=opts.epochs, representation=label, candidates=opts.subset_candidates,
+            epochs=opts.epochs, representation=label, candidates=opts.subset_candidates, subset_ids=given,
         )
     except MiniLongBenchError:
         raise
     except ValueError as exc:
         raise MiniLongBenchError(f"minilongbench_subset ({source}): {exc}") from exc
     mlb.meta["source"] = source
+    if released_subset:
+        mlb.meta["released_subset"] = released_subset
     where = persistence.write_to_lake(mlb, model_dir(lake_dir))
     # In-sample check on the training models, beside random stratified subsets (spec §7).
     quality = baseline_report(mlb, matrix, opts.baseline_draws, seed=mlb.meta["seed"])
     return SubsetRun(mlb=mlb, matrix=matrix, source=source, table=subset_table(mlb), quality=quality,
                      baseline_draws=opts.baseline_draws, model_dir=where)
+
+
+def _released_subset_ids(released_subset: str | None, matrix: ScoreMatrix | None, source: str) -> list[int] | None:
+    """The given subset's sample ids (None: K-Means selects one); the matrix must be LongBench's."""
+    if not released_subset:
+        return None
+    from lc_pipeline.construct.released_subset import subset_sample_ids
+
+    if matrix is None or source == "metric_scores" or not np.issubdtype(matrix.samples.dtype, np.integer):
+        raise MiniLongBenchError(
+            f"minilongbench_subset: released.subset {released_subset!r} names LongBench's global sample indices; "
+            f"the score matrix ({source}) must be indexed by them: set minilongbench.scores to a LongBench score "
+            "matrix (e.g. $LCP_DATA/minilongbench/scores_train_models.parquet)")
+    return list(subset_sample_ids(released_subset))
 
 
 def subset_table(mlb: MiniLongBench) -> pl.DataFrame:
@@ -255,6 +288,7 @@ class EstimatesRun:
     scores_from: str  # the option ("estimate_scores", "scores") or "metric_scores" the scores came from
     n_observed: int
     in_training: bool
+    missing_tasks: dict[str, int] = field(default_factory=dict)  # released subset: task -> samples not run
 
 
 def load_fitted(lake_dir: str | Path, subset: pl.DataFrame, who: str) -> MiniLongBench:
@@ -269,22 +303,88 @@ def load_fitted(lake_dir: str | Path, subset: pl.DataFrame, who: str) -> MiniLon
     return mlb
 
 
+def released_scores(
+    metric_scores: pl.DataFrame | None,
+    instances: pl.DataFrame | None,
+    source_items: pl.DataFrame | None,
+    model: str,
+    subset: str,
+    metrics: Sequence[str] = (),
+) -> tuple[pl.DataFrame | None, dict[str, int]]:
+    """Model ``model``'s scores on the released instances (suite ``released``) that are samples of
+    ``subset`` (config ``released.subset``), as ``model, task, global_sample, score``, and the
+    subset's tasks with samples no record stood for (task -> count).
+
+    An instance is keyed to LongBench's global sample index through its item, by the rule the
+    builder chose the records by (:func:`lc_pipeline.construct.released_subset.sample_index` over
+    the sources' items). Its score is its task's metric (a released LongBench task declares one);
+    an instance scored by several metrics takes the first of ``metrics`` it has, else it is an
+    error naming the instance. A sample run more than once (two levels) scores their mean.
+    ``(None, missing)`` when the model has no score on a subset sample."""
+    from lc_pipeline.construct.released import SUITE
+    from lc_pipeline.construct.released_subset import sample_index, task_of_sample
+
+    if source_items is None or instances is None:
+        raise MiniLongBenchError(f"minilongbench_estimates {model}: released.subset {subset!r} needs the lake's "
+                                 "source_items and instances; materialize them and the model's metric_scores first")
+    index = sample_index(source_items, subset)
+    released = instances.filter(pl.col("suite") == SUITE).select("instance_id", "item_id").unique()
+    sample_of = pl.DataFrame({"item_id": list(index.samples), SAMPLE: list(index.samples.values())},
+                             schema={"item_id": pl.String, SAMPLE: pl.Int64})
+    keyed = released.join(sample_of, on="item_id", how="inner")
+    if metric_scores is None or keyed.is_empty():
+        return None, index.missing_tasks
+    mine = metric_scores.filter(pl.col("model") == model).join(keyed.select("instance_id", SAMPLE), on="instance_id")
+    if mine.is_empty():
+        return None, index.missing_tasks
+    several = mine.group_by("instance_id").agg(pl.col("metric").unique()).filter(pl.col("metric").list.len() > 1)
+    if several.height:
+        rank = {m: i for i, m in enumerate(metrics)}
+        mine = mine.filter(pl.col("metric").is_in(list(metrics)))
+        bad = set(several["instance_id"].to_list()) - set(mine["instance_id"].to_list())
+        if bad:
+            row = several.filter(pl.col("instance_id").is_in(sorted(bad))).row(0, named=True)
+            raise MiniLongBenchError(f"minilongbench_estimates {model}: instance {row['instance_id']!r} is scored by "
+                                     f"metrics {sorted(row['metric'])}, none of minilongbench.metrics {list(metrics)}")
+        mine = (mine.with_columns(pl.col("metric").replace_strict(rank, return_dtype=pl.Int64).alias("_rank"))
+                .sort("_rank").group_by("instance_id", maintain_order=True).first())
+    out = (mine.group_by(SAMPLE).agg(pl.col("task").first(), pl.col("score").mean())
+           .with_columns(pl.lit(model).alias("model")).select("model", "task", SAMPLE, "score").sort(SAMPLE))
+    present = set(out[SAMPLE].to_list())
+    missing: dict[str, int] = {}
+    for s in index.subset:
+        if s not in present:
+            task = task_of_sample(s)[0]
+            missing[task] = missing.get(task, 0) + 1
+    return out, missing
+
+
 def _model_scores(
     opts: MiniLongBenchOptions, config_file: str | Path | None, read_table: ReadTable, mlb: MiniLongBench, slug: str,
-) -> tuple[pl.DataFrame, str]:
+    released_subset: str | None = None,
+) -> tuple[pl.DataFrame, str, dict[str, int]]:
     """The scores of partition ``slug``'s model (matched case-insensitively in files, as partition
-    keys are lower-case slugs) and where they came from."""
+    keys are lower-case slugs), where they came from and, for a released subset, the subset's tasks
+    it has no score on. With ``released_subset`` the model's own released runs come first."""
+    missing: dict[str, int] = {}
+    if released_subset:
+        own, missing = released_scores(read_table("metric_scores"), read_table("instances"),
+                                       read_table("source_items"), slug, released_subset, opts.metrics)
+        if own is not None:
+            return own, "metric_scores (released)", missing
     for key in ("estimate_scores", "scores"):
         if getattr(opts, key) is not None:
             df = _file(opts, key, config_file)
             mine = df.filter(pl.col("model").str.to_lowercase() == slug.lower())
             if mine.height:
-                return mine, key
+                return mine, key, {}
     if mlb.meta.get("source") == "metric_scores":
         own = own_scores(read_table("metric_scores"), opts.metrics)
         if own is not None and own.filter(pl.col("model") == slug).height:
-            return own.filter(pl.col("model") == slug), "metric_scores"
+            return own.filter(pl.col("model") == slug), "metric_scores", {}
     looked = [k for k in ("estimate_scores", "scores") if getattr(opts, k) is not None] or ["metric_scores"]
+    if released_subset:
+        looked.insert(0, f"metric_scores of the released instances of subset {released_subset!r}")
     raise MiniLongBenchError(f"minilongbench_estimates: no scores for model {slug!r} (looked in {looked})")
 
 
@@ -296,11 +396,14 @@ def estimate_partition(
     lake_dir: str | Path,
     subset: pl.DataFrame,
     slug: str,
+    released_subset: str | None = None,
 ) -> EstimatesRun:
     """Estimate model ``slug`` (a partition key) in every mode from its scores on the subset of the
-    fitted model in the lake; ``subset`` is the ``minilongbench_subset`` table it must match."""
+    fitted model in the lake; ``subset`` is the ``minilongbench_subset`` table it must match.
+    ``released_subset`` (config ``released.subset``): the scores are the model's own on the
+    released instances first (:func:`released_scores`)."""
     mlb = load_fitted(lake_dir, subset, f"minilongbench_estimates {slug}")
-    rows, where = _model_scores(opts, config_file, read_table, mlb, slug)
+    rows, where, missing = _model_scores(opts, config_file, read_table, mlb, slug, released_subset)
     names = set(rows["model"].unique().to_list())
     if len(names) > 1:
         raise MiniLongBenchError(f"minilongbench_estimates: models {sorted(names)} all match partition {slug!r}")
@@ -324,4 +427,4 @@ def estimate_partition(
         pl.lit(in_training).alias("in_training"),
     )
     return EstimatesRun(table=schemas.conform(out, "minilongbench_estimates"), estimates=estimates, scores_from=where,
-                        n_observed=rows.height, in_training=in_training)
+                        n_observed=rows.height, in_training=in_training, missing_tasks=missing)
