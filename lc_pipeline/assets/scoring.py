@@ -162,8 +162,10 @@ def build(parts: Partitions) -> list:
             raise dg.Failure(f"long_scores {slug}: metric_scores missing for lengths {missing}", allow_retries=False)
         out, kept, dropped = model_long_scores(metric_scores, prior_knowledge, config.base_lengths, config.long_lengths)
         try:
-            built = [spec for _, specs in build_plan(config, catalog_for(config)) for spec in specs]
-            sources = headline_sources(built, metric_scores["task"].unique(), judge.rubric_overrides)
+            catalog = catalog_for(config)
+            built = [spec for _, specs in build_plan(config, catalog) for spec in specs]
+            sources = headline_sources(built, metric_scores["task"].unique(), judge.rubric_overrides,
+                                       catalog.headlines)
             judged = read_judge_scores(lake.base_dir, slug, respect_drops=False)  # model_headline drops
             headline = model_headline(metric_scores, judged, prior_knowledge, sources, config.base_lengths,
                                       config.long_lengths)

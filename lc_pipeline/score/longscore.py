@@ -390,9 +390,11 @@ def judge_leaderboard(
 #
 # 100-LongBench's headline (spec 100longbench.md §5.1-§5.2, §6.2, §10.7; Tables 4/7) is one 8-task
 # LongScore in which the QA and summarization tasks are scored by the LLM judge and the other four by
-# their accuracy metrics. Which source a task takes is its task file's, never a branch on its name: a
-# task that declares a judge ``rubric`` is scored by that rubric's ``judge_scores`` rows, any other task
-# by its first declared metric in ``metric_scores`` (the metric ``benchmark_scores`` reports it by).
+# their accuracy metrics. Which source a task takes is its task file's, never a branch on its name, and the
+# same rule benchmark_scores follows (``score.benchmark_scores.score_source``): a task that declares a judge
+# ``rubric`` is scored by that rubric's ``judge_scores`` rows when it has no metric or its benchmark's
+# ``headline.source`` is ``judge`` (100-LongBench's task file says so); any other task by its first declared
+# metric in ``metric_scores``.
 
 
 class HeadlineUnavailable(ValueError):
@@ -411,25 +413,28 @@ class ScoreSource:
         return self.name if self.kind == "metric" else JUDGE_METRIC_PREFIX + self.name
 
 
-def task_score_source(spec, overrides: dict[str, str] | None = None) -> ScoreSource | None:
-    """The headline source of a task (a ``TaskSpec``): its rubric when it is judged (the task file's
-    ``rubric``, or the judge's ``rubric_overrides``), else its first declared metric; None with neither."""
-    from lc_pipeline.score.benchmark_scores import headline_metric
+def task_score_source(spec, headline=None, overrides: dict[str, str] | None = None) -> ScoreSource | None:
+    """The headline source of a task (a ``TaskSpec``) in its benchmark's ``headline`` (a ``Headline``; None:
+    the defaults): its rubric (the task file's ``rubric``, or the judge's ``rubric_overrides``) when it is
+    judge-scored by ``score.benchmark_scores.score_source``, else its first declared metric; None with neither."""
+    from lc_pipeline.score.benchmark_scores import headline_metric, score_source
     from lc_pipeline.score.judge import rubric_for
+    from lc_pipeline.tasks.spec import Headline
 
     rubric = rubric_for(spec.benchmark, spec.name, spec.rubric, overrides)
-    if rubric is not None:
+    if rubric is not None and score_source(spec.model_copy(update={"rubric": rubric}), headline or Headline()) == "judge":
         return ScoreSource("judge", rubric)
     label = headline_metric(spec)
     return None if label is None else ScoreSource("metric", label)
 
 
-def headline_sources(specs: Iterable, tasks: Iterable[str], overrides: dict[str, str] | None = None
-                     ) -> dict[str, ScoreSource]:
+def headline_sources(specs: Iterable, tasks: Iterable[str], overrides: dict[str, str] | None = None,
+                     headlines: dict | None = None) -> dict[str, ScoreSource]:
     """{task: its headline source} for the scored task names, each resolved among ``specs`` (the
-    ``TaskSpec``s the config builds: ``construct.builders.build_plan``). A name no spec or several specs
-    carry (a QA-suite item's task, resolved through its benchmark's catch-all; two benchmarks' tasks of
-    one name) or a task with neither rubric nor metric is :class:`HeadlineUnavailable`."""
+    ``TaskSpec``s the config builds: ``construct.builders.build_plan``) with its benchmark's ``headlines``
+    entry (``TaskCatalog.headlines``). A name no spec or several specs carry (a QA-suite item's task,
+    resolved through its benchmark's catch-all; two benchmarks' tasks of one name) or a task with neither
+    rubric nor metric is :class:`HeadlineUnavailable`."""
     by_name: dict[str, list] = {}
     for spec in specs:
         if spec.qualified_name not in {s.qualified_name for s in by_name.get(spec.name, [])}:
@@ -441,7 +446,7 @@ def headline_sources(specs: Iterable, tasks: Iterable[str], overrides: dict[str,
             why = (f"built by several benchmarks ({', '.join(s.benchmark for s in found)})" if found
                    else "not a task the config builds by name")
             raise HeadlineUnavailable(f"headline: task {task!r} is {why}")
-        source = task_score_source(found[0], overrides)
+        source = task_score_source(found[0], (headlines or {}).get(found[0].benchmark), overrides)
         if source is None:
             raise HeadlineUnavailable(f"headline: task {found[0].qualified_name!r} declares neither a rubric "
                                       "nor a metric")

@@ -116,6 +116,9 @@ NO_CONTEXT = {
 }
 
 
+HEADLINES = load_catalog().headlines  # benchmark -> its task file's headline (longbench100: source judge)
+
+
 def lb100_tasks():
     """The packaged 100-LongBench task file's tasks (what the config builds)."""
     return load_catalog().tasks("longbench100")
@@ -149,16 +152,20 @@ def test_the_judge_filter_drops_the_item_the_model_answers_from_memory(prior_kno
 
 
 def test_each_task_takes_its_score_from_its_task_file():
-    sources = headline_sources(lb100_tasks(), [*METRIC_TASKS, *JUDGED_TASKS])
+    sources = headline_sources(lb100_tasks(), [*METRIC_TASKS, *JUDGED_TASKS], headlines=HEADLINES)
     assert sources == {**{t: ScoreSource("metric", "lb100") for t in METRIC_TASKS},
                        **{t: ScoreSource("judge", r) for t, r in JUDGED_TASKS.items()}}
     # The judge's rubric_overrides win, as for judge_scores: "none" scores a task by its metric again.
-    overridden = headline_sources(lb100_tasks(), ["single_doc_qa"], {"longbench100/single_doc_qa": "none"})
+    overridden = headline_sources(lb100_tasks(), ["single_doc_qa"], {"longbench100/single_doc_qa": "none"},
+                                  HEADLINES)
     assert overridden == {"single_doc_qa": ScoreSource("metric", "lb100")}
+    # The task file's headline says "source: judge"; without it a task with a metric keeps its metric (the
+    # rule benchmark_scores follows too).
+    assert set(headline_sources(lb100_tasks(), JUDGED_TASKS).values()) == {ScoreSource("metric", "lb100")}
 
 
 def test_the_headline_of_the_worked_example_equals_the_hand_computation(prior_knowledge):
-    sources = headline_sources(lb100_tasks(), [*METRIC_TASKS, *JUDGED_TASKS])
+    sources = headline_sources(lb100_tasks(), [*METRIC_TASKS, *JUDGED_TASKS], headlines=HEADLINES)
     out = model_headline(metric_scores(), judge_scores(), prior_knowledge, sources, BASE, LONG)
     assert out.schema == schemas.LONG_SCORES and set(out["metric"]) == {HEADLINE}
     overall = {r["length_level"]: r for r in out.filter(pl.col("task") == "overall").iter_rows(named=True)}
@@ -192,7 +199,7 @@ def test_the_headline_of_the_worked_example_equals_the_hand_computation(prior_kn
 def test_without_the_drop_the_dropped_items_perfect_verdicts_would_lift_the_headline(prior_knowledge):
     # The same example with a filter that drops nothing: single_doc_qa at 8k = (1 + 2/6) / 2 = 66.67 instead
     # of 33.33, so the 8k mean rises by 33.33 / 8 = 4.17. The drop is what makes the worked example's number.
-    sources = headline_sources(lb100_tasks(), [*METRIC_TASKS, *JUDGED_TASKS])
+    sources = headline_sources(lb100_tasks(), [*METRIC_TASKS, *JUDGED_TASKS], headlines=HEADLINES)
     kept_all = prior_knowledge.with_columns(dropped=pl.lit(False))
     out = model_headline(metric_scores(), judge_scores(), kept_all, sources, BASE, LONG)
     row = out.filter((pl.col("task") == "overall") & (pl.col("length_level") == "8k")).row(0, named=True)
@@ -200,7 +207,7 @@ def test_without_the_drop_the_dropped_items_perfect_verdicts_would_lift_the_head
 
 
 def test_a_judged_task_without_verdicts_at_a_length_is_named_not_guessed():
-    sources = headline_sources(lb100_tasks(), [*METRIC_TASKS, *JUDGED_TASKS])
+    sources = headline_sources(lb100_tasks(), [*METRIC_TASKS, *JUDGED_TASKS], headlines=HEADLINES)
     judged = judge_scores().filter(~((pl.col("task") == "single_doc_sum") & (pl.col("length") == "16k")))
     with pytest.raises(HeadlineUnavailable, match=r"single_doc_sum@16k \(judge:lb100_summ\)"):
         headline_long_scores(metric_scores(), judged, sources, BASE, LONG)
@@ -248,7 +255,7 @@ def test_the_packaged_config_is_the_papers_judged_setting():
     assert config.prior_knowledge.scorer == "judge" and config.prior_knowledge.threshold == 0.5
     built = [spec for _, specs in build_plan(config, catalog_for(config)) for spec in specs]
     assert sorted(s.name for s in built) == sorted([*METRIC_TASKS, *JUDGED_TASKS])
-    assert headline_sources(built, [s.name for s in built]) == {
+    assert headline_sources(built, [s.name for s in built], headlines=catalog_for(config).headlines) == {
         **{t: ScoreSource("metric", "lb100") for t in METRIC_TASKS},
         **{t: ScoreSource("judge", r) for t, r in JUDGED_TASKS.items()}}
 
