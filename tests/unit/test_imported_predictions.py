@@ -46,7 +46,7 @@ def project(tmp_path, monkeypatch) -> Path:
     config = {"name": "lb", "sources": [{"name": "longbench", "kind": "longbench", "paths": "$LCP_DATA/longbench"}],
               "released": {"benchmark": "longbench"}, "lengths": ["all"]}
     (tmp_path / "lb.yaml").write_text(yaml.safe_dump(config))
-    for var, value in {"LCP_DATA": tmp_path / "data", "LCP_LAKE": tmp_path / "lake",
+    for var, value in {"LCP_CONFIG": tmp_path / "lb.yaml", "LCP_DATA": tmp_path / "data", "LCP_LAKE": tmp_path / "lake",
                        "LCP_MODELS": tmp_path / "models.yaml", "DAGSTER_HOME": tmp_path / ".dagster",
                        "LCP_PROJECT_DIR": tmp_path}.items():
         monkeypatch.setenv(var, str(value))
