@@ -178,7 +178,7 @@ def test_every_model_backend_has_a_registered_generator():
 def test_an_unknown_backend_names_the_model_and_the_known_backends():
     spec = dataclasses.replace(LLAMA, slug="mystery")
     object.__setattr__(spec, "backend", "tgi")  # past ModelSpec's own check, as a hand-built spec could be
-    known = "llamacpp, openai, transformers, vllm"
+    known = "imported, llamacpp, openai, transformers, vllm"
     with pytest.raises(ValueError, match=f"model 'mystery': unknown backend 'tgi'; known: {known}"):
         make_generator(spec)
 
