@@ -10,13 +10,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import dagster as dg
 import polars as pl
 import pytest
+import yaml
 
 from lc_pipeline import schemas
 from lc_pipeline.assets.judge import read_judge_scores
 from lc_pipeline.config import PriorKnowledgeConfig, load_config
 from lc_pipeline.construct.builders import build_plan
+from lc_pipeline.definitions import build_pipeline
+from lc_pipeline.partitions import MODEL_DIM
+from lc_pipeline.resources.parquet_io import partition_path, write_parquet_atomic
 from lc_pipeline.score.longbench100 import prior_knowledge_frame
 from lc_pipeline.score.longscore import (
     HEADLINE,
@@ -32,6 +37,7 @@ from lc_pipeline.score.per_model import (
     no_context_judgments,
     no_context_questions,
 )
+from lc_pipeline.settings import Settings
 from lc_pipeline.sources.loader import load_source
 from lc_pipeline.tasks.catalog import catalog_for, load_catalog
 
@@ -273,3 +279,64 @@ def test_the_packaged_config_reads_longbench_files_from_lcp_data(tmp_path, monke
     source = load_source(load_config("longbench100").sources[0])
     # Every pool the 8 tasks draw from has items (construct/longbench100.py).
     assert {"single-doc QA", "multi-doc QA", "summarization", "synthetic"} <= set(source.items["category"])
+
+
+# --------------------------------------------------------------------------- the long_scores asset
+
+
+def _write(lake: Path, table: str, dims: dict[str, str], frame: pl.DataFrame) -> None:
+    write_parquet_atomic(frame, partition_path(lake, table, dims))
+
+
+def test_the_long_scores_asset_adds_the_headline_once_the_judge_has_scored_every_length(tmp_path, prior_knowledge):
+    """long_scores on a lake holding the worked example's metric_scores, prior_knowledge and (in the second
+    run) judge_scores partitions, as the pipeline writes them: no model is asked anything."""
+    model = "smollm2-135m"
+    config = {"name": "lb100-headline", "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 20}],
+              "lengths": LENGTHS, "base_lengths": BASE, "long_lengths": LONG, "items_per_length": 0,
+              "longbench100": {"tasks": "all", "n_per_task": 1},
+              "prior_knowledge": {"scorer": "judge", "threshold": 0.5}, "models": [model]}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
+                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    lake = settings.lake_dir
+    scores = metric_scores().with_columns(
+        score_id=pl.col("item_id") + "@" + pl.col("length"), generation_id=pl.col("item_id") + "@" + pl.col("length"),
+        instance_id=pl.col("item_id") + "@" + pl.col("length"), category=pl.lit("c"), depth=pl.lit(0.5))
+    for lv in LENGTHS:
+        part = scores.filter(pl.col("length") == lv).select(schemas.METRIC_SCORES.names())
+        _write(lake, "metric_scores", {"length": lv, MODEL_DIM: model}, part)
+    _write(lake, "prior_knowledge", {MODEL_DIM: model}, prior_knowledge)
+    pipeline = build_pipeline(settings)
+
+    def long_scores(instance) -> tuple[pl.DataFrame, dict]:
+        result = dg.materialize(pipeline.assets, selection=["long_scores"], partition_key=model,
+                                resources=pipeline.resources, instance=instance)
+        meta = result.asset_materializations_for_node("long_scores")[0].metadata
+        return pl.read_parquet(partition_path(lake, "long_scores", {MODEL_DIM: model})), meta
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(MODEL_DIM, [model])
+        # No judge_scores yet: the metric rows as before, and the metadata says what the headline waits for.
+        out, meta = long_scores(instance)
+        assert set(out["metric"]) == {"lb100"}
+        assert "multi_doc_qa@2k (judge:lb100_qa)" in meta["headline_unavailable"].value
+
+        judged = judge_scores()
+        for lv in LENGTHS:
+            part = judged.filter(pl.col("length") == lv).with_columns(
+                judgment_id=pl.col("item_id") + "@" + lv, generation_id=pl.col("item_id") + "@" + lv,
+                instance_id=pl.col("item_id") + "@" + lv, suite=pl.lit("longbench100"), category=pl.lit("c"),
+                depth=pl.lit(0.5), rubric_version=pl.lit("1"), judge_model=pl.lit("j"), raw=pl.lit("{}"),
+                parsed_fields=pl.lit("{}"), value=pl.col("score"), perfect=pl.lit(None, pl.Boolean),
+                judge_calls=pl.lit(1, pl.Int32)).select(schemas.JUDGE_SCORES.names())
+            _write(lake, "judge_scores", {"length": lv, MODEL_DIM: model}, part)
+        out, meta = long_scores(instance)
+    headline = out.filter(pl.col("metric") == HEADLINE)
+    overall = headline.filter((pl.col("task") == "overall") & (pl.col("length_level") == "avg")).row(0, named=True)
+    assert overall["base_ability"] == pytest.approx(EXPECTED["base"])
+    assert overall["long_score"] == pytest.approx(EXPECTED["long_score"])
+    assert overall["score"] == pytest.approx(EXPECTED["old_metric"])
+    assert "single_doc_qa: judge:lb100_qa" in meta["headline_sources"].value
+    assert meta["long_score_headline"].value == pytest.approx(EXPECTED["long_score"])
+    assert out.filter(pl.col("metric") == "lb100").height == 8 * 3 + 3  # per task and overall: 2 long + avg
