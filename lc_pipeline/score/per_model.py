@@ -22,7 +22,7 @@ import polars as pl
 from lc_pipeline.construct.longbench100 import NO_CONTEXT_PROMPT
 from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.score.judge import Judgment, judge_frame, plan_judgments
-from lc_pipeline.score.longscore import ScoreSource, headline_long_scores, long_scores_frame
+from lc_pipeline.score.longscore import HeadlineUnavailable, ScoreSource, headline_long_scores, long_scores_frame
 
 NO_CONTEXT_GENERATION = "no_context:"  # generation_id prefix of a no-context answer sent to the judge
 
@@ -123,7 +123,12 @@ def model_headline(metric_scores: pl.DataFrame, judge_scores: pl.DataFrame, prio
     """LONG_SCORES rows of the headline (metric ``"headline"``, score/longscore.py): every task scored
     by its source (``sources``: judge rubric or metric), the items the prior-knowledge filter dropped
     left out of both kinds of rows. Raises ``HeadlineUnavailable`` naming the (task, length) cells
-    without scores (e.g. the judge has not run at some length)."""
+    without scores (e.g. the judge has not run at some length), or when no task is judge-scored: the
+    headline is then the first metric's rows, already there (configs without a judged headline keep
+    the long_scores they had)."""
+    if not any(s.kind == "judge" for s in sources.values()):
+        raise HeadlineUnavailable("headline: no task is judge-scored (task files' headline.source); the "
+                                  "metric rows are the headline")
     dropped = prior_knowledge.filter(pl.col("dropped"))["item_id"].to_list()
     return headline_long_scores(metric_scores, judge_scores, sources, list(base_lengths), list(long_lengths),
                                 dropped)

@@ -217,6 +217,12 @@ def test_a_judged_task_without_verdicts_at_a_length_is_named_not_guessed():
     judged = judge_scores().filter(~((pl.col("task") == "single_doc_sum") & (pl.col("length") == "16k")))
     with pytest.raises(HeadlineUnavailable, match=r"single_doc_sum@16k \(judge:lb100_summ\)"):
         headline_long_scores(metric_scores(), judged, sources, BASE, LONG)
+    # Nothing judged (the task file's headline without "source: judge"): the
+    # headline would repeat the metric rows, so there is none and long_scores stays as it was.
+    metric_only = headline_sources(lb100_tasks(), [*METRIC_TASKS, *JUDGED_TASKS])
+    with pytest.raises(HeadlineUnavailable, match="no task is judge-scored"):
+        model_headline(metric_scores(), judge_scores(), pl.DataFrame({"item_id": ["x"], "dropped": [False]}),
+                       metric_only, BASE, LONG)
     with pytest.raises(HeadlineUnavailable, match="'no_such_task' is not a task the config builds"):
         headline_sources(lb100_tasks(), ["no_such_task"])
     # Two built benchmarks with a task of one name: which source is meant cannot be told from the name.
