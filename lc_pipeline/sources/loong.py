@@ -119,6 +119,7 @@ class LoongDocuments:
             for key in self._financial_keys(p.stem):
                 self._financial.setdefault(key, p)
         self._legal: dict[str, Any] | None = None
+        self._read: dict[tuple, LoongDocument | None] = {}
 
     def financial_file(self, name: str, level: int | None = None) -> Path | None:
         """The report file of ``name``: the authors' ``*2024-<name>*.txt`` (level 4: ``*<name>*.txt``),
@@ -168,7 +169,13 @@ class LoongDocuments:
         return f"{self.root}/legal/legal.json key {name!r}"
 
     def get(self, type_: str, name: str, level: int | None = None) -> LoongDocument | None:
-        """The document, or None when it is not there."""
+        """The document, or None when it is not there (read once: items share their documents)."""
+        key = (type_, name, level == 4 if type_ == "financial" else None)
+        if key not in self._read:
+            self._read[key] = self._get(type_, name, level)
+        return self._read[key]
+
+    def _get(self, type_: str, name: str, level: int | None) -> LoongDocument | None:
         if type_ == "financial":
             p = self.financial_file(name, level)
             if p is None:
