@@ -23,30 +23,10 @@ import click
 from lc_pipeline.commands.output import print_table
 from lc_pipeline.generate.backends import GENERATORS
 
-from lc_pipeline.settings import Settings
+from lc_pipeline.settings import Settings, cli_settings
 
 
-def _settings(config: str | None) -> Settings:
-    if config:
-        os.environ["LCP_CONFIG"] = config
-    s = Settings.from_env()
-    _prepare_dagster_home(s)
-    return s
-
-
-def _prepare_dagster_home(s: Settings) -> None:
-    """DAGSTER_HOME defaults to ./.dagster; the project's dagster.yaml is copied into it."""
-    s.dagster_home.mkdir(parents=True, exist_ok=True)
-    os.environ["DAGSTER_HOME"] = str(s.dagster_home)
-    template = s.project_dir / "dagster.yaml"
-    target = s.dagster_home / "dagster.yaml"
-    if template.exists() and (not target.exists() or target.read_text() != template.read_text()):
-        from lc_pipeline import storage  # here: `lcp --help` stays free of polars
-
-        # Temp file + rename: a second lcp starting at the same moment reads the old file or the
-        # new one, never a half-copied one.
-        with storage.replacing(target) as tmp:
-            shutil.copyfile(template, tmp)
+_settings = cli_settings  # the name every command below uses
 
 
 def _runner(s: Settings):

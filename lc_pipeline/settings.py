@@ -73,3 +73,23 @@ class Settings:
         if self.lake_is_local:
             return Path(self.lake_dir) / "_cache" / "judge.sqlite"
         return Path(self.local_cache_dir) / "judge.sqlite"
+
+
+def cli_settings(config: str | None) -> Settings:
+    """The settings of an ``lcp`` command: ``--config`` (if given) as ``LCP_CONFIG``, then the environment;
+    DAGSTER_HOME (default ./.dagster) made, with the project's dagster.yaml copied into it."""
+    if config:
+        os.environ["LCP_CONFIG"] = config
+    s = Settings.from_env()
+    s.dagster_home.mkdir(parents=True, exist_ok=True)
+    os.environ["DAGSTER_HOME"] = str(s.dagster_home)
+    template = s.project_dir / "dagster.yaml"
+    target = s.dagster_home / "dagster.yaml"
+    if template.exists() and (not target.exists() or target.read_text() != template.read_text()):
+        import shutil
+
+        # Temp file + rename: a second lcp starting at the same moment reads the old file or the
+        # new one, never a half-copied one.
+        with storage.replacing(target) as tmp:
+            shutil.copyfile(template, tmp)
+    return s

@@ -149,13 +149,13 @@ def import_predictions_command(file: Path, model: str, config: str | None, on_er
     """Import predictions made elsewhere ({"_id", "prediction"} per line) as model MODEL (backend imported)."""
     import dagster as dg
 
-    from lc_pipeline.cli import _settings
     from lc_pipeline.config import load_config
     from lc_pipeline.generate.imported_backend import PredictionsError
     from lc_pipeline.generate.registry import ModelSpecError
     from lc_pipeline.partitions import MODEL_DIM
+    from lc_pipeline.settings import cli_settings
 
-    s = _settings(config)
+    s = cli_settings(config)
     try:
         cfg = load_config(s.config)
         parsed, folder, where = import_predictions(file, model, cfg, s.lake_dir, s.models_file, on_error)
