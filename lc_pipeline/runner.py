@@ -166,9 +166,32 @@ class Runner:
             self.echo(f"  - prior_knowledge + long_scores + lveval_ablation + benchmark_scores [{slug}]: waiting for "
                       f"lengths {unscored} (lcp backfill {slug} --length ...)")
             return False
+        judged = self.judge_headline_tasks(slug, lengths or cfg.lengths)
         per_model = [a for a in ("prior_knowledge", "long_scores", "lveval_ablation", "benchmark_scores") if self.has(a)]
         self.step(f"{' + '.join(per_model)} [{slug}]", per_model, {a: fps[a] for a in per_model}, slug,
-                  {MODEL_DIM: slug})
+                  {MODEL_DIM: slug}, force=judged)  # new verdicts: the tables read them
+        return True
+
+    def judge_headline_tasks(self, slug: str, lengths) -> bool:
+        """Loong's (and any task file's ``source: judge``) table cells are the judge's verdicts: with a judge
+        configured ($LCP_JUDGE_MODEL, $OPENAI_BASE_URL), judge ``slug``'s partitions first (replies are cached:
+        a rerun asks nothing twice); without one, say which tasks stay unjudged (benchmark_scores counts them)."""
+        from lc_pipeline.score.benchmark_scores import judged_tasks
+        from lc_pipeline.tasks.catalog import catalog_for
+
+        root = storage.lake_path(self.lake)
+        paths = [partition_path(root, "instances", {"length": lv}) for lv in self.config.lengths]
+        frames = [storage.read_parquet(p, columns=["benchmark", "task"]) for p in paths if p.exists()]
+        judged = judged_tasks(pl.concat(frames).unique(), catalog_for(self.config)) if frames else []
+        if not judged:
+            return False
+        if not self.pipeline.resources["judge"].resolved_model():
+            self.echo(f"  ! {', '.join(judged)}: scored by the LLM judge, none configured (set LCP_JUDGE_MODEL and "
+                      "OPENAI_BASE_URL): their benchmark_scores cells are counted as unjudged")
+            return False
+        for level in lengths:
+            self.step(f"judge_scores [{level}|{slug}]", ["judge_scores"], {"judge_scores": ""},
+                      length_model_key(level, slug), {"length": level, MODEL_DIM: slug}, force=True)
         return True
 
     def has(self, asset: str) -> bool:

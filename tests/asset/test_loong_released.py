@@ -11,6 +11,7 @@ with -s); the table is checked against the verdicts in the lake, whatever they a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -22,7 +23,6 @@ import yaml
 
 from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.definitions import build_pipeline
-from lc_pipeline.partitions import length_model_key
 from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.resources.parquet_io import read_table
 from lc_pipeline.runner import Runner
@@ -67,15 +67,13 @@ def lake(tmp_path_factory):
         judge = JudgeResource(base_url=url, model="smollm2", max_tokens=64, max_concurrency=1,
                               cache_path=str(settings.lake_dir / "_cache" / "judge.sqlite"))
         resources = {**pipeline.resources, "judge": judge}
-        runner = Runner(pipeline, instance, echo=lambda m: None)
+        # `lcp demo`'s runner: generations and scores per set, then (Loong's headline is the judge, and one is
+        # configured) judge_scores per set before benchmark_scores
+        runner = Runner(dataclasses.replace(pipeline, resources=resources), instance, echo=lambda m: None)
         runner.build_benchmark()
-        runner.register_models([MODEL])
-        for level in SETS:
-            assert dg.materialize(pipeline.assets, selection=["generations", "metric_scores", "judge_scores"],
-                                  partition_key=length_model_key(level, MODEL), resources=resources,
-                                  instance=instance).success
-        assert dg.materialize(pipeline.assets, selection=["benchmark_scores"], partition_key=MODEL,
-                              resources=resources, instance=instance).success
+        assert runner.evaluate_model(MODEL)
+        assert [label for label in runner.ran if label.startswith("judge_scores")] == [
+            f"judge_scores [{level}|{MODEL}]" for level in SETS]
     return settings.lake_dir
 
 
