@@ -205,7 +205,8 @@ def generate_partition(
             "generation_id": [p.generation_id for p in plan.items],
             "instance_id": [p.instance_id for p in plan.items],
             "cache_key": [p.request.key for p in plan.items],
-        }
+        },
+        schema=dict.fromkeys(("generation_id", "instance_id", "cache_key"), pl.String),  # typed when empty
     )
     rows = ids.join(outputs, on="cache_key", how="left", maintain_order="left")
     missing = rows.filter(pl.col("output").is_null())["instance_id"].to_list()
