@@ -15,7 +15,7 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline.assets.common import FINGERPRINT_KEY, json_metadata, preview
-from lc_pipeline.assets.judge import read_judge_scores
+from lc_pipeline.resources.parquet_io import read_judge_scores
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource

@@ -70,3 +70,31 @@ def check_result(result: CheckResult) -> dg.AssetCheckResult:
     the first five problems."""
     return dg.AssetCheckResult(check_name=result.name, passed=result.passed, metadata={
         "violations": len(result.problems), **result.extra, "examples": dg.MetadataValue.json(result.problems[:5])})
+
+
+def _long_score_number(v: float | None) -> dg.MetadataValue:
+    # An undefined LongScore (zero Base Ability) is shown as such, not as 0.
+    return dg.MetadataValue.text("undefined (Base Ability is 0)") if v is None else dg.MetadataValue.float(float(v))
+
+
+def long_scores_metadata(context, out: pl.DataFrame, kept: pl.DataFrame, dropped: int, headline_note: str,
+                         fingerprint: str, slug: str) -> dict:
+    """long_scores' metadata: LongScore and the old metric per metric, what prior knowledge left out, the
+    headline's task -> score source (or why there are no headline rows), a preview and two plots."""
+    from lc_pipeline import plots
+    from lc_pipeline.score.longscore import HEADLINE
+    from lc_pipeline.score.per_model import overall_scores
+
+    overall = overall_scores(out)
+    return {
+        FINGERPRINT_KEY: fingerprint,
+        **{f"long_score_{m}": _long_score_number(v) for m, v in overall.select("metric", "long_score").iter_rows()},
+        **{f"old_metric_{m}": _long_score_number(v) for m, v in overall.select("metric", "score").iter_rows()},
+        "undefined_long_scores": int(out["long_score"].null_count()),
+        "items_left_out_by_prior_knowledge": dropped,
+        ("headline_sources" if (out["metric"] == HEADLINE).any() else "headline_unavailable"): headline_note,
+        "preview": preview(out.filter(pl.col("task") == "overall"), n=20),
+        **plot_metadata(context, "score_vs_length", lambda: plots.score_vs_length(
+            plots.mean_scores(kept), overall.with_columns(model=pl.lit(slug)), title=slug)),
+        **plot_metadata(context, "depth_x_length", lambda: plots.depth_length_heatmap(kept)),
+    }

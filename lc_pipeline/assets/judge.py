@@ -1,20 +1,17 @@
 """judge_scores: LLM-judge verdicts per (length, model) partition (rubrics in score/judge.py)."""
 
-from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from lc_pipeline import plots, schemas, storage
+from lc_pipeline import plots, schemas
 from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, Partitions
 from lc_pipeline.progress import Progress
 from lc_pipeline.resources import BenchmarkResource, ModelsResource
 from lc_pipeline.resources.judge import JudgeResource
-from lc_pipeline.resources.parquet_io import FILE_NAME, partition_path, read_partition
 from lc_pipeline.score.judge import judge_frame, judge_summary, plan_judgments, rubric_fingerprint
-from lc_pipeline.score.per_model import without_dropped
 from lc_pipeline.tasks.catalog import catalog_for
 
 TABLE = "judge_scores"
@@ -25,34 +22,6 @@ def judge_fingerprint(model: str, decoding: dict, overrides: dict, *extra: str) 
 
     # The rubric texts, and which task gets which rubric (task files): a change there re-judges.
     return short_id(model, sorted(decoding.items()), sorted(overrides.items()), rubric_fingerprint(), *extra)
-
-
-def read_judge_scores(lake_dir: str | Path, model: str | None = None, *, respect_drops: bool = True) -> pl.DataFrame:
-    """Every materialized judge_scores partition (of ``model`` only, when given) with its ``length`` and
-    ``model`` columns (empty when the judge never ran: judging is optional, the leaderboard must not need it).
-
-    Drops (100-LongBench's prior-knowledge filter, spec 100longbench.md §5.4; score/per_model.py): with
-    ``respect_drops``, the rows of the items a model's ``prior_knowledge`` partition marks ``dropped`` are
-    left out, as long_scores leaves out their metric rows: every score made from these rows (the
-    leaderboard's ``judge:<rubric>`` rows, the headline) is made without them. The judge_scores table
-    itself keeps them (what the judge said about each generation stays auditable)."""
-    frames = []
-    lake = storage.lake_path(lake_dir)
-    table = lake / TABLE
-    for path in sorted(table.glob(f"{LENGTH_DIM}=*/{MODEL_DIM}={model or '*'}/{FILE_NAME}"), key=str):
-        dims = dict(part.split("=", 1) for part in (path.parent.parent.name, path.parent.name))
-        frames.append(read_partition(path, dims))
-    if not frames:
-        return pl.DataFrame(schema={**schemas.JUDGE_SCORES, LENGTH_DIM: pl.String, MODEL_DIM: pl.String})
-    out = pl.concat(frames, how="diagonal_relaxed")
-    if not respect_drops:
-        return out
-    kept = []
-    for (slug,), rows in out.group_by(MODEL_DIM, maintain_order=True):
-        pk = partition_path(lake, "prior_knowledge", {MODEL_DIM: slug})
-        kept.append(without_dropped(rows, storage.read_parquet(pk, columns=["item_id", "dropped"]))
-                    if pk.exists() else rows)
-    return pl.concat(kept)
 
 
 def build(parts: Partitions) -> list:

@@ -6,7 +6,7 @@ import polars as pl
 
 from lc_pipeline import plots
 from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
-from lc_pipeline.assets.judge import read_judge_scores
+from lc_pipeline.resources.parquet_io import read_judge_scores
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource

@@ -6,34 +6,25 @@ tasks' (score/metric_scores.py, score/task_metrics.py); LongScore is score/longs
 import dagster as dg
 import polars as pl
 
-from lc_pipeline import plots, schemas
-from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
+from lc_pipeline import schemas
+from lc_pipeline.assets.common import FINGERPRINT_KEY, long_scores_metadata, preview
 from lc_pipeline.assets.generation import GPU_POOL, GPU_STEP_TAGS
-from lc_pipeline.assets.judge import read_judge_scores
-from lc_pipeline.construct.builders import build_plan
+from lc_pipeline.resources.parquet_io import read_judge_scores
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
 from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.score.longbench100 import prior_knowledge_frame
-from lc_pipeline.score.longscore import HEADLINE, HeadlineUnavailable, headline_sources
 from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.score.per_model import (
-    judged_no_context,
+    config_headline,
+    judge_no_context,
     missing_lengths,
-    model_headline,
     model_long_scores,
-    no_context_judgments,
     no_context_questions,
     no_context_requests,
-    overall_scores,
 )
 from lc_pipeline.tasks.catalog import catalog_for
-
-
-def _number(v: float | None) -> dg.MetadataValue:
-    # An undefined LongScore (zero Base Ability) is shown as such, not as 0.
-    return dg.MetadataValue.text("undefined (Base Ability is 0)") if v is None else dg.MetadataValue.float(float(v))
 
 
 def build(parts: Partitions) -> list:
@@ -98,17 +89,11 @@ def build(parts: Partitions) -> list:
             requests = no_context_requests(items, pk.max_new_tokens)
             results = [vars(r) for r in models.generator(slug).generate(requests)]
         if pk.scorer == "judge":
-            client = judge.client()
             try:
-                judgments = no_context_judgments(items, results, instances.select(schemas.INSTANCES.names()),
-                                                 client.model, client.decoding, judge.rubric_overrides,
-                                                 catalog_for(config))
+                judged, judge_meta = judge_no_context(items, results, instances.select(schemas.INSTANCES.names()),
+                                                      judge.client(), judge.rubric_overrides, catalog_for(config))
             except ValueError as exc:
                 raise dg.Failure(f"prior_knowledge {slug}: {exc}", allow_retries=False) from exc
-            replies = client.ask([c for j in judgments for c in j.calls.values()])
-            judged = judged_no_context(judgments, replies, client.model)
-            judge_meta = {"judge_model": client.model, "judged": len(judged),
-                          "judge_unparsed": sum(score is None for _, score in judged.values())}
         out = prior_knowledge_frame(items, results, metric=pk.metric, threshold=pk.threshold, judged=judged)
         return dg.Output(
             out,
@@ -161,37 +146,15 @@ def build(parts: Partitions) -> list:
         if missing:
             raise dg.Failure(f"long_scores {slug}: metric_scores missing for lengths {missing}", allow_retries=False)
         out, kept, dropped = model_long_scores(metric_scores, prior_knowledge, config.base_lengths, config.long_lengths)
-        try:
-            catalog = catalog_for(config)
-            built = [spec for _, specs in build_plan(config, catalog) for spec in specs]
-            sources = headline_sources(built, metric_scores["task"].unique(), judge.rubric_overrides,
-                                       catalog.headlines)
-            judged = read_judge_scores(lake.base_dir, slug, respect_drops=False)  # model_headline drops
-            headline = model_headline(metric_scores, judged, prior_knowledge, sources, config.base_lengths,
-                                      config.long_lengths)
-        except HeadlineUnavailable as exc:
-            headline_note = str(exc)
-            context.log.info(f"long_scores {slug}: no headline rows: {exc}")
+        judged = read_judge_scores(lake.base_dir, slug, respect_drops=False)  # the headline drops them itself
+        headline, headline_note = config_headline(config, metric_scores, judged, prior_knowledge,
+                                                  judge.rubric_overrides)
+        if headline is None:
+            context.log.info(f"long_scores {slug}: no headline rows: {headline_note}")
         else:
             out = pl.concat([out, headline])
-            headline_note = "; ".join(f"{t}: {s}" for t, s in sorted(sources.items()))
-        overall = overall_scores(out)
-        return dg.Output(
-            out,
-            metadata={
-                FINGERPRINT_KEY: stage_fingerprint("long_scores", config, models.spec(slug).fingerprint()),
-                **{f"long_score_{m}": _number(v) for m, v in overall.select("metric", "long_score").iter_rows()},
-                **{f"old_metric_{m}": _number(v) for m, v in overall.select("metric", "score").iter_rows()},
-                "undefined_long_scores": int(out["long_score"].null_count()),
-                "items_left_out_by_prior_knowledge": dropped.len(),
-                # the task -> score source of the headline rows, or why there are none
-                ("headline_sources" if (out["metric"] == HEADLINE).any() else "headline_unavailable"):
-                    headline_note,
-                "preview": preview(out.filter(pl.col("task") == "overall"), n=20),
-                **plot_metadata(context, "score_vs_length", lambda: plots.score_vs_length(
-                    plots.mean_scores(kept), overall.with_columns(model=pl.lit(slug)), title=slug)),
-                **plot_metadata(context, "depth_x_length", lambda: plots.depth_length_heatmap(kept)),
-            },
-        )
+        return dg.Output(out, metadata=long_scores_metadata(
+            context, out, kept, dropped.len(), headline_note,
+            stage_fingerprint("long_scores", config, models.spec(slug).fingerprint()), slug))
 
     return [metric_scores, prior_knowledge, long_scores]

@@ -177,3 +177,34 @@ class HiveParquetIOManager(dg.ConfigurableIOManager):
         if not frames:
             raise FileNotFoundError(f"asset {asset}: none of the partitions {list(context.asset_partition_keys)} exist")
         return pl.concat(frames, how="diagonal_relaxed")
+
+
+def read_judge_scores(lake_dir: str | Path, model: str | None = None, *, respect_drops: bool = True) -> pl.DataFrame:
+    """Every materialized judge_scores partition (of ``model`` only, when given) with its ``length`` and
+    ``model`` columns (empty when the judge never ran: judging is optional, the leaderboard must not need it).
+
+    Drops (100-LongBench's prior-knowledge filter, spec 100longbench.md §5.4; score/per_model.py): with
+    ``respect_drops``, the rows of the items a model's ``prior_knowledge`` partition marks ``dropped`` are
+    left out, as long_scores leaves out their metric rows: every score made from these rows (the
+    leaderboard's ``judge:<rubric>`` rows, the headline) is made without them. The judge_scores table
+    itself keeps them (what the judge said about each generation stays auditable)."""
+    from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM
+    from lc_pipeline.score.per_model import without_dropped
+
+    frames = []
+    lake = storage.lake_path(lake_dir)
+    table = lake / "judge_scores"
+    for path in sorted(table.glob(f"{LENGTH_DIM}=*/{MODEL_DIM}={model or '*'}/{FILE_NAME}"), key=str):
+        dims = dict(part.split("=", 1) for part in (path.parent.parent.name, path.parent.name))
+        frames.append(read_partition(path, dims))
+    if not frames:
+        return pl.DataFrame(schema={**schemas.JUDGE_SCORES, LENGTH_DIM: pl.String, MODEL_DIM: pl.String})
+    out = pl.concat(frames, how="diagonal_relaxed")
+    if not respect_drops:
+        return out
+    kept = []
+    for (slug,), rows in out.group_by(MODEL_DIM, maintain_order=True):
+        pk = partition_path(lake, "prior_knowledge", {MODEL_DIM: slug})
+        kept.append(without_dropped(rows, storage.read_parquet(pk, columns=["item_id", "dropped"]))
+                    if pk.exists() else rows)
+    return pl.concat(kept)

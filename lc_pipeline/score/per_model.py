@@ -7,7 +7,7 @@ judge rubric or metric; score/longscore.py), from the scores of the items the fi
 Drops (spec §5.4: "excluded from the statistical analysis"): an item the filter drops is left out of
 every score made for that model, at every length: its metric_scores rows (long_scores) and its
 judge_scores rows (the headline, and the leaderboard's ``judge:<rubric>`` rows through
-``assets.judge.read_judge_scores``). The rows themselves stay in metric_scores and judge_scores, which
+``resources.parquet_io.read_judge_scores``). The rows themselves stay in metric_scores and judge_scores, which
 are the auditable record of what was generated and judged; the judge is therefore asked about dropped
 items too (at most the QA items a model answers from memory; its replies are cached).
 Pure, no Dagster (assets/scoring.py wires them).
@@ -137,3 +137,34 @@ def model_headline(metric_scores: pl.DataFrame, judge_scores: pl.DataFrame, prio
 def overall_scores(long_scores: pl.DataFrame) -> pl.DataFrame:
     """The rows of the overall LongScore and old metric (``task == "overall"``, ``length_level == "avg"``)."""
     return long_scores.filter((pl.col("task") == "overall") & (pl.col("length_level") == "avg"))
+
+
+def judge_no_context(questions: pl.DataFrame, outputs: Sequence[dict], instances: pl.DataFrame, client,
+                     rubric_overrides: dict, catalog) -> tuple[dict, dict]:
+    """``prior_knowledge.scorer: judge``: the no-context answers graded by ``client`` (a score.judge
+    JudgeClient) with each task's rubric -> (item_id -> (value, score), metadata)."""
+    judgments = no_context_judgments(questions, outputs, instances, client.model, client.decoding, rubric_overrides,
+                                     catalog)
+    replies = client.ask([c for j in judgments for c in j.calls.values()])
+    judged = judged_no_context(judgments, replies, client.model)
+    return judged, {"judge_model": client.model, "judged": len(judged),
+                    "judge_unparsed": sum(score is None for _, score in judged.values())}
+
+
+def config_headline(config, metric_scores: pl.DataFrame, judge_scores: pl.DataFrame, prior_knowledge: pl.DataFrame,
+                    rubric_overrides: dict) -> tuple[pl.DataFrame | None, str]:
+    """long_scores' headline rows for ``config`` (each task scored by its task file's source, spec
+    100longbench.md) and the note the metadata shows: the task -> source list, or why there are none."""
+    from lc_pipeline.construct.builders import build_plan
+    from lc_pipeline.score.longscore import headline_sources
+    from lc_pipeline.tasks.catalog import catalog_for
+
+    try:
+        catalog = catalog_for(config)
+        built = [spec for _, specs in build_plan(config, catalog) for spec in specs]
+        sources = headline_sources(built, metric_scores["task"].unique(), rubric_overrides, catalog.headlines)
+        headline = model_headline(metric_scores, judge_scores, prior_knowledge, sources, config.base_lengths,
+                                  config.long_lengths)
+    except HeadlineUnavailable as exc:
+        return None, str(exc)
+    return headline, "; ".join(f"{t}: {s}" for t, s in sorted(sources.items()))

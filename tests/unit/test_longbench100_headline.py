@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from lc_pipeline import schemas
-from lc_pipeline.assets.judge import read_judge_scores
+from lc_pipeline.resources.parquet_io import read_judge_scores
 from lc_pipeline.config import PriorKnowledgeConfig, load_config
 from lc_pipeline.construct.builders import build_plan
 from lc_pipeline.definitions import build_pipeline
