@@ -39,9 +39,12 @@ def _runner(s: Settings):
 
 
 def _print_leaderboard(df) -> None:
-    if "long_score" not in df.columns:  # a benchmark run as released: its tables' overall rows (no LongScore)
-        click.echo("\nBenchmark scores (overall rows of each published table, 0-100; lcp report shows every task)")
-        print_table(df.columns, df.rows())
+    if df.height and df["base_ability"].is_null().all():  # a benchmark run as released: no LongScore
+        shown = df.rename({"old_metric": "score", "rank_old_metric": "rank"}).select(
+            "metric", "model", "score", "rank", "scores_by_length", "n_instances")
+        click.echo("\nLeaderboard (each published table's overall, 0-100, averaged over its length partitions; "
+                   "lcp report shows every task)")
+        print_table(shown.columns, shown.rows())
         return
     cols = ["metric", "model", "base_ability", "old_metric", "long_score", "rank_old_metric", "rank_long_score",
             "n_instances"]
@@ -165,7 +168,7 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
         click.echo(f"{model}: scored {list(lengths)}; its LongScore and leaderboard row follow once every length "
                    "is scored", err=True)
         return
-    _print_leaderboard(runner.leaderboard() if runner.has("leaderboard") else runner.benchmark_overall([model]))
+    _print_leaderboard(runner.leaderboard())
 
 
 def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str, wait: bool) -> None:

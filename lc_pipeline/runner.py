@@ -209,25 +209,10 @@ class Runner:
             return storage.read_parquet(partition_path(storage.lake_path(self.lake), "leaderboard", {}))
 
     def demo(self, models: list[str] | None = None) -> pl.DataFrame:
-        """Build, evaluate ``models``; the leaderboard (a benchmark run as released: its overall rows)."""
         self.build_benchmark()
-        slugs = models or list(self.config.models)
-        for slug in slugs:
+        for slug in models or list(self.config.models):
             self.evaluate_model(slug)
-        if self.has("leaderboard"):
-            return self.leaderboard()
-        return self.benchmark_overall(slugs)
-
-    def benchmark_overall(self, slugs: list[str]) -> pl.DataFrame:
-        """The overall rows of ``slugs``' benchmark_scores (one per benchmark table and length)."""
-        root = storage.lake_path(self.lake)
-        frames = [storage.read_parquet(partition_path(root, "benchmark_scores", {MODEL_DIM: s})).with_columns(
-                  model=pl.lit(s)) for s in slugs
-                  if partition_path(root, "benchmark_scores", {MODEL_DIM: s}).exists()]
-        if not frames:
-            return pl.DataFrame()
-        return pl.concat(frames).filter(pl.col("level") == "overall").select(
-            "model", "benchmark", "table", "length", "metric", "score", "n")
+        return self.leaderboard()
 
 
 # ------------------------------------------------------------------------------ GPU pool

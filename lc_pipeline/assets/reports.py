@@ -1,19 +1,24 @@
 """The reports group: the leaderboard over every model (LongScore and the old metric per metric, spec
-100longbench.md; LLM-judge rubrics beside them as 'judge:<rubric>' rows, score/longscore.py)."""
+100longbench.md; LLM-judge rubrics beside them as 'judge:<rubric>' rows, score/longscore.py); for a benchmark
+run as released, each model's overall per published table (score/benchmark_scores.py)."""
 
 import dagster as dg
 import polars as pl
 
-from lc_pipeline import plots
+from lc_pipeline import plots, schemas, storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
-from lc_pipeline.resources.parquet_io import read_judge_scores
+from lc_pipeline.resources.parquet_io import read_judge_scores, read_table
+from lc_pipeline.score.benchmark_scores import benchmark_leaderboard
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource
 from lc_pipeline.score.longscore import judge_leaderboard, leaderboard_frame
 
 
-def build(parts: Partitions) -> list:
+def build(parts: Partitions, released: bool = False) -> list:
+    if released:
+        return [released_leaderboard()]
+
     @dg.asset(
         ins={"long_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})},
         # Judging is optional: its partitions are read from the lake when there are any.
@@ -45,5 +50,29 @@ def build(parts: Partitions) -> list:
             },
         )
 
-
     return [leaderboard]
+
+
+def released_leaderboard() -> dg.AssetsDefinition:
+    """The leaderboard of a benchmark run as released: each model's overall per published table (no LongScore)."""
+
+    @dg.asset(
+        name="leaderboard",
+        deps=["benchmark_scores"],  # every model's partition, read from the lake
+        group_name="reports",
+        kinds={"parquet"},
+        description="One row per model and published table (metric '<benchmark>/<table>', e.g. longbench/en): the "
+        "table's overall score averaged over its length partitions, per partition in scores_by_length, ranked",
+    )
+    def leaderboard(benchmark: BenchmarkResource, lake: LakeResource):
+        config = benchmark.load()
+        tables = read_table(storage.lake_path(lake.base_dir) / "benchmark_scores")
+        out = benchmark_leaderboard(tables) if tables is not None else schemas.empty("leaderboard")
+        return dg.Output(out, metadata={
+            FINGERPRINT_KEY: stage_fingerprint("leaderboard", config),
+            "models": out["model"].n_unique(),
+            "leaderboard": preview(out.select("metric", "model", "old_metric", "rank_old_metric", "scores_by_length",
+                                              "n_instances"), n=50),
+        })
+
+    return leaderboard

@@ -346,3 +346,29 @@ def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapp
                     out.append(row(table, "breakdown", None, category, label(cells), score, sum(c.n for c in cells)))
                 out += rates(table, "breakdown", None, category, cells)
     return out
+
+
+def benchmark_leaderboard(tables: pl.DataFrame) -> pl.DataFrame:
+    """LEADERBOARD rows of a benchmark run as released, from every model's benchmark_scores (``model`` column):
+    one row per (model, benchmark, table) as metric ``"<benchmark>/<table>"`` (``longbench/en``, ``lveval/all``),
+    its score the mean over the length partitions of the table's overall row (one partition for LongBench, the
+    level scores' mean for LV-Eval, the sets' for Loong), ``scores_by_length`` each partition's, ranked among
+    the models of the same metric. The rates (Loong's perfect_rate, scoring_success) and the breakdown rows stay
+    in benchmark_scores; there is no LongScore (no base lengths): base_ability and long_score are null."""
+    import json
+
+    overall = tables.filter((pl.col("level") == "overall") & ~pl.col("metric").is_in([SCORING_SUCCESS, PERFECT_RATE]))
+    if overall.is_empty():
+        return schemas.empty("leaderboard")
+    rows = []
+    for (model, benchmark, table), grp in overall.group_by("model", "benchmark", "table", maintain_order=True):
+        by_length = {lv: grp.filter(pl.col("length") == lv)["score"][0] for lv in length_order(grp["length"])}
+        values = [v for v in by_length.values() if v is not None]
+        rows.append({"model": model, "metric": f"{benchmark}/{table}", "base_ability": None,
+                     "old_metric": sum(values) / len(values) if values else None, "long_score": None,
+                     "scores_by_length": json.dumps(by_length), "n_instances": int(grp["n"].sum())})
+    out = pl.DataFrame(rows, schema_overrides={"base_ability": pl.Float64, "long_score": pl.Float64})
+    out = out.with_columns(
+        rank_old_metric=pl.col("old_metric").rank("min", descending=True).over("metric").cast(pl.Int32),
+        rank_long_score=pl.lit(None, pl.Int32))
+    return schemas.conform(out, "leaderboard").sort("metric", "rank_old_metric", nulls_last=True)

@@ -1,7 +1,7 @@
 """A config that runs a published benchmark as released has the graph that needs: sources, instances (one per
 released record), generations, scores and benchmark_scores; no passages, hard negatives, confusing facts or
 LongScore (its lengths are the benchmark's own groups). `lcp demo`'s runner goes through it with the real
-SmolLM2 and ends with the benchmark's overall rows."""
+SmolLM2 and ends with the leaderboard of the published tables' overall scores."""
 
 from __future__ import annotations
 
@@ -49,14 +49,19 @@ def test_a_released_benchmark_runs_from_records_to_its_table(tmp_path, monkeypat
     pipeline = build_pipeline(settings)
     names = {key.to_user_string() for a in pipeline.assets for key in a.keys}
     assert not names & NOT_IN_RELEASED_RUNS
-    assert {"source_items", "instances", "generations", "metric_scores", "benchmark_scores"} <= names
+    assert {"source_items", "instances", "generations", "metric_scores", "benchmark_scores", "leaderboard"} <= names
     with dg.instance_for_test() as instance:
-        overall = Runner(pipeline, instance, echo=lambda m: None).demo()
+        board = Runner(pipeline, instance, echo=lambda m: None).demo()
     instances = read_table(tmp_path / "lake" / "instances")
     assert sorted(instances["record_id"]) == ["m0", "m1", "t0"]
     generations = read_table(tmp_path / "lake" / "generations")
     assert sorted(generations["instance_id"]) == sorted(instances["instance_id"]) and generations["prompt_tokens"].min() > 0
     # trec is fed without the chat template, as LongBench does; its answer budget is dataset2maxlen's 64
     assert instances.filter(pl.col("task") == "trec")["max_new_tokens"].to_list() == [64]
-    assert overall.filter(pl.col("model") == MODEL)["table"].to_list() == ["en"]
-    assert overall["length"].to_list() == ["all"] and overall["n"].to_list() == [3]
+    # the leaderboard ranks each published table's overall: here LongBench's English table, one partition
+    tables = read_table(tmp_path / "lake" / "benchmark_scores")
+    en = tables.filter((pl.col("level") == "overall") & (pl.col("table") == "en"))
+    assert board.select("metric", "model", "old_metric", "rank_old_metric", "n_instances").rows() == [
+        ("longbench/en", MODEL, en["score"][0], 1, 3)]
+    assert json.loads(board["scores_by_length"][0]) == {"all": en["score"][0]}
+    assert board["base_ability"].is_null().all() and board["long_score"].is_null().all()
