@@ -37,6 +37,8 @@ def task_record(spec: TaskSpec, with_prompt: bool = True) -> dict:
         "chat_template": spec.chat_template,
         "answer_prefix": spec.answer_prefix,
         "stop": list(spec.stop),
+        # LongBench v2's chain of thought: a second call with the first call's output (null: one call)
+        "followup": spec.followup.model_dump() if spec.followup is not None else None,
         "aggregation": spec.aggregation.model_dump(),
         "description": spec.description,
         "declared_in": spec.declared_in,

@@ -80,3 +80,12 @@ def test_no_module_imports_a_private_name_of_another():
 def test_asset_modules_are_wiring_sized():
     sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in (PACKAGE / "assets").glob("*.py")}
     assert {n: s for n, s in sizes.items() if s > ASSET_MODULE_MAX_LINES} == {}, sizes
+
+
+def test_every_test_module_has_a_name_of_its_own():
+    # The test folders are not packages: pytest imports each module by its file name, and refuses to collect a
+    # second module of the same name in another folder (the whole run then stops at collection).
+    names: dict[str, list[str]] = {}
+    for path in sorted((Path(__file__).resolve().parents[1]).rglob("test_*.py")):
+        names.setdefault(path.name, []).append(str(path.parent.name))
+    assert {n: folders for n, folders in names.items() if len(folders) > 1} == {}
