@@ -56,7 +56,8 @@ def length_histogram_markdown(summary: pl.DataFrame, bins: int = 10) -> str:
     starts = np.ceil(edges).astype(np.int64)  # integer bins: [starts[i], starts[i + 1] - 1]
     targets = sorted(int(t) for t in summary["target_tokens"].drop_nulls().unique())
     target = ", ".join(f"{t:,}" for t in targets) or (
-        "none: records as released" if (summary["suite"] == "released").all() else "in words")
+        "none: records as released" if "suite" in summary.columns and (summary["suite"] == "released").all()
+        else "in words")
     lines = [f"prompt tokens per instance ({len(tokens)} instances; target {target})", "",
              "| prompt tokens | instances | |", "|---|---:|---|"]
     for i, n in enumerate(counts):

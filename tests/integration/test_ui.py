@@ -30,7 +30,7 @@ LINEAGE = {
     "generations": {"instances"},
     "metric_scores": {"generations", "instances"},
     "prior_knowledge": {"instances"},
-    "long_scores": {"metric_scores", "prior_knowledge"},
+    "long_scores": {"metric_scores", "prior_knowledge", "judge_scores"},  # the headline reads the judge's verdicts
     "leaderboard": {"long_scores", "judge_scores"},  # judge scores sit next to metric scores
 }
 
