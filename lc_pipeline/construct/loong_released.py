@@ -45,13 +45,13 @@ from typing import Any
 import polars as pl
 
 from lc_pipeline.construct.released import (
-    BATCH_RECORDS,
     SUITE,
     ReleasedRecordError,
-    level_of,
+    in_frames,
+    in_this_level,
     record_fields,
 )
-from lc_pipeline.construct.rows import instance_row, instances_frame
+from lc_pipeline.construct.rows import instance_row
 from lc_pipeline.fingerprints import short_id
 
 SHUFFLE_SEED = 1000000007  # Loong's random.seed (src/run.sh --seed)
@@ -115,6 +115,10 @@ def loong_prompt(item: Mapping[str, Any], fields: Mapping[str, Any], texts: Mapp
 def loong_released(request) -> Iterator[pl.DataFrame]:
     """Builder ``loong.released``: one instance per Loong item whose task the level builds, in the set its
     prompt's token count falls in (module docstring)."""
+    yield from in_frames(_loong_rows(request))
+
+
+def _loong_rows(request) -> Iterator[dict[str, Any]]:
     from lc_pipeline.construct.builders import BuildError
 
     inputs = request.inputs
@@ -133,23 +137,17 @@ def loong_released(request) -> Iterator[pl.DataFrame]:
     wanted = sorted({d for f in fields_of.values() for d in f["doc_ids"]})
     docs = inputs.documents.filter(pl.col("doc_id").is_in(wanted)).select("doc_id", "text")
     texts = dict(docs.iter_rows())
-    rows: list[dict[str, Any]] = []
-    outside, yielded = 0, False
     for item in items.iter_rows(named=True):
         spec, fields = specs[item["task"]], fields_of[item["item_id"]]
         try:
             prompt, context, shown = loong_prompt(item, fields, texts)
-            input_tokens = counter.count(prompt)
-            item_level = level_of(item, fields, input_tokens, released, config.lengths)
         except ReleasedRecordError as exc:
             raise BuildError(str(exc)) from None
-        if item_level is None:
-            outside += 1
-            continue
-        if item_level != level:
+        input_tokens = counter.count(prompt)
+        if not in_this_level(item, fields, input_tokens, inputs):
             continue
         max_new_tokens = spec.max_new_tokens or config.max_new_tokens
-        rows.append(instance_row(
+        yield instance_row(
             instance_id=short_id(SUITE, BUILDER, item["item_id"], spec.name, level, max_new_tokens, config.tokenizer,
                                  short_id(prompt)),
             item_id=item["item_id"], source=item["source"], suite=SUITE, task=spec.name, category=spec.category,
@@ -160,10 +158,4 @@ def loong_released(request) -> Iterator[pl.DataFrame]:
             n_filler_documents=0, context=context, prompt=prompt, tokenizer=config.tokenizer, target_tokens=None,
             input_tokens=input_tokens, context_tokens=counter.count(context), max_new_tokens=max_new_tokens,
             target_units=None, record_id=item["record_id"], record_fields=item["record_fields"],
-        ))
-        if len(rows) >= BATCH_RECORDS:
-            yield instances_frame(rows)
-            rows, yielded = [], True
-    inputs.meta["records_outside_levels"] = inputs.meta.get("records_outside_levels", 0) + outside
-    if rows or not yielded:  # a set no item falls in is an empty partition, written as one
-        yield instances_frame(rows)
+        )

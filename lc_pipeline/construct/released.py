@@ -74,6 +74,34 @@ def level_of(item: dict[str, Any], fields: dict[str, Any], input_tokens: int, re
     return str(value) if str(value) in lengths else None
 
 
+def in_this_level(item: dict[str, Any], fields: dict[str, Any], input_tokens: int, inputs) -> bool:
+    """Whether the record belongs to the level being built (:func:`level_of`); a record in no level is counted
+    in the level's metadata (``records_outside_levels``), never silently lost."""
+    from lc_pipeline.construct.builders import BuildError
+
+    try:
+        record_level = level_of(item, fields, input_tokens, inputs.config.released, inputs.config.lengths)
+    except ReleasedRecordError as exc:
+        raise BuildError(str(exc)) from None
+    if record_level is None:
+        inputs.meta["records_outside_levels"] = inputs.meta.get("records_outside_levels", 0) + 1
+    return record_level == inputs.level
+
+
+def in_frames(rows) -> Iterator[pl.DataFrame]:
+    """INSTANCES frames of at most ``BATCH_RECORDS`` rows (one row group each, bounded memory); a level no
+    record falls in is one empty frame (an empty partition, written as one)."""
+    batch: list[dict[str, Any]] = []
+    yielded = False
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= BATCH_RECORDS:
+            yield instances_frame(batch)
+            batch, yielded = [], True
+    if batch or not yielded:
+        yield instances_frame(batch)
+
+
 def _record_tasks(items: pl.DataFrame, released, catalog, modes, prompts, config, level):
     """(item, task spec, prompt) for each record and each task that runs it: the record's own task, then the
     tasks whose ``records_of`` names it."""
@@ -108,6 +136,11 @@ def released_records(request) -> Iterator[pl.DataFrame]:
     """Builder ``released.records``: every record of the configured sources whose task the benchmark
     declares (``released.tasks`` narrows them, ``released.subset`` picks MiniLongBench's records), in
     the level the record belongs to, prompted by its task with its released context."""
+    yield from in_frames(_released_rows(request))
+
+
+def _released_rows(request) -> Iterator[dict[str, Any]]:
+
     from lc_pipeline.construct.builders import BuildError
 
     inputs = request.inputs
@@ -129,8 +162,6 @@ def released_records(request) -> Iterator[pl.DataFrame]:
         if of:
             modes.setdefault(of, []).append(spec)
     prompts: dict[str, tuple[Any, QAPrompt]] = {}
-    rows: list[dict[str, Any]] = []
-    outside, yielded = 0, False
     wanted = {t.name for t in request.tasks}
     for item, spec, prompt in _record_tasks(items, released, catalog, modes, prompts, config, level):
         if spec.name not in wanted:
@@ -142,16 +173,9 @@ def released_records(request) -> Iterator[pl.DataFrame]:
         fields = record_fields(item)
         text = prompt.render(item["context"], item["question"])
         input_tokens = counter.count(text)
-        try:
-            record_level = level_of(item, fields, input_tokens, released, config.lengths)
-        except ReleasedRecordError as exc:
-            raise BuildError(str(exc)) from None
-        if record_level is None:
-            outside += 1
+        if not in_this_level(item, fields, input_tokens, inputs):
             continue
-        if record_level != level:
-            continue
-        rows.append(instance_row(
+        yield instance_row(
             instance_id=short_id(SUITE, item["item_id"], spec.name, level, prompt.template, prompt.max_new_tokens,
                                  config.tokenizer),
             item_id=item["item_id"], source=item["source"], suite=SUITE, task=spec.name, category=spec.category,
@@ -162,10 +186,4 @@ def released_records(request) -> Iterator[pl.DataFrame]:
             target_tokens=None, input_tokens=input_tokens, context_tokens=counter.count(item["context"]),
             max_new_tokens=prompt.max_new_tokens, target_units=None, record_id=item["record_id"],
             record_fields=item["record_fields"],
-        ))
-        if len(rows) >= BATCH_RECORDS:
-            yield instances_frame(rows)
-            rows, yielded = [], True
-    inputs.meta["records_outside_levels"] = inputs.meta.get("records_outside_levels", 0) + outside
-    if rows or not yielded:  # a level no record falls in is an empty partition, written as one
-        yield instances_frame(rows)
+        )
