@@ -144,6 +144,7 @@ def _released_rows(request) -> Iterator[dict[str, Any]]:
     from lc_pipeline.construct.builders import BuildError
 
     inputs = request.inputs
+    inputs.meta.setdefault("records_outside_levels", 0)  # reported for every level, 0 included
     config, catalog, counter, level = inputs.config, inputs.catalog, inputs.counter, inputs.level
     released = config.released
     if released is None:
