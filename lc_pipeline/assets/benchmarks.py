@@ -62,8 +62,7 @@ def build(parts: Partitions) -> list:
             judged = judged_tasks(instances, catalog)
             if judged:
                 lengths = instances["length"].unique().to_list()
-                judgments = read_judge_scores(lake.base_dir).filter(
-                    pl.col(MODEL_DIM) == slug, pl.col(LENGTH_DIM).is_in(lengths))
+                judgments = read_judge_scores(lake.base_dir, slug).filter(pl.col(LENGTH_DIM).is_in(lengths))
                 context.log.info(f"judge-scored tasks {judged}: {judgments.height} verdicts of {slug} in the lake")
             result = benchmark_table(metric_scores, instances, catalog, slug, judgments)
         except ValueError as exc:
