@@ -28,9 +28,11 @@ def template_placeholders(template: str) -> set[str]:
     return names
 
 
-def check_builder(spec: TaskSpec, builder: str, kinds: Mapping[str, Mapping[str, Collection[str]]]) -> str:
+def check_builder(spec: TaskSpec, builder: str, kinds: Mapping[str, Mapping[str, Collection[str]]],
+                  optional: Mapping[str, Mapping[str, Collection[str] | None]] | None = None) -> str:
     """The spec's ``builder.options.kind``, checked: the builder's name, a known kind, each of the kind's
-    options present with an allowed value, and no other option. ``kinds``: kind -> option -> allowed values."""
+    options present with an allowed value, and no other option. ``kinds``: kind -> option -> allowed values;
+    ``optional``: kind -> option -> allowed values (None: any value, the kind checks it) of options it may omit."""
     if spec.builder.name != builder:
         raise spec_error(spec, "builder.name", f"{spec.builder.name!r} is not built here (builder {builder!r})")
     options = dict(spec.builder.options)
@@ -44,10 +46,14 @@ def check_builder(spec: TaskSpec, builder: str, kinds: Mapping[str, Mapping[str,
             raise spec_error(spec, f"builder.options.{name}", f"missing (kind {kind!r}); one of {sorted(allowed)}")
         if options[name] not in allowed:
             raise spec_error(spec, f"builder.options.{name}", f"{options[name]!r} is not one of {sorted(allowed)}")
-    extra = sorted(set(options) - set(kinds[kind]))
+    may = dict((optional or {}).get(kind, {}))
+    for name, allowed in may.items():
+        if name in options and allowed is not None and options[name] not in allowed:
+            raise spec_error(spec, f"builder.options.{name}", f"{options[name]!r} is not one of {sorted(allowed)}")
+    extra = sorted(set(options) - set(kinds[kind]) - set(may))
     if extra:
         raise spec_error(spec, "builder.options", f"unknown option{'s' if len(extra) > 1 else ''} {extra} "
-                                                  f"for kind {kind!r}; it takes {['kind', *kinds[kind]]}")
+                                                  f"for kind {kind!r}; it takes {['kind', *kinds[kind], *may]}")
     return kind
 
 

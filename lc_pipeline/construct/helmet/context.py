@@ -10,6 +10,7 @@ packaged task as shipped keeps the ids it always had.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,9 @@ class Row:
     n_hard_negatives: int
     n_filler: int
     prompt_fields: dict[str, Any]
+    # INSTANCES.record_fields of the row: what its metrics or judge read besides the answers (ALCE's QA pairs and
+    # passages, ∞Bench MC's options, Multi-LexSum's key points); {} for most kinds.
+    record_fields: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,14 @@ class BuildContext:
     spec: TaskSpec | None = None
 
     def for_task(self, spec: TaskSpec) -> BuildContext:
-        return dataclasses.replace(self, spec=spec)
+        """The context of ``spec``: its pools restricted to ``builder.options.source`` when it names one."""
+        source = spec.builder.options.get("source")
+        if source is None:
+            return dataclasses.replace(self, spec=spec)
+        if not isinstance(source, str):
+            raise ValueError(f"task {spec.qualified_name!r}: field 'builder.options.source': expected a source "
+                             f"name, got {source!r}")
+        return dataclasses.replace(self, spec=spec, pools=self.pools.of_source(source, spec.qualified_name))
 
     @property
     def counter(self) -> TokenCounter:
@@ -136,4 +147,5 @@ class BuildContext:
             input_tokens=input_tokens,
             context_tokens=context_tokens,
             max_new_tokens=spec.max_new_tokens,
+            record_fields=json.dumps(r.record_fields, ensure_ascii=False, sort_keys=True) if r.record_fields else "{}",
         )

@@ -8,6 +8,7 @@ sharing most words with the question).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import defaultdict
 from collections.abc import Sequence
@@ -71,6 +72,16 @@ class Pools:
             if bad:
                 raise ValueError(f"item {it['item_id']!r}: field 'evidence_doc_ids' names unknown documents {bad}")
         return cls(rows, docs, dict(by_doc), dict(negatives), counter)
+
+    def of_source(self, source: str, task: str) -> Pools:
+        """The pools with only the items of configured source ``source`` (documents, passages and hard negatives
+        stay whole: distractors may come from anywhere); ValueError naming the task when it has none."""
+        mine = [it for it in self.items if it["source"] == source]
+        if not mine:
+            have = sorted({it["source"] for it in self.items})
+            raise ValueError(f"task {task!r}: builder.options.source {source!r}: no items of that source "
+                             f"(sources with items: {have})")
+        return dataclasses.replace(self, items=mine)
 
     def tokens(self, doc_id: str) -> int:
         if doc_id not in self.doc_tokens:

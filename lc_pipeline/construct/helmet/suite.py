@@ -8,6 +8,7 @@ demonstrations. Every spec is checked before anything is built (``construct.spec
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 
 import polars as pl
@@ -47,7 +48,12 @@ class Kind:
     options: Mapping[str, Collection[str]]  # required options -> allowed values
     placeholders: frozenset[str]  # what its prompt template may name
     demos: bool  # its demonstrations end with the task's answer prefix
+    # options it may omit -> allowed values (None: any value; the kind checks it). Every kind also takes
+    # ``source``: only the items (and long documents) of that configured source (HELMET's per-dataset tasks).
+    optional: Mapping[str, Collection[str] | None] = dataclasses.field(default_factory=dict)
 
+
+COMMON_OPTIONS: dict[str, None] = {"source": None}  # every kind: restrict to one configured source (str)
 
 KINDS: dict[str, Kind] = {
     "rag": Kind(build_rag, {}, DOCUMENT_FIELDS, True),
@@ -62,7 +68,8 @@ KINDS: dict[str, Kind] = {
 
 def check_spec(spec: TaskSpec, config: HelmetConfig) -> Kind:
     """The construction of ``spec``; a ValueError naming the task and the field when it cannot be built."""
-    kind = KINDS[check_builder(spec, BUILDER, {k: v.options for k, v in KINDS.items()})]
+    kind = KINDS[check_builder(spec, BUILDER, {k: v.options for k, v in KINDS.items()},
+                               {k: {**COMMON_OPTIONS, **v.optional} for k, v in KINDS.items()})]
     check_prompt(spec, kind.placeholders)
     check_max_new_tokens(spec)
     if kind.demos and config.shots and spec.answer_prefix is None:
