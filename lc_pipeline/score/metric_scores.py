@@ -24,7 +24,7 @@ from lc_pipeline.tasks.spec import MetricRef, TaskSpec
 
 INSTANCE_FIELDS = ("instance_id", "item_id", "benchmark", "task", "category", "depth", "answers")
 # Read when present (INSTANCES has them): metrics that need them say so; hand-made frames may lack them.
-OPTIONAL_FIELDS = ("variant", "language", "answer_keywords", "all_classes")
+OPTIONAL_FIELDS = ("variant", "language", "answer_keywords", "all_classes", "record_fields")
 VARIANT_METRIC = MetricRef(name="lveval")
 
 
