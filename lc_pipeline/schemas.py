@@ -227,7 +227,7 @@ BENCHMARK_SCORES = _table("benchmark_scores", {
     "benchmark": (Str, "The benchmark (its task file)"),
     "table": (Str, 'The paper\'s table the row belongs to (aggregation.table: LongBench "en" / "zh"), else "all"'),
     "level": (Str, '"task" | "group" | "overall" | "breakdown" (the overall on the instances of one record-field '
-                   'value)'),
+                   'value) | "component" (one metric of a task scored by the mean of its metrics: HELMET Cite)'),
     "task": (Str, "Task name; null for group, overall and breakdown rows"),
     "category": (Str, 'The task\'s group (aggregation.group); null for overall rows; "<field>=<value>" for '
                       'breakdown rows (LongBench v2 "difficulty=easy", "length=short")'),

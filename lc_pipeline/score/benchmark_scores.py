@@ -54,7 +54,7 @@ from lc_pipeline.tasks.spec import Headline, TaskSpec
 
 ALL_TABLES = "all"  # aggregation.table of a task counted in every table of its benchmark
 PLAIN = "plain"
-LEVELS = ("task", "group", "overall", "breakdown")
+LEVELS = ("task", "group", "overall", "breakdown", "component")
 SCORING_SUCCESS = "scoring_success"  # metric label of a cell's share of judge verdicts parsed ok
 PERFECT_RATE = "perfect_rate"  # metric label of a cell's share of ok verdicts at the rubric's top score
 JUDGE_OK = "ok"  # score/judge.py's parse_status of a verdict that was read
@@ -73,10 +73,22 @@ class BenchmarkTable(NamedTuple):
 
 
 def headline_metric(spec: TaskSpec) -> str | None:
-    """The metric_scores label of the task's headline metric (its first declared), or None when it has none."""
-    if not spec.metrics:
+    """The metric_scores label of the task's headline metric (its first declared), or None when it has none;
+    ``"a+b+c"`` for a task scored as the mean of its metrics (``aggregation.score: mean_of_metrics``)."""
+    labels = metric_labels(spec)
+    if not labels:
         return None
-    return METRICS.get(spec.metrics[0].name, where=f"task {spec.qualified_name}, field metrics").label
+    return "+".join(labels) if spec.aggregation.score == "mean_of_metrics" else labels[0]
+
+
+def metric_labels(spec: TaskSpec) -> list[str]:
+    """The labels (metric_scores / citation_scores ``metric``) of the task's metrics, in declared order, once each."""
+    labels: list[str] = []
+    for ref in spec.metrics:
+        label = METRICS.get(ref.name, where=f"task {spec.qualified_name}, field metrics").label
+        if label not in labels:
+            labels.append(label)
+    return labels
 
 
 def score_source(spec: TaskSpec, headline: Headline) -> str | None:
@@ -193,12 +205,25 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
 
     plain = inst.filter(pl.col("variant") == PLAIN)
     keys_schema = {"benchmark": pl.String, "task": pl.String}
-    wanted = pl.DataFrame([(b, t, lab) for (b, t), lab in labels.items()],
-                          schema={**keys_schema, "metric": pl.String}, orient="row")
-    metric_rows = (scores.select("instance_id", "metric", pl.col("score").cast(pl.Float64))
-                   .join(plain.select("instance_id", "benchmark", "task"), on="instance_id", how="inner")
-                   .join(wanted, on=["benchmark", "task", "metric"], how="inner")
-                   .select("instance_id", "metric", "score", judged=pl.lit(False), perfect=pl.lit(None, pl.Boolean)))
+    # A task scored by the mean of its metrics reads every one of them (its components).
+    parts = {key: (metric_labels(specs[key]) if specs[key].aggregation.score == "mean_of_metrics" else [lab])
+             for key, lab in labels.items()}
+    wanted = pl.DataFrame([(b, t, part, lab) for (b, t), lab in labels.items() for part in parts[(b, t)]],
+                          schema={**keys_schema, "metric": pl.String, "headline": pl.String}, orient="row")
+    read = (scores.select("instance_id", "metric", pl.col("score").cast(pl.Float64))
+            .join(plain.select("instance_id", "benchmark", "task"), on="instance_id", how="inner")
+            .join(wanted, on=["benchmark", "task", "metric"], how="inner"))
+    n_parts = pl.DataFrame([(b, t, len(p)) for (b, t), p in parts.items()],
+                           schema={**keys_schema, "n_parts": pl.Int64}, orient="row")
+    # One row per instance: its headline score, the mean of its components once it has all of them.
+    metric_rows = (read.group_by("instance_id", "benchmark", "task", "headline")
+                   .agg(pl.col("score").mean(), n=pl.col("metric").n_unique())
+                   .join(n_parts, on=["benchmark", "task"], how="inner")
+                   .filter(pl.col("n") == pl.col("n_parts"))
+                   .select("instance_id", pl.col("headline").alias("metric"), "score",
+                           judged=pl.lit(False), perfect=pl.lit(None, pl.Boolean)))
+    components = read.filter(pl.col("metric") != pl.col("headline")).join(
+        plain.select("instance_id", "length"), on="instance_id", how="inner")
     judge_keys = pl.DataFrame([k for k, s in sources.items() if s == "judge"], schema=keys_schema, orient="row")
     judge_rows = _judge_rows(judgments, inst, judge_keys)
     rows = pl.concat([metric_rows, judge_rows]).join(plain, on="instance_id", how="inner")
@@ -224,9 +249,25 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
                 breakdown_missing[f"{benchmark}/{field}"] = unset
         for length in length_order(of_bench["length"].unique().to_list()):
             out += _benchmark_rows(benchmark, length, of_bench.filter(pl.col("length") == length), specs, head)
+            out += _component_rows(benchmark, length, components.filter(
+                (pl.col("benchmark") == benchmark) & (pl.col("length") == length)), specs, head)
     frame = schemas.conform(pl.DataFrame(out, schema=schemas.BENCHMARK_SCORES), "benchmark_scores")
     table = frame.select(pl.lit(model, dtype=pl.String).alias("model"), pl.all())
     return BenchmarkTable(table, unjudged, variant_rows, unscored, breakdown_missing)
+
+
+def _component_rows(benchmark: str, length: str, components: pl.DataFrame,
+                    specs: Mapping[tuple[str, str], TaskSpec], head: Headline) -> list[dict]:
+    """Rows of level ``component``: each metric of a task scored by the mean of its metrics, on its own (HELMET's
+    six Cite numbers: ASQA STR-EM, citation recall, citation precision, QAMPARI rec-5, ...), x the scale."""
+    out = []
+    stats = components.group_by("task", "metric").agg(pl.col("score").mean(), n=pl.len()).sort("task", "metric")
+    for task, metric, score, n in stats.iter_rows():
+        agg = specs[(benchmark, task)].aggregation
+        out.append({"benchmark": benchmark, "table": agg.table, "level": "component", "task": task,
+                    "category": agg.group, "length": length, "metric": metric, "score": head.scale * score,
+                    "n": int(n), "aggregation": head.overall})
+    return out
 
 
 def _field_value(text: str, field: str) -> str:

@@ -65,6 +65,10 @@ class Aggregation(_Strict):
     group: str
     table: str = "all"
     weight: float = Field(default=1.0, gt=0)
+    # The task's score: its first declared metric (``first_metric``), or the mean of all its metrics
+    # (``mean_of_metrics``: HELMET's Cite, helmet.md §6, "the mean of the 6 numbers" = per dataset the mean of
+    # correctness, citation recall and citation precision; an instance counts once it has every metric).
+    score: Literal["first_metric", "mean_of_metrics"] = "first_metric"
 
 
 class Headline(_Strict):
@@ -169,5 +173,7 @@ class TaskSpec(_Strict):
         dump = self.model_dump(mode="json")
         if dump["followup"] is None:  # a field added later: hashed only when set, so existing hashes stay
             del dump["followup"]
+        if dump["aggregation"]["score"] == "first_metric":  # likewise
+            del dump["aggregation"]["score"]
         blob = json.dumps(dump, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -386,3 +386,36 @@ def test_the_report_shows_loongs_three_numbers_and_the_breakdown_rows_in_their_p
     assert pivot.select("level", "group", "m / all").rows()[-5:] == [
         ("overall", "", "50.00"), ("n", "", "2"), ("breakdown", "difficulty=easy", "0.00"),
         ("breakdown", "difficulty=hard", "100.00"), ("breakdown", "length=long", "50.00")]
+
+
+def test_a_task_scored_by_the_mean_of_its_metrics_counts_an_instance_once_it_has_all_and_shows_each(tmp_path):
+    """HELMET's Cite (helmet.md §6): per dataset the mean of correctness, citation recall and citation precision;
+    each number is also a ``component`` row, and an instance missing one of them is reported unscored."""
+    task_file = tmp_path / "mine.yaml"
+    task_file.write_text(textwrap.dedent("""\
+        benchmark: mine
+        headline: {overall: mean_of_groups}
+        tasks:
+          - name: cite_like
+            category: Cite
+            builder: {name: helmet, options: {kind: rag}}
+            prompt: "{context} {question}"
+            truncation: end_of_context
+            metrics: [subem, em, f1]
+            aggregation: {group: Cite, score: mean_of_metrics}
+        """))
+    catalog = load_catalog([task_file])
+    instances = pl.DataFrame({"instance_id": ["a", "b", "c"], "benchmark": "mine", "task": "cite_like",
+                              "length": "8k"})
+    scores = pl.DataFrame({"instance_id": ["a", "a", "a", "b", "b", "b", "c", "c"],
+                           "metric": ["subem", "em", "f1"] * 2 + ["subem", "em"],
+                           "score": [1.0, 0.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]})
+    result = benchmark_table(scores, instances, catalog, "m")
+    task = cell(result.table, level="task", task="cite_like")
+    assert task["metric"] == "subem+em+f1" and task["n"] == 2
+    assert task["score"] == pytest.approx(100 * (0.5 + 1.0) / 2)  # a: mean(1, 0, .5); b: 1; c lacks f1
+    assert result.unscored == {"mine/cite_like": 1}
+    parts = {r["metric"]: (r["score"], r["n"]) for r in result.table.filter(pl.col("level") == "component").to_dicts()}
+    assert parts == {"subem": (pytest.approx(100.0), 3), "em": (pytest.approx(100 * 2 / 3), 3),
+                     "f1": (pytest.approx(75.0), 2)}
+    assert cell(result.table, level="overall")["score"] == pytest.approx(75.0)
