@@ -140,9 +140,11 @@ def test_a_judged_task_whose_judge_has_not_run_is_reported_not_dropped(my_catalo
 
 
 def test_instances_of_a_task_with_no_headline_score_are_counted_as_unscored():
-    scores, instances = frames([("helmet", "rag", 1.0), ("helmet", "summ", 0.0)], metric="helmet")
+    scores, instances = frames([("helmet", "rag", 1.0), ("helmet", "json_kv", 0.0), ("helmet", "summ", 0.0)],
+                               metric="helmet")
     result = benchmark_table(scores.head(1), instances, CATALOG, "m")
-    assert result.unscored == {"helmet/summ": 1}
+    assert result.unscored == {"helmet/json_kv": 1}
+    assert result.unjudged == {"helmet/summ": 1}  # HELMET's summarization is the judge's (helmet.md §4.2)
 
 
 def test_lengths_are_rows_of_their_own_in_size_order():
