@@ -67,7 +67,8 @@ def benchmark_pivots(scores: pl.DataFrame) -> list[tuple[str, str, str, pl.DataF
     """Each benchmark's published table as the report shows it: ``(benchmark, table, aggregation, pivot)``.
 
     ``scores``: benchmark_scores rows with their ``model`` (schemas.BENCHMARK_SCORES; score/benchmark_scores.py,
-    spec released_benchmarks.md). The pivot has one row per task, its group's row after the group's tasks
+    spec released_benchmarks.md). The pivot has one row per task (and, for a task scored by the mean of its
+    metrics, one ``task / metric`` row per metric right after it: HELMET's Cite), its group's row after the group's tasks
     (groups by name, tasks by name within), the overall row, an ``n`` row (the overall row's scored
     instances), then the breakdown rows (the overall per record-field value, e.g. LongBench v2's
     ``difficulty=easy`` in the group column); one column per (model, length), models by name and lengths by
@@ -76,9 +77,10 @@ def benchmark_pivots(scores: pl.DataFrame) -> list[tuple[str, str, str, pl.DataF
     are text: 2 decimals (scores 0-100, rates 0-1 as Loong prints its Perfect Rate), "n/a" where a model has no
     row for that task at that length.
     """
+    component = pl.col("level") == "component"  # one metric of a task scored by the mean of its metrics
     rows = scores.with_columns(
         group=pl.col("category").fill_null(""),
-        task=pl.col("task").fill_null(""),
+        task=pl.when(component).then(pl.col("task") + " / " + pl.col("metric")).otherwise(pl.col("task").fill_null("")),
         column=pl.col("model") + " / " + pl.col("length"),
         cell=pl.col("score").map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String),
         number=pl.when(pl.col("metric").is_in(RATES)).then(pl.col("metric")).otherwise(pl.lit("score")),
@@ -87,7 +89,8 @@ def benchmark_pivots(scores: pl.DataFrame) -> list[tuple[str, str, str, pl.DataF
         level=pl.lit("n"), cell=pl.col("n").cast(pl.String))
     rows = pl.concat([rows, n_rows], how="vertical_relaxed").with_columns(
         # overall, n and the breakdown last; within a group its tasks, then the group's own row
-        rank=pl.col("level").replace_strict({"task": 0, "group": 1, "overall": 2, "n": 3, "breakdown": 4},
+        rank=pl.col("level").replace_strict({"task": 0, "component": 0, "group": 1, "overall": 2, "n": 3,
+                                             "breakdown": 4},
                                             return_dtype=pl.Int8),
         number_rank=pl.col("number").replace_strict({"score": 0, RATES[0]: 1, RATES[1]: 2}, return_dtype=pl.Int8),
     ).with_columns(tail=pl.col("rank") >= 2)

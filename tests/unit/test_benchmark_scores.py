@@ -421,3 +421,11 @@ def test_a_task_scored_by_the_mean_of_its_metrics_counts_an_instance_once_it_has
     assert parts == {"subem": (pytest.approx(100.0), 3), "em": (pytest.approx(100 * 2 / 3), 3),
                      "f1": (pytest.approx(75.0), 2)}
     assert cell(result.table, level="overall")["score"] == pytest.approx(75.0)
+
+    from lc_pipeline.commands.report import benchmark_pivots
+
+    [(_, _, _, pivot)] = benchmark_pivots(result.table)
+    assert pivot.select("level", "task", "m / 8k").rows() == [
+        ("task", "cite_like", "75.00"), ("component", "cite_like / em", "66.67"),
+        ("component", "cite_like / f1", "75.00"), ("component", "cite_like / subem", "100.00"),
+        ("group", "", "75.00"), ("overall", "", "75.00"), ("n", "", "2")]
