@@ -9,6 +9,7 @@ sharing most words with the question).
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from collections import defaultdict
 from collections.abc import Sequence
@@ -150,3 +151,123 @@ def pick(candidates: list, n: int, seed: int, task: str, what: str, level: str) 
     order = list(candidates)
     random.Random(derive_seed(seed, "helmet", task)).shuffle(order)
     return order[:n]
+
+
+# --------------------------------------------------------------------------- HELMET's per-dataset tasks
+# (nq, triviaqa, popqa, hotpotqa, msmarco: spec helmet.md §2.2-§2.3). Their size is the spec's table, data in the
+# task file (``builder.options.per_level``); their gold passages are the dataset's own (KILT provenance), or for
+# PopQA, which has none, a passage of the collection that holds an answer.
+
+
+def per_level_count(options: dict, task: str, level: str) -> int | None:
+    """``builder.options.per_level[level]`` (passages per level, spec §2 table); None when the task has no table.
+
+    A level missing from the table, or a count that is not a positive int, is a ValueError naming the task and the
+    level: a per-dataset task is never built at a size the spec does not give.
+    """
+    table = options.get("per_level")
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise ValueError(f"task {task!r}: field 'builder.options.per_level': expected a mapping of level -> count, "
+                         f"got {table!r}")
+    if level not in table:
+        raise ValueError(f"task {task!r}: field 'builder.options.per_level' has no count for level {level!r} "
+                         f"(levels given: {sorted(table)})")
+    n = table[level]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"task {task!r}: field 'builder.options.per_level.{level}': expected a positive int, got {n!r}")
+    return n
+
+
+def record_fields(item: dict) -> dict:
+    """An item's ``record_fields`` (JSON text in SOURCE_ITEMS) as a dict."""
+    raw = item.get("record_fields") or "{}"
+    return json.loads(raw) if isinstance(raw, str) else dict(raw)
+
+
+def provenance_golds(pools: Pools, item: dict, n_gold: int) -> list[Passage] | None:
+    """The gold passages of a KILT item: its provenance passages (``evidence_doc_ids``), one per page (title).
+
+    Of a page's provenance passages the first holding an answer is taken, else its first (HotpotQA's bridge page
+    need not name the answer). None unless the provenance spans exactly ``n_gold`` pages.
+    """
+    pages: dict[str, list[Passage]] = {}
+    for d in item["evidence_doc_ids"] or []:
+        pages.setdefault(pools.docs[d]["title"] or d, []).extend(pools.passages_by_doc.get(d, []))
+    if len(pages) != n_gold or any(not ps for ps in pages.values()):
+        return None
+    return [next((p for p in ps if contains_answer(p.text, item["answers"])), ps[0]) for ps in pages.values()]
+
+
+def answer_search_gold(pools: Pools, item: dict) -> Passage | None:
+    """PopQA's gold passage (it has no provenance): a passage of the item's own collection holding an answer.
+
+    HELMET takes the best-ranked *retrieved* passage holding an answer (spec §2.2). The ``hard_negatives`` asset
+    keeps only the passages without one, so their ranks are not at hand here. Deviation: among the collection's
+    passages holding an answer (the same normalized-substring test that made them non-negatives), the one on the
+    subject's page (``s_wiki_title`` / ``subj``) comes first, then the one sharing most words with the question, then
+    collection order.
+    """
+    fields = record_fields(item)
+    subject = normalize_answer(str(fields.get("s_wiki_title") or fields.get("subj") or ""))
+    words = set(normalize_answer(item["question"]).split())
+    answers = [normalize_answer(a) for a in item["answers"]]
+    best, best_key = None, None
+    for doc_id in sorted(pools.passages_by_doc):
+        if pools.docs[doc_id]["source"] != item["source"]:
+            continue
+        for p in pools.passages_by_doc[doc_id]:
+            norm = normalize_answer(p.text)
+            if not any(a and a in norm for a in answers):
+                continue
+            key = (bool(subject) and normalize_answer(p.title) == subject, len(words & set(norm.split())))
+            if best_key is None or key > best_key:
+                best, best_key = p, key
+    return best
+
+
+def dataset_golds(pools: Pools, item: dict, n_gold: int) -> list[Passage] | None:
+    """Gold passages of a per-dataset item: KILT provenance, or (no provenance, one gold) PopQA's answer search."""
+    if item["evidence_doc_ids"]:
+        return provenance_golds(pools, item, n_gold)
+    if n_gold == 1:
+        p = answer_search_gold(pools, item)
+        return [p] if p is not None else None
+    return None
+
+
+def dataset_negatives(pools: Pools, item: dict, golds: Sequence[Passage]) -> list[Passage]:
+    """The item's clean hard negatives in rank order, less any copy of a gold passage (the same title and text from
+    another source sharing the collection)."""
+    gold_ids = {p.passage_id for p in golds}
+    gold_text = {(p.title, p.text) for p in golds}
+    return [p for p in pools.clean_negatives(item)
+            if p.passage_id not in gold_ids and (p.title, p.text) not in gold_text]
+
+
+class GoldsOf:
+    """Memoized ``dataset_golds`` of the items of one task (PopQA's search reads the whole collection once per item)."""
+
+    def __init__(self, pools: Pools, n_gold: int) -> None:
+        self.pools, self.n_gold = pools, n_gold
+        self._known: dict[str, list[Passage] | None] = {}
+
+    def __call__(self, item: dict) -> list[Passage] | None:
+        if item["item_id"] not in self._known:
+            self._known[item["item_id"]] = dataset_golds(self.pools, item, self.n_gold)
+        return self._known[item["item_id"]]
+
+
+def pick_with(items: list[dict], n: int, accept, seed: int, task: str, what: str, level: str) -> list[dict]:
+    """Like :func:`pick`, for items whose eligibility is costly to decide: the first ``n`` accepted items of the
+    same seeded order (seeded by the task's name: the same items at every level); ValueError when fewer exist."""
+    order = list(items)
+    random.Random(derive_seed(seed, "helmet", task)).shuffle(order)
+    chosen = []
+    for it in order:
+        if accept(it):
+            chosen.append(it)
+            if len(chosen) == n:
+                return chosen
+    raise ValueError(f"task {task!r} at {level}: needs {n} {what}, found {len(chosen)}")

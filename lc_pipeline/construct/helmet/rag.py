@@ -10,6 +10,7 @@ three passages each.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from lc_pipeline.construct.assembly import derive_seed
 from lc_pipeline.construct.helmet.context import BuildContext, Row
@@ -20,13 +21,28 @@ from lc_pipeline.construct.helmet.fitting import (
     fit,
     shortfall,
 )
-from lc_pipeline.construct.helmet.pools import Passage, format_passage, pick, qa_items
+from lc_pipeline.construct.helmet.pools import (
+    GoldsOf,
+    Passage,
+    dataset_negatives,
+    format_passage,
+    per_level_count,
+    pick,
+    pick_with,
+    qa_items,
+)
 
 DEMO_PASSAGES = 3  # HELMET's RAG demo files are "k3": three passages per demonstration
 
 
-def rag_demos(ctx: BuildContext, item: dict, pool: list[tuple[dict, list[Passage]]]) -> str:
-    """Mini-RAG examples from other items: their gold passage(s) and top negatives, shuffled."""
+def rag_demos(ctx: BuildContext, item: dict, pool: list[tuple[dict, list[Passage]]],
+              golds_of: Callable[[dict], list[Passage] | None] | None = None,
+              negatives_of: Callable[[dict, list[Passage]], list[Passage]] | None = None) -> str:
+    """Mini-RAG examples from other items: their gold passage(s) and top negatives, shuffled.
+
+    ``golds_of`` / ``negatives_of`` (per-dataset tasks): an item's golds, found when it is drawn (an item without
+    any is passed over), and its negatives; by default the pool's golds and the item's clean negatives.
+    """
     if not ctx.cfg.shots:
         return ""
     rng = random.Random(derive_seed(ctx.seed, "helmet-demos", item["item_id"]))
@@ -34,7 +50,12 @@ def rag_demos(ctx: BuildContext, item: dict, pool: list[tuple[dict, list[Passage
     rng.shuffle(others)
     demos = []
     for it, golds in others:
-        negs = ctx.pools.clean_negatives(it)[: max(0, DEMO_PASSAGES - len(golds))]
+        if golds_of is not None:
+            golds = golds_of(it)
+            if golds is None:
+                continue
+        negs = (negatives_of(it, golds) if negatives_of is not None
+                else ctx.pools.clean_negatives(it))[: max(0, DEMO_PASSAGES - len(golds))]
         ps = list(golds) + negs
         rng.shuffle(ps)
         demos.append("\n\n".join(map(format_passage, ps))
@@ -51,6 +72,9 @@ def _base(ctx: BuildContext, item: dict, demos: str) -> int:
 
 
 def build_rag(ctx: BuildContext) -> list[dict]:
+    k = per_level_count(ctx.options, ctx.task, ctx.level)
+    if k is not None:
+        return build_rag_dataset(ctx, k, n_gold=1)
     pool = qa_items(ctx.pools, 1)
     chosen = pick(pool, ctx.cfg.n_per_task, ctx.seed, ctx.task, "QA items with one evidence document whose passage "
                   "holds the answer", ctx.level)
@@ -91,6 +115,9 @@ def build_rag(ctx: BuildContext) -> list[dict]:
 
 
 def build_rag_multi(ctx: BuildContext) -> list[dict]:
+    k = per_level_count(ctx.options, ctx.task, ctx.level)
+    if k is not None:
+        return build_rag_dataset(ctx, k, n_gold=2)
     pool = qa_items(ctx.pools, 2)
     chosen = pick(pool, ctx.cfg.n_per_task, ctx.seed, ctx.task, "QA items with two evidence documents", ctx.level)
     rows = []
@@ -127,4 +154,66 @@ def build_rag_multi(ctx: BuildContext) -> list[dict]:
                 variant_key=f"p{perm}", n_hard_negatives=k - n_gold, n_filler=0,
                 prompt_fields={"demos": demos, "question": item["question"]},
             )))
+    return rows
+
+
+def _too_long(ctx: BuildContext, item: dict, k: int, tokens: int, where: str) -> ValueError:
+    return ValueError(f"task {ctx.task!r} at {ctx.level}: item {item['item_id']!r}: the prompt with {k} passages "
+                      f"({where}) is {tokens} tokens, over the level's {ctx.target}; the level's per_level count "
+                      f"does not fit these passages")
+
+
+def build_rag_dataset(ctx: BuildContext, k: int, n_gold: int) -> list[dict]:
+    """HELMET's per-dataset RAG (spec §2.2): exactly ``k`` passages (``builder.options.per_level``).
+
+    ``n_gold`` 1 (NQ, TriviaQA, PopQA): the gold + the top k-1 clean hard negatives in rank order, the gold at
+    ``n_depths`` evenly spaced depths. ``n_gold`` 2 (HotpotQA): both golds + the top k-2 negatives in
+    ``n_permutations`` seeded shuffles. Golds are the dataset's own (``pools.dataset_golds``). Too few negatives or a
+    prompt over the level is a ValueError naming the task, the level, the item (and the tokens): never a short row.
+    """
+    if k < n_gold:
+        raise ValueError(f"task {ctx.task!r} at {ctx.level}: per_level count {k} is below the {n_gold} gold passages")
+    golds_of = GoldsOf(ctx.pools, n_gold)
+    what = ("items whose provenance (or, without one, a collection passage) gives the gold passage" if n_gold == 1
+            else f"items whose provenance spans {n_gold} pages")
+    chosen = pick_with(ctx.pools.items, ctx.cfg.n_per_task, lambda it: golds_of(it) is not None, ctx.seed, ctx.task,
+                       what, ctx.level)
+    pool = [(it, []) for it in ctx.pools.items]
+    rows = []
+    for item in chosen:
+        golds = golds_of(item)
+        demos = rag_demos(ctx, item, pool, golds_of, lambda it, g: dataset_negatives(ctx.pools, it, g))
+        negs = dataset_negatives(ctx.pools, item, golds)
+        if len(negs) < k - n_gold:
+            raise ValueError(f"task {ctx.task!r} at {ctx.level}: item {item['item_id']!r} has {len(negs)} clean hard "
+                             f"negatives, needs {k - n_gold} for {k} passages; raise hard_negatives_per_item and "
+                             f"retrieval_top_k")
+        negs = negs[: k - n_gold]
+        gold_ids = {g.passage_id for g in golds}
+        if n_gold == 1:
+            variants = []
+            for d in evenly_spaced_depths(ctx.cfg.n_depths):
+                order = list(negs)
+                order.insert(depth_position(d, k), golds[0])
+                variants.append((order, d, f"d{d}"))
+        else:
+            variants = []
+            for perm in range(ctx.cfg.n_permutations):
+                order = list(golds) + list(negs)
+                random.Random(derive_seed(ctx.seed, "helmet-perm", item["item_id"], ctx.level, perm)).shuffle(order)
+                variants.append((order, None, f"p{perm}"))
+        for order, depth, key in variants:
+            blocks = [(p.passage_id, format_passage(p)) for p in order]
+            prompt = ctx.render(demos=demos, context="\n\n".join(t for _, t in blocks), question=item["question"])
+            tokens = ctx.counter.count(prompt)
+            if tokens > ctx.target:
+                raise _too_long(ctx, item, k, tokens, f"variant {key}")
+            rows.append(ctx.finish(Row(
+                item_id=item["item_id"], source=item["source"], language=item["language"],
+                question=item["question"], answers=list(item["answers"]),
+                answer_keywords=list(item["answer_keywords"] or []), evidence_doc_ids=[g.doc_id for g in golds],
+                blocks=blocks, separator="\n\n", gold_blocks=[i for i, p in enumerate(order) if p.passage_id in gold_ids],
+                depth=depth, variant_key=key, n_hard_negatives=k - n_gold, n_filler=0,
+                prompt_fields={"demos": demos, "question": item["question"]},
+            ), prompt=prompt))
     return rows

@@ -56,9 +56,9 @@ class Kind:
 COMMON_OPTIONS: dict[str, None] = {"source": None}  # every kind: restrict to one configured source (str)
 
 KINDS: dict[str, Kind] = {
-    "rag": Kind(build_rag, {}, DOCUMENT_FIELDS, True),
-    "rag_multi": Kind(build_rag_multi, {}, DOCUMENT_FIELDS, True),
-    "rerank": Kind(build_rerank, {}, DOCUMENT_FIELDS, True),
+    "rag": Kind(build_rag, {}, DOCUMENT_FIELDS, True, {"per_level": None}),
+    "rag_multi": Kind(build_rag_multi, {}, DOCUMENT_FIELDS, True, {"per_level": None}),
+    "rerank": Kind(build_rerank, {}, DOCUMENT_FIELDS, True, {"per_level": None}),
     "json_kv": Kind(build_json_kv, {}, DOCUMENT_FIELDS, True),
     "multikey": Kind(build_multikey, {"key": tuple(KEY_DRAWS), "value": tuple(VALUE_DRAWS)}, RULER_FIELDS, False),
     "multivalue": Kind(build_multivalue, {}, RULER_FIELDS, False),
