@@ -27,7 +27,15 @@ passage, every passage one document (doc id ``{source}-{id}``, domain ``kilt/{co
 * Simple: ``id, question, answers: [str], positive_ids | gold_ids: [passage id]`` (optional
   ``hops``, default the number of gold ids). In CSV the two lists may be JSON strings.
 
-A record with neither shape is an error naming it and its missing ``question`` field.
+* PopQA (Mallen et al. 2023; spec helmet.md §2.2): ``id, question, possible_answers`` (a list, or its JSON
+  string as PopQA ships it), ``s_pop`` (the subject's monthly Wikipedia page views), ``subj``, ``s_wiki_title``,
+  ``prop``, ... PopQA has no provenance: evidence is empty and HELMET's builder finds the gold passage in the
+  collection (``construct/helmet/pools.answer_search_gold``, which reads ``subj`` / ``s_wiki_title`` from the item's
+  ``record_fields``). Option ``max_popularity`` (HELMET: 1000, i.e. ``log10(s_pop) < 3``) keeps records with
+  ``s_pop < max_popularity``; the others are counted in the file's report (``popularity filter``), never dropped
+  silently.
+
+A record with none of these shapes is an error naming it and its missing ``question`` field.
 
 A provenance entry resolves to passages, in this order: its ``passage_id`` (an exact passage
 id, for exports that carry one); else the passages whose ``wikipedia_id`` is the entry's and
@@ -72,6 +80,8 @@ GOLD_FIELDS = ("positive_ids", "gold_ids")  # simple form: the gold passage ids,
 _PASSAGE_FIELDS = {"id", "title", "text", "wikipedia_id", "paragraph_id", "start_paragraph_id", "end_paragraph_id"}
 _KILT_FIELDS = {"id", "input", "output", "meta"}
 _SIMPLE_FIELDS = {"id", "question", "answers", "hops", *GOLD_FIELDS}
+_POPQA_FIELDS = {"id", "question", "possible_answers", "s_pop", "subj", "s_wiki_title", "prop"}
+POPQA_RECORD_FIELDS = ("s_pop", "subj", "s_wiki_title", "prop")  # kept in the item's record_fields
 
 
 # --------------------------------------------------------------------------- small checkers
@@ -334,11 +344,41 @@ def _simple_record(rec: Record, collection: PassageCollection | None, csv: bool)
     return question, answers, evidence, hops or len(gold)
 
 
+def _popqa_record(rec: Record, csv: bool, max_popularity: int | None):
+    """PopQA shape -> (question, answers, record_fields), or None when the popularity filter leaves it out."""
+    question = rec.required_str("question")
+    answers = rec.str_list("possible_answers", allow_json_string=True)
+    if not answers or any(not a.strip() for a in answers):
+        raise rec.error("possible_answers", "a blank answer string (or none)")
+    pop = rec.data.get("s_pop")
+    if isinstance(pop, str) and pop.strip().isdigit():
+        pop = int(pop)
+    if isinstance(pop, float) and pop.is_integer():
+        pop = int(pop)
+    if isinstance(pop, bool) or not isinstance(pop, int) or pop < 0:
+        raise rec.error("s_pop", f"expected a non-negative int (monthly page views), got {_type_name(pop)} {pop!r}")
+    if max_popularity is not None and pop >= max_popularity:
+        return None
+    fields = {k: rec.data[k] for k in POPQA_RECORD_FIELDS if rec.data.get(k) not in (None, "")}
+    fields["s_pop"] = pop
+    return question, list(dict.fromkeys(answers)), fields
+
+
 def _parse_qa(rec: Record, *, source: str, task: str, language: str, collection: PassageCollection | None,
-              csv: bool, seen: dict[str, str], stats: Counter):
+              csv: bool, seen: dict[str, str], stats: Counter, max_popularity: int | None = None):
     rid = _record_id(rec)
     keys = set(rec.data)
-    if "input" in keys or "output" in keys:
+    fields = None
+    if "possible_answers" in keys:
+        shape = "PopQA"
+        popqa = _popqa_record(rec, csv, max_popularity)
+        if popqa is None:
+            stats[f"popularity filter: s_pop >= {max_popularity}, left out"] += 1
+            return None
+        question, answers, fields = popqa
+        evidence, hops = [], 1
+        extra = keys - _POPQA_FIELDS
+    elif "input" in keys or "output" in keys:
         shape = "KILT"
         question, answers, evidence, hops = _kilt_record(rec, collection, stats)
         extra = keys - _KILT_FIELDS
@@ -356,6 +396,9 @@ def _parse_qa(rec: Record, *, source: str, task: str, language: str, collection:
     stats[f"{shape} records"] += 1
     stats.update(f"field ignored: {k}" for k in extra)
     category = "multi-doc QA" if hops > 1 else "single-doc QA"
+    if fields is not None:
+        return (item_id, source, task, category, language, question, answers, [], evidence, hops, [], [], rid, "",
+                json.dumps(fields, ensure_ascii=False, sort_keys=True))
     return (item_id, source, task, category, language, question, answers, [], evidence, hops, [], [])
 
 
@@ -366,9 +409,14 @@ def load_qa(
     source: str,
     language: str = "en",
     on_error: OnError = "fail",
+    max_popularity: int | None = None,
 ) -> tuple[list[tuple], list[ValidationReport]]:
     """QA files -> (item rows, one report per file). Without a collection the gold passages are
-    checked for shape only (``lcp sources validate`` of a lone QA file) and evidence is empty."""
+    checked for shape only (``lcp sources validate`` of a lone QA file) and evidence is empty.
+    ``max_popularity``: PopQA records with ``s_pop`` at or above it are left out, counted in the report."""
+    if max_popularity is not None and (isinstance(max_popularity, bool) or not isinstance(max_popularity, int)
+                                       or max_popularity < 1):
+        raise ValueError(f"option 'max_popularity': expected a positive int, got {max_popularity!r}")
     rows: list[tuple] = []
     reports = []
     seen: dict[str, str] = {}
@@ -378,8 +426,9 @@ def load_qa(
         parsed, report = validate_file(
             path, lambda r: _parse_qa(r, source=source, task=task, language=language,  # noqa: B023
                                       collection=collection, csv=path.suffix.lower() == ".csv",  # noqa: B023
-                                      seen=seen, stats=stats),  # noqa: B023
+                                      seen=seen, stats=stats, max_popularity=max_popularity),  # noqa: B023
             on_error=on_error)
+        parsed = [row for row in parsed if row is not None]  # PopQA's popularity filter, counted in stats
         hops = Counter(row[9] for row in parsed)
         report.notes.append(f"task {task!r}: " + ", ".join(f"{k} {v}" for k, v in sorted(stats.items()))
                             + "; hops " + ", ".join(f"{k}: {v}" for k, v in sorted(hops.items())))
@@ -401,13 +450,15 @@ def load_kilt(
     collection: str | None = None,
     language: str = "en",
     on_error: OnError = "fail",
+    max_popularity: int | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
     """Load a passage collection and its QA files; returns (documents, items, reports: passage
     files first, then QA files). Every passage is a document; each item's evidence is its gold
     passages (see the module docstring for the accepted shapes)."""
     doc_rows, index, reports = load_passages(passages, source=source, collection=collection, language=language,
                                              on_error=on_error)
-    item_rows, qa_reports = load_qa(qa, index, source=source, language=language, on_error=on_error)
+    item_rows, qa_reports = load_qa(qa, index, source=source, language=language, on_error=on_error,
+                                    max_popularity=max_popularity)
     return (*source_frames(doc_rows, item_rows), reports + qa_reports)
 
 
@@ -440,7 +491,8 @@ def kilt_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationRepo
     """``kind: kilt``: options ``passages`` and ``qa`` (each a file, directory or list; or
     ``passages_hf_dataset`` / ``qa_hf_dataset`` with ``_hf_name``, ``_hf_split``, ``_hf_revision``,
     e.g. ``qa_hf_dataset: facebook/kilt_tasks, qa_hf_name: nq, qa_hf_split: validation``),
-    ``collection`` (domain name; default the passages file's stem), ``language`` and ``on_error``."""
+    ``collection`` (domain name; default the passages file's stem), ``language``, ``on_error`` and, for PopQA
+    files, ``max_popularity`` (HELMET: 1000)."""
     options = dict(config.options)
     passages = _input_option(options, "passages", source=config.name)
     qa = _input_option(options, "qa", source=config.name)

@@ -64,7 +64,9 @@ SOURCE_KINDS: dict[str, Adapter] = {
     "loong": _lazy("loong", "loong_source"),
     "generic": _lazy("generic", "generic_source"),
     "kilt": _lazy("kilt", "kilt_source"),
+    "msmarco": _lazy("msmarco", "msmarco_source"),
     "multihop": _lazy("multihop", "multihop_source"),
+    "alce": _lazy("alce", "alce_source"),
 }
 
 

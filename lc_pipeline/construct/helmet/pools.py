@@ -238,12 +238,15 @@ def dataset_golds(pools: Pools, item: dict, n_gold: int) -> list[Passage] | None
 
 
 def dataset_negatives(pools: Pools, item: dict, golds: Sequence[Passage]) -> list[Passage]:
-    """The item's clean hard negatives in rank order, less any copy of a gold passage (the same title and text from
-    another source sharing the collection)."""
-    gold_ids = {p.passage_id for p in golds}
-    gold_text = {(p.title, p.text) for p in golds}
-    return [p for p in pools.clean_negatives(item)
-            if p.passage_id not in gold_ids and (p.title, p.text) not in gold_text]
+    """The item's clean hard negatives in rank order, each text once and none a copy of a gold passage (sources that
+    load one collection each hold their own copy of every passage)."""
+    seen = {(p.title, p.text) for p in golds}
+    out = []
+    for p in pools.clean_negatives(item):
+        if (p.title, p.text) not in seen:  # one copy of a passage several sources load
+            seen.add((p.title, p.text))
+            out.append(p)
+    return out
 
 
 class GoldsOf:
