@@ -324,6 +324,29 @@ JUDGE_SCORES = _table("judge_scores", {
     "judge_calls": (pl.Int32, "Questions this verdict took (cached replies count too)"),
 })
 
+# ALCE citation recall / precision per (generation, metric), NLI-judged (score/citations.py); length x model.
+CITATION_SCORES = _table("citation_scores", {
+    "score_id": (Str, "Hash of (generation, metric): the same id a metric_scores row of it would have"),
+    "generation_id": (Str, "The generation scored"),
+    "instance_id": (Str, "The generation's instance"),
+    "item_id": (Str, "The instance's item"),
+    "task": (Str, "Task name"),
+    "category": (Str, "Task category"),
+    "depth": (pl.Float64, "The instance's configured evidence depth"),
+    "metric": (Str, '"citation_rec" | "citation_prec"'),
+    "score": (pl.Float64, "Score in [0, 1]; null when the output has no sentence to score (ALCE skips it)"),
+    "nli_backend": (Str, "The NLI judge, e.g. hf_seq2seq:<path>, judge:<model>@<server>, model:<slug> (never a key)"),
+    "sentence_splitter": (Str, "How the output was cut into sentences: nltk.punkt | regex | qampari.items"),
+    "n_sentences": (pl.Int32, "Sentences scored"),
+    "n_citations": (pl.Int32, "Citations counted for precision (<= 3 per sentence whose citations are in range)"),
+    "n_checks": (pl.Int32, "NLI questions this score used (answers from the cache included)"),
+    "n_unparsed": (pl.Int32, "Of those, verdicts that could not be read (counted as not entailed)"),
+    "parse_status": (Str, "ok, the worst status of its NLI verdicts (no_verdict), or no_sentences"),
+    "checks": (Str, "JSON list: per NLI question the sentence (index, text, hypothesis), cited ids, step "
+                    "(joint | alone | without), premise ids, verdict, status and raw reply; sentences scored 0 "
+                    "for their citations have status no_citation / out_of_range"),
+})
+
 TABLES: dict[str, pl.Schema] = {
     "source_documents": SOURCE_DOCUMENTS,
     "source_items": SOURCE_ITEMS,
@@ -342,6 +365,7 @@ TABLES: dict[str, pl.Schema] = {
     "replacement_rules": REPLACEMENT_RULES,
     "lveval_ablation": LVEVAL_ABLATION,
     "judge_scores": JUDGE_SCORES,
+    "citation_scores": CITATION_SCORES,
     "minilongbench_subset": MINILONGBENCH_SUBSET,
     "minilongbench_estimates": MINILONGBENCH_ESTIMATES,
 }

@@ -41,6 +41,8 @@ def score_instance(spec: TaskSpec, instance: Mapping[str, Any], output: str,
     refs = (*spec.metrics, *(m for m in extra if m.name not in spec.metric_names))
     for ref in refs:
         metric = METRICS.get(ref.name, where=f"task {spec.qualified_name}, field metrics")
+        if metric.needs:  # model-based (e.g. "nli": citation_scores computes it), not a function of the output
+            continue
         if metric.label in values:
             raise ValueError(f"task {spec.qualified_name}: metrics {[m.name for m in refs]} write the label "
                              f"{metric.label!r} twice")

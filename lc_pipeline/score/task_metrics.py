@@ -12,6 +12,7 @@ every 100-LongBench task ``lb100`` (100longbench.md §4.4), every LongBench task
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,9 @@ class Metric:
     label: str  # metric_scores.metric
     fn: Callable[[str, Mapping[str, Any], Any, Mapping[str, Any]], float]
     description: str = ""
+    # What the metric needs besides the output and the instance: "" (nothing: metric_scores computes it) or
+    # "nli" (an NLI judge: the citation_scores asset computes it, score/citations.py; metric_scores skips it).
+    needs: str = ""
 
     def __call__(self, output: str, instance: Mapping[str, Any], task: Any, options: Mapping[str, Any]) -> float:
         return self.fn(output, instance, task, options)
@@ -68,6 +72,25 @@ HELMET_NDCG10 = Metric("helmet", lambda o, i, t, _: helmet_metrics.rerank_score(
 # HELMET scores ROUGE-L on the raw and on the parsed output and keeps the better (its summ too: §3).
 HELMET_ROUGEL = Metric("helmet", lambda o, i, t, _: helmet_metrics.rouge_l(o, _answers(i), t.answer_prefix),
                        "ROUGE-L F1, the better of the raw output and the text after the answer prefix")
+
+_INTEGER = re.compile(r"-?\d+")
+
+
+def icl_label(output: str, answers: Sequence[str], prefix: str = "label:") -> float:
+    """HELMET ICL accuracy (spec helmet.md §2.7, §3): 1 when the first integer of the text after ``prefix``
+    (else of the first line) is the gold integer. The prefix is put back in front of the output first, as
+    HELMET does in completion mode, so a model that goes on writing demonstrations is read at its first line."""
+    try:
+        gold = int(str(answers[0]).strip())
+    except (IndexError, ValueError):
+        raise ValueError(f"field answers: expected the gold label's integer, got {list(answers)!r}") from None
+    m = _INTEGER.search(parse_answer(f"{prefix} {output.lstrip()}", prefix))
+    return float(m is not None and int(m.group()) == gold)
+
+
+HELMET_LABEL = Metric("helmet", lambda o, i, t, _: icl_label(o, _answers(i), getattr(t, "answer_prefix", None)
+                                                            or "label:"),
+                      "ICL accuracy: the first integer after the answer prefix is the gold label's integer")
 
 # --------------------------------------------------------------------------- 100-LongBench (spec §4.4)
 

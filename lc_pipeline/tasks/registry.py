@@ -79,6 +79,7 @@ METRICS: Registry = Registry("metric", {
         "subem": "SUBEM", "em": "EM", "f1": "F1",
         "helmet.subem": "HELMET_SUBEM", "helmet.recall": "HELMET_RECALL", "helmet.ndcg10": "HELMET_NDCG10",
         "helmet.rougel": "HELMET_ROUGEL",
+        "helmet.label": "HELMET_LABEL",
         "lb100.kv_retrieval": "LB100_KV_RETRIEVAL", "lb100.first_integer": "LB100_FIRST_INTEGER",
         "lb100.qa_f1": "LB100_QA_F1", "lb100.rouge": "LB100_ROUGE",
         "longbench.qa_f1": "LONGBENCH_QA_F1", "longbench.qa_f1_zh": "LONGBENCH_QA_F1_ZH",
@@ -90,6 +91,11 @@ METRICS: Registry = Registry("metric", {
     }.items()
 })
 METRICS.register("longbench_v2.choice", "lc_pipeline.score.longbench_v2:CHOICE")
+# ALCE citation recall / precision (options style: asqa|qampari): NLI-judged, computed by citation_scores.
+METRICS.register("alce.citation_recall", "lc_pipeline.score.citations:CITATION_RECALL")
+METRICS.register("alce.citation_precision", "lc_pipeline.score.citations:CITATION_PRECISION")
+METRICS.register("helmet.str_em", "lc_pipeline.score.alce_correctness:STR_EM")  # ALCE ASQA
+METRICS.register("helmet.qampari_rec5", "lc_pipeline.score.alce_correctness:QAMPARI_REC5")  # ALCE QAMPARI
 
 # LLM-judge rubrics (score/judge.py).
 RUBRICS: Registry = Registry("rubric", {
