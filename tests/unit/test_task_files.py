@@ -277,5 +277,7 @@ def test_every_task_says_what_it_is(catalog):
 def test_chat_template_use_follows_the_authors_code(catalog):
     # HELMET: open instruct models get the chat template only for Cite, LongQA and Summ (helmet.md §5.1);
     # 100-LongBench feeds raw prompts (100longbench.md §4.3).
-    assert {t.name for t in catalog.tasks("helmet") if t.chat_template} == {"longqa", "summ"}
+    chat = {t.category for t in catalog.tasks("helmet") if t.chat_template}
+    assert chat == {"Cite", "LongQA", "Summ"}
+    assert not any(t.category in chat for t in catalog.tasks("helmet") if not t.chat_template)
     assert not any(t.chat_template for t in catalog.tasks("longbench100"))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from lc_pipeline.config import HelmetConfig, level_tokens
+from lc_pipeline.construct.helmet.cite import build_cite
 from lc_pipeline.construct.helmet.context import CONSTRUCTION_VERSION, BuildContext
 from lc_pipeline.construct.helmet.long_document import ITEM_KINDS, build_long_document
 from lc_pipeline.construct.helmet.pools import Pools
@@ -62,6 +63,7 @@ KINDS: dict[str, Kind] = {
     "json_kv": Kind(build_json_kv, {}, DOCUMENT_FIELDS, True),
     "multikey": Kind(build_multikey, {"key": tuple(KEY_DRAWS), "value": tuple(VALUE_DRAWS)}, RULER_FIELDS, False),
     "multivalue": Kind(build_multivalue, {}, RULER_FIELDS, False),
+    "cite": Kind(build_cite, {}, DOCUMENT_FIELDS, True, {"per_level": None}),  # ALCE ASQA / QAMPARI
     "long_document": Kind(build_long_document, {"items": ITEM_KINDS}, DOCUMENT_FIELDS, True),
 }
 

@@ -1,0 +1,94 @@
+"""ALCE correctness (spec helmet.md §3 "ALCE", §2.4): ASQA STR-EM and QAMPARI recall-top-5, deterministic.
+
+Both score the output with its citations removed (ALCE's ``remove_citations``: ``[n`` and `` [n``,
+``]`` and `` |`` deleted) after HELMET's preprocessing (newlines to spaces, ``<|im_end|>`` removed).
+A reply that repeats the task's answer prefix (``Answer: ...``, as a model may in chat mode) is
+scored after it: ALCE never sees the prefix, so it must not cost a QAMPARI answer its match.
+
+* **STR-EM** (ASQA): the mean over the question's QA pairs of [some short answer of the pair is a
+  normalized substring of the output] (ALCE ``compute_str_em`` / ``exact_presence``). A blank short
+  answer is never counted (ALCE would count "" as present in any output; the alce source drops them).
+* **rec-5** (QAMPARI): the output, a trailing ``.``/``,`` stripped, split on commas and each piece
+  normalized; a gold cluster is hit when any of its aliases equals a piece;
+  ``min(5, hits) / min(5, clusters)`` (ALCE ``compute_qampari_f1``'s ``rec_top5``).
+
+Normalization is SQuAD's (``lc_pipeline.text.normalize_answer``), as every HELMET metric's. Citation
+recall and precision need an entailment judge: ``score/citations.py``, not here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lc_pipeline.score.task_metrics import Metric
+from lc_pipeline.text import normalize_answer
+
+__all__ = ["QAMPARI_REC5", "STR_EM", "preprocess", "qampari_rec_top5", "record_fields_of", "remove_citations", "str_em"]
+
+_CITATION_SPACE = re.compile(r" \[\d+")
+_CITATION = re.compile(r"\[\d+")
+
+
+def remove_citations(text: str) -> str:
+    """ALCE's ``remove_citations``: ``" [3"`` then ``"[3"`` removed, then ``" |"`` and ``"]"``."""
+    return _CITATION.sub("", _CITATION_SPACE.sub("", text)).replace(" |", "").replace("]", "")
+
+
+def preprocess(output: str, prefix: str | None = None) -> str:
+    """HELMET's ALCE preprocessing: newlines to spaces, ``<|im_end|>`` removed, stripped; a leading
+    ``prefix`` (the task's answer prefix, any case, repeated or not) dropped."""
+    text = output.replace("\n", " ").replace("<|im_end|>", "").strip()
+    if prefix:
+        while text.lower().startswith(prefix.lower()):
+            text = text[len(prefix):].strip()
+    return text
+
+
+def str_em(output: str, qa_pairs: Sequence[Sequence[str]], prefix: str | None = None) -> float:
+    """ASQA STR-EM of one output: the share of QA pairs with a short answer in the citation-free output."""
+    if not qa_pairs:
+        raise ValueError("str_em: qa_pairs is empty; an ASQA question has at least one QA pair")
+    text = normalize_answer(remove_citations(preprocess(output, prefix)))
+    hits = [any((n := normalize_answer(a)) and n in text for a in pair) for pair in qa_pairs]
+    return sum(hits) / len(hits)
+
+
+def qampari_rec_top5(output: str, clusters: Sequence[Sequence[str]], prefix: str | None = None) -> float:
+    """QAMPARI recall-top-5 of one output: min(5, clusters hit) / min(5, clusters)."""
+    if not clusters:
+        raise ValueError("qampari_rec_top5: answer_clusters is empty; a QAMPARI question has at least one answer")
+    text = remove_citations(preprocess(output, prefix)).rstrip().rstrip(".").rstrip(",")
+    preds = {p for p in (normalize_answer(x.strip()) for x in text.split(",")) if p}
+    hits = sum(any(normalize_answer(a) in preds for a in cluster) for cluster in clusters)
+    return min(5, hits) / min(5, len(clusters))
+
+
+def record_fields_of(instance: Mapping[str, Any], field: str) -> Any:
+    """``instance["record_fields"][field]`` (the column is JSON text; a dict is taken as is); a ValueError
+    naming the instance and the field when it is absent."""
+    raw = instance.get("record_fields")
+    fields = json.loads(raw) if isinstance(raw, str) and raw else raw if isinstance(raw, Mapping) else {}
+    if field not in fields:
+        raise ValueError(f"instance {instance.get('instance_id', '?')!r} (task {instance.get('task', '?')!r}): "
+                         f"field 'record_fields.{field}' is missing; the cite builder writes it "
+                         "(construct/helmet/cite.py)")
+    return fields[field]
+
+
+# --------------------------------------------------------------------------- registered metrics (tasks/registry.py)
+
+def _str_em(output: str, instance: Mapping[str, Any], task: Any, options: Mapping[str, Any]) -> float:
+    return str_em(output, record_fields_of(instance, "qa_pairs"), getattr(task, "answer_prefix", None))
+
+
+def _rec_top5(output: str, instance: Mapping[str, Any], task: Any, options: Mapping[str, Any]) -> float:
+    return qampari_rec_top5(output, record_fields_of(instance, "answer_clusters"), getattr(task, "answer_prefix", None))
+
+
+STR_EM = Metric("str_em", _str_em, "ASQA STR-EM: share of QA pairs with a short answer in the output, citations "
+                                    "removed (ALCE, helmet.md §3)")
+QAMPARI_REC5 = Metric("rec_top5", _rec_top5, "QAMPARI recall-top-5: min(5, answer clusters named) / min(5, "
+                                              "clusters), comma-split output, citations removed (helmet.md §3)")
