@@ -91,8 +91,6 @@ METRICS: Registry = Registry("metric", {
     }.items()
 })
 METRICS.register("longbench_v2.choice", "lc_pipeline.score.longbench_v2:CHOICE")
-METRICS.register("helmet.str_em", "lc_pipeline.score.alce_correctness:STR_EM")  # ALCE ASQA
-METRICS.register("helmet.qampari_rec5", "lc_pipeline.score.alce_correctness:QAMPARI_REC5")  # ALCE QAMPARI
 # ALCE citation recall / precision (options style: asqa|qampari): NLI-judged, computed by citation_scores.
 METRICS.register("alce.citation_recall", "lc_pipeline.score.citations:CITATION_RECALL")
 METRICS.register("alce.citation_precision", "lc_pipeline.score.citations:CITATION_PRECISION")
