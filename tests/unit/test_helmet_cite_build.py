@@ -142,9 +142,12 @@ def test_packaged_cite_tasks_carry_the_spec_table_chat_template_and_300_new_toke
         spec = specs[name]
         assert spec.builder.options == {"kind": "cite", "source": name, "per_level": SPEC_TABLE}
         assert spec.chat_template and spec.max_new_tokens == 300 and spec.answer_prefix == "Answer:"
-        assert spec.metrics[0].name == metric and spec.category == spec.aggregation.group == "Cite"
+        assert [(m.name, dict(m.options)) for m in spec.metrics] == [
+            (metric, {}), ("alce.citation_recall", {"style": name}), ("alce.citation_precision", {"style": name})]
+        assert spec.category == spec.aggregation.group == "Cite"
         assert spec.aggregation.score == "mean_of_metrics"
     assert "per_level" not in specs["cite"].builder.options and "source" not in specs["cite"].builder.options
+    assert [m.name for m in specs["cite"].metrics] == ["helmet.str_em", "alce.citation_recall", "alce.citation_precision"]
 
 
 @pytest.mark.parametrize("level", ["8k", "16k"])
