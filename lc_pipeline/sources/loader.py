@@ -66,6 +66,8 @@ SOURCE_KINDS: dict[str, Adapter] = {
     "kilt": _lazy("kilt", "kilt_source"),
     "msmarco": _lazy("msmarco", "msmarco_source"),
     "multihop": _lazy("multihop", "multihop_source"),
+    "icl": _lazy("icl", "icl_source"),
+    "demo_labels": _lazy("demo_labels", "demo_labels_source"),
     "alce": _lazy("alce", "alce_source"),
 }
 

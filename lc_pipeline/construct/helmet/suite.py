@@ -16,6 +16,7 @@ import polars as pl
 from lc_pipeline.config import HelmetConfig, level_tokens
 from lc_pipeline.construct.helmet.cite import build_cite
 from lc_pipeline.construct.helmet.context import CONSTRUCTION_VERSION, BuildContext
+from lc_pipeline.construct.helmet.icl import build_icl
 from lc_pipeline.construct.helmet.long_document import ITEM_KINDS, build_long_document
 from lc_pipeline.construct.helmet.pools import Pools
 from lc_pipeline.construct.helmet.rag import build_rag, build_rag_multi
@@ -41,6 +42,7 @@ from lc_pipeline.tasks.spec import TaskSpec
 BUILDER = "helmet"  # TaskSpec.builder.name of the tasks built here
 DOCUMENT_FIELDS = frozenset({"context", "question", "demos"})
 RULER_FIELDS = frozenset({"context", "question", "kind"})  # {kind}: what the needles' values are
+ICL_FIELDS = frozenset({"context", "question"})  # {context}: the demonstrations
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ KINDS: dict[str, Kind] = {
     "multivalue": Kind(build_multivalue, {}, RULER_FIELDS, False),
     "cite": Kind(build_cite, {}, DOCUMENT_FIELDS, True, {"per_level": None}),  # ALCE ASQA / QAMPARI
     "long_document": Kind(build_long_document, {"items": ITEM_KINDS}, DOCUMENT_FIELDS, True),
+    "icl": Kind(build_icl, {}, ICL_FIELDS, True, {"per_level": None}),  # per_level: level -> shots
 }
 
 
