@@ -52,7 +52,7 @@ from lc_pipeline.sources.validation import (
     validate_file,
 )
 
-__all__ = ["CATEGORY", "DEMO_CATEGORY", "STYLES", "alce_source", "load_alce", "load_alce_demos", "validate_alce_file"]
+__all__ = ["ASQA", "CATEGORY", "DEMO_CATEGORY", "QAMPARI", "STYLES", "alce_source", "load_alce", "load_alce_demos", "validate_alce_file"]
 
 ASQA, QAMPARI = "asqa", "qampari"
 STYLES = (ASQA, QAMPARI)

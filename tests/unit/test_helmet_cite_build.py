@@ -105,9 +105,12 @@ def test_qampari_answers_are_the_first_alias_of_each_cluster_and_max_docs_keeps_
     assert [d["text"] for d in fields["docs"]] == [d["text"] for d in raw[0]["docs"][:5]]
 
 
-def test_the_demos_file_gives_demonstration_items_through_the_configured_source():
-    loaded = load_source(SourceConfig("asqa", "alce", {"paths": str(ALCE / "asqa_eval_gtr_top2000.json"),
-                                                       "demos": str(ALCE / "asqa_revised.json")}))
+def test_the_demos_file_gives_demonstration_items_through_the_configured_source(monkeypatch):
+    monkeypatch.setenv("LCP_DATA", str(ALCE.parents[1]))  # the packaged helmet config's layout: $LCP_DATA/helmet/alce/
+    loaded = load_source(SourceConfig("asqa", "alce", {"paths": "$LCP_DATA/helmet/alce/asqa_eval_gtr_top2000.json",
+                                                       "demos": "$LCP_DATA/helmet/alce/asqa_revised.json",
+                                                       "style": "asqa", "max_docs": 700}))
+    assert loaded.items.filter(pl.col("category") == CATEGORY).height == 3
     demos = loaded.items.filter(pl.col("category") == DEMO_CATEGORY)
     shipped = json.loads((ALCE / "asqa_revised.json").read_text())["demos"]
     assert demos["question"].to_list() == [d["question"] for d in shipped]

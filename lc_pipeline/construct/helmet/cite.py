@@ -43,11 +43,9 @@ from lc_pipeline.construct.assembly import derive_seed
 from lc_pipeline.construct.helmet.context import BuildContext, Row
 from lc_pipeline.construct.helmet.fitting import Fit, depth_position, fit, shortfall
 from lc_pipeline.construct.helmet.pools import Passage, pick, qa_items
+from lc_pipeline.sources.alce import ASQA, CATEGORY, DEMO_CATEGORY, QAMPARI
 from lc_pipeline.text import contains_answer, normalize_answer
 
-CATEGORY = "cited QA"  # sources/alce.py CATEGORY
-DEMO_CATEGORY = "cited QA demonstration"  # sources/alce.py DEMO_CATEGORY
-ASQA, QAMPARI = "asqa", "qampari"
 DEMO_PASSAGES = 5  # HELMET's ALCE demonstrations show 5 passages each
 PASSAGE_SEPARATOR = "\n"  # one passage per line (HELMET's doc_prompt ends with a newline)
 DEMO_SEPARATOR = "\n\n\n"
