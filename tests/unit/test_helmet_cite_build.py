@@ -289,3 +289,24 @@ def test_registered_metrics_read_the_instance_record_fields():
     assert rec5.label == "rec_top5" and rec5("Ada [1], Cy [2]", clusters, task, {}) == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match=r"instance 'i1'.*record_fields.answer_clusters"):
         rec5("Ada", instance, task, {})
+
+
+def test_metric_scores_of_built_cite_instances_are_the_correctness_numbers(tmp_path, alce_items, counter):
+    from lc_pipeline.score.metric_scores import score_frame
+
+    specs = scaled_specs(tmp_path, SCALED)
+    out = build(alce_items, [specs["asqa"], specs["qampari"]], "8k", counter, n_per_task=3)
+    replies = {"When did the Harbor Line open?": "It opened in 1911 [1].",  # 1 of 2 QA pairs
+               "Which novels did Mira Talbot write?": "The Glass Orchard [1], Salt and Iron [1], Copper Sky [2]."}
+    outputs = [replies.get(q, "I do not know.") for q in out["question"]]
+    generations = pl.DataFrame({"generation_id": [f"g{i}" for i in range(out.height)],
+                                "instance_id": out["instance_id"], "output": outputs})
+    instances = out.with_columns(benchmark=pl.lit("helmet"))  # the instances asset names the benchmark
+    scores = score_frame(generations, instances, load_catalog([tmp_path / "scaled_cite.yaml"]))
+    # One row per generation: the correctness metric (citation recall / precision are the NLI asset's).
+    assert scores.height == out.height and set(scores["metric"]) == {"str_em", "rec_top5"}
+    by_gen = dict(zip(scores["generation_id"], scores["score"]))
+    got = {q: by_gen[f"g{i}"] for i, q in enumerate(out["question"])}
+    assert got["When did the Harbor Line open?"] == 0.5
+    assert got["Which novels did Mira Talbot write?"] == 3 / 5  # 3 of 7 clusters, at most 5 counted
+    assert all(v == 0.0 for q, v in got.items() if q not in replies)
