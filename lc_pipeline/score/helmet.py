@@ -13,6 +13,8 @@ rerank              NDCG@10 of the parsed "a > b > c" ranking against the graded
                     (trec_eval's ``ndcg_cut.10`` through pytrec_eval)
 longqa, summ        ROUGE-L F1 (stemmed), max over golds, max of the raw output and the text
                     after the answer prefix ("Answer:" / "Summary:"), as HELMET does for both
+infbench_mc         accuracy (``helmet.mc``): the raw or parsed output equals the letter or
+                    "letter. option" (normalized), or contains "letter. option" (§2.5, §10.21)
 ==================  ===================================================================
 
 The paper scores NarrativeQA and summarization with a GPT-4o judge; the judge rubrics live
@@ -28,7 +30,7 @@ from functools import lru_cache
 
 import polars as pl
 
-from lc_pipeline.score.metrics import parse_answer, substring_exact_match
+from lc_pipeline.score.metrics import exact_match, parse_answer, substring_exact_match
 
 METRIC = "helmet"  # metric_scores.metric of every HELMET task (score/task_metrics.py registers the metrics)
 
@@ -36,6 +38,29 @@ METRIC = "helmet"  # metric_scores.metric of every HELMET task (score/task_metri
 def subem(output: str, answers: Sequence[str], prefix: str = "Answer:") -> float:
     """HELMET SubEM: max over the raw output and the text after ``prefix``."""
     return max(substring_exact_match(output, answers), substring_exact_match(parse_answer(output, prefix), answers))
+
+
+def _letter(text: str) -> str:
+    """Lowercased, punctuation and spaces dropped: ``" (B). "`` -> ``"b"``."""
+    return re.sub(r"[\W_]+", "", text.lower())
+
+
+def mc_accuracy(output: str, answers: Sequence[str], prefix: str = "Answer:") -> float:
+    """∞Bench MC accuracy as HELMET scores it (spec §2.5, §10.21): ``answers`` are ``[letter, "letter. option"]``.
+
+    1 when the raw output or the text after ``prefix`` equals either gold (normalized), or when
+    the output contains ``"letter. option"`` (case-insensitive; more lenient than letter EM);
+    else 0. One deviation: the letter is compared without SQuAD's article removal, which turns
+    the letter "A" into "" and so would credit an empty output with option A.
+    """
+    if len(answers) != 2 or not answers[0].strip():
+        raise ValueError(f"answers {list(answers)!r}: expected [letter, 'letter. option'] (a multiple-choice row)")
+    if answers[1].lower() in output.lower():
+        return 1.0
+    preds = [output, parse_answer(output, prefix)]
+    if any(_letter(p) == _letter(answers[0]) for p in preds):
+        return 1.0
+    return max(exact_match(p, answers[1:]) for p in preds)
 
 
 def ruler_recall(output: str, answers: Sequence[str]) -> float:

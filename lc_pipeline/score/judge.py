@@ -23,9 +23,14 @@ lb100_summ        100-LongBench summary: fluency 0/1 x precision / sentence_coun
                   the summary has no sentence).
 ================  ========================================================================
 
-Key points for ``helmet_summ``: HELMET had GPT-4o split each gold summary into atomic claims
-with an unpublished prompt; we use the gold summary's sentences as the key points (a
-deterministic stand-in, documented in the row's ``parsed_fields`` as ``key_points``).
+Key points for ``helmet_summ`` (spec helmet.md §4.2, §9.9, §10.7-10.8): HELMET had GPT-4o split each
+gold summary into atomic claims with an unpublished prompt and ships them (∞Bench Sum's key-points
+file, Multi-LexSum's ``summary/short_keypoints``); an instance carries them in its ``record_fields``
+as ``key_points``. Without them we use the gold summary's sentences (a deterministic stand-in).
+Precision is judged against ``record_fields.reference_summary`` when present (Multi-LexSum's long
+summary), else against the gold answer (∞Bench Sum's summary). The row's ``parsed_fields`` record
+which were used: ``key_points_from`` (``record_fields`` / ``gold_sentences``), ``key_points`` (their
+number) and ``reference_from`` (``reference_summary`` / ``gold_answer``).
 """
 
 from __future__ import annotations
@@ -206,6 +211,9 @@ class JudgeInput:
     question: str
     answers: list[str]
     output: str
+    # The instance's record_fields (JSON object) where its rubric reads more than the answers (helmet_summ's
+    # key_points and reference_summary); {} otherwise.
+    record_fields: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -242,23 +250,44 @@ def _helmet_qa_combine(inp, replies):
     return OK, float(value), value / 3, p.fields, None
 
 
+def summ_key_points(inp: JudgeInput) -> tuple[list[str], str]:
+    """(key points, where from): the instance's ``record_fields.key_points`` when it has a non-empty
+    list of them (HELMET's extracted key points), else the gold summary's sentences."""
+    given = inp.record_fields.get("key_points")
+    if isinstance(given, list) and any(isinstance(k, str) and k.strip() for k in given):
+        return [k.strip() for k in given if isinstance(k, str) and k.strip()], "record_fields"
+    return split_sentences(inp.answers[0]), "gold_sentences"
+
+
+def summ_reference(inp: JudgeInput) -> tuple[str, str]:
+    """(expert summary for precision, where from): ``record_fields.reference_summary`` (Multi-LexSum's
+    long summary, spec §4.2 step 4) when present, else the gold answer."""
+    given = inp.record_fields.get("reference_summary")
+    if isinstance(given, str) and given.strip():
+        return given, "reference_summary"
+    return inp.answers[0], "gold_answer"
+
+
 def _summ_prompts(inp: JudgeInput) -> dict[str, str]:
     summary = inp.output.strip()
-    points = split_sentences(inp.answers[0])
+    points, _ = summ_key_points(inp)
+    reference, _ = summ_reference(inp)
     return {
         "fluency": SUMM_FLUENCY_PROMPT.format(summary=summary),
         "recall": SUMM_RECALL_PROMPT.format(
             key_points="\n".join(f"{i}. {kp}" for i, kp in enumerate(points, 1)), summary=summary),
-        "precision": SUMM_PRECISION_PROMPT.format(reference=inp.answers[0], summary=summary),
+        "precision": SUMM_PRECISION_PROMPT.format(reference=reference, summary=summary),
     }
 
 
 def _summ_combine(inp, replies):
-    n_points = len(split_sentences(inp.answers[0]))
+    points, points_from = summ_key_points(inp)
+    n_points = len(points)
     flu = _int_fields(last_json_object(replies["fluency"]), {"fluency": (0, 1)})
     rec = _int_fields(last_json_object(replies["recall"]), {"recall": (0, n_points)})
     pre = _int_fields(last_json_object(replies["precision"]), {"precision": (0, None), "sentence_count": (0, None)})
-    fields = {**flu.fields, **rec.fields, **pre.fields, "key_points": n_points}
+    fields = {**flu.fields, **rec.fields, **pre.fields, "key_points": n_points, "key_points_from": points_from,
+              "reference_from": summ_reference(inp)[1]}
     status = _worst([flu.status, rec.status, pre.status])
     if status == OK and pre.fields["precision"] > pre.fields["sentence_count"]:
         status = OUT_OF_RANGE
@@ -326,7 +355,7 @@ def _lb100_summ_combine(inp, replies):
 
 HELMET_LONGQA = Rubric("helmet_longqa", "1", "fluency (0/1) x correctness (0-3), 0-3", _helmet_qa_prompts,
                        _helmet_qa_combine)
-HELMET_SUMM = Rubric("helmet_summ", "1", "fluency (0/1) x F1(key-point recall, sentence precision), 0-1", _summ_prompts,
+HELMET_SUMM = Rubric("helmet_summ", "2", "fluency (0/1) x F1(key-point recall, sentence precision), 0-1", _summ_prompts,
                      _summ_combine)
 LOONG = Rubric("loong", "1", "overall score 1-100", _loong_prompts, _loong_combine, json_reply=False)
 LB100_QA = Rubric("lb100_qa", "1", "fluency (0-2) x correctness (0-3), 0-6", _lb100_qa_prompts, _lb100_qa_combine)
@@ -386,6 +415,24 @@ def call_key(judge_model: str, rubric: Rubric, aspect: str, prompt: str, decodin
 
 
 _FIELDS = ("instance_id", "item_id", "suite", "benchmark", "task", "category", "depth", "question", "answers")
+_OPTIONAL_FIELDS = ("record_fields",)  # read when the instances have it (INSTANCES does; hand-made frames may not)
+
+
+def record_fields(instance: dict, generation_id: str = "") -> dict:
+    """The instance's ``record_fields`` JSON as a dict ({} when absent or empty); a ValueError names the
+    instance and the field when it is not a JSON object."""
+    raw = instance.get("record_fields")
+    if raw is None or raw == "":
+        return {}
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"instance {instance.get('instance_id')!r} (generation {generation_id!r}): field "
+                         f"record_fields: not JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"instance {instance.get('instance_id')!r} (generation {generation_id!r}): field "
+                         f"record_fields: expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def plan_judgments(
@@ -402,7 +449,8 @@ def plan_judgments(
     missing = [c for c in _FIELDS if c not in instances.columns]
     if missing:
         raise ValueError(f"instances frame lacks column(s) {missing}")
-    by_id = {r["instance_id"]: r for r in instances.select(_FIELDS).iter_rows(named=True)}
+    columns = [*_FIELDS, *(c for c in _OPTIONAL_FIELDS if c in instances.columns)]
+    by_id = {r["instance_id"]: r for r in instances.select(columns).iter_rows(named=True)}
     out = []
     for gid, iid, output in generations.select("generation_id", "instance_id", "output").iter_rows():
         inst = by_id.get(iid)
@@ -417,7 +465,7 @@ def plan_judgments(
         if not inst["answers"]:
             raise ValueError(f"instance {iid!r}: field answers is empty; the judge needs a reference")
         rubric = RUBRICS[name]
-        inp = JudgeInput(inst["question"] or "", list(inst["answers"]), output)
+        inp = JudgeInput(inst["question"] or "", list(inst["answers"]), output, record_fields(inst, gid))
         calls = {a: JudgeCall(call_key(judge_model, rubric, a, p, decoding), p, rubric.json_reply)
                  for a, p in rubric.prompts(inp).items()}
         out.append(Judgment(gid, inst, rubric, inp, calls))

@@ -72,6 +72,9 @@ HELMET_NDCG10 = Metric("helmet", lambda o, i, t, _: helmet_metrics.rerank_score(
 # HELMET scores ROUGE-L on the raw and on the parsed output and keeps the better (its summ too: §3).
 HELMET_ROUGEL = Metric("helmet", lambda o, i, t, _: helmet_metrics.rouge_l(o, _answers(i), t.answer_prefix),
                        "ROUGE-L F1, the better of the raw output and the text after the answer prefix")
+# ∞Bench MC (§2.5, §10.21): the letter or "letter. option", raw or after the answer prefix, or "letter. option" inside.
+HELMET_MC = Metric("helmet", lambda o, i, t, _: helmet_metrics.mc_accuracy(o, _answers(i), _prefix(t)),
+                   "multiple-choice accuracy: the option's letter, raw or parsed, or 'letter. option' in the output")
 
 _INTEGER = re.compile(r"-?\d+")
 

@@ -78,7 +78,7 @@ METRICS: Registry = Registry("metric", {
     for name, attr in {
         "subem": "SUBEM", "em": "EM", "f1": "F1",
         "helmet.subem": "HELMET_SUBEM", "helmet.recall": "HELMET_RECALL", "helmet.ndcg10": "HELMET_NDCG10",
-        "helmet.rougel": "HELMET_ROUGEL",
+        "helmet.rougel": "HELMET_ROUGEL", "helmet.mc": "HELMET_MC",
         "helmet.label": "HELMET_LABEL",
         "lb100.kv_retrieval": "LB100_KV_RETRIEVAL", "lb100.first_integer": "LB100_FIRST_INTEGER",
         "lb100.qa_f1": "LB100_QA_F1", "lb100.rouge": "LB100_ROUGE",

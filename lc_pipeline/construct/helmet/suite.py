@@ -17,7 +17,7 @@ from lc_pipeline.config import HelmetConfig, level_tokens
 from lc_pipeline.construct.helmet.cite import build_cite
 from lc_pipeline.construct.helmet.context import CONSTRUCTION_VERSION, BuildContext
 from lc_pipeline.construct.helmet.icl import build_icl
-from lc_pipeline.construct.helmet.long_document import ITEM_KINDS, build_long_document
+from lc_pipeline.construct.helmet.long_document import ITEM_KINDS, OPTIONAL, build_long_document
 from lc_pipeline.construct.helmet.pools import Pools
 from lc_pipeline.construct.helmet.rag import build_rag, build_rag_multi
 from lc_pipeline.construct.helmet.rerank import build_rerank
@@ -66,7 +66,7 @@ KINDS: dict[str, Kind] = {
     "multikey": Kind(build_multikey, {"key": tuple(KEY_DRAWS), "value": tuple(VALUE_DRAWS)}, RULER_FIELDS, False),
     "multivalue": Kind(build_multivalue, {}, RULER_FIELDS, False),
     "cite": Kind(build_cite, {}, DOCUMENT_FIELDS, True, {"per_level": None}),  # ALCE ASQA / QAMPARI
-    "long_document": Kind(build_long_document, {"items": ITEM_KINDS}, DOCUMENT_FIELDS, True),
+    "long_document": Kind(build_long_document, {"items": ITEM_KINDS}, DOCUMENT_FIELDS | {"options"}, True, OPTIONAL),
     "icl": Kind(build_icl, {}, ICL_FIELDS, True, {"per_level": None}),  # per_level: level -> shots
 }
 
