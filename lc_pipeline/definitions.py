@@ -20,6 +20,7 @@ import yaml
 
 from lc_pipeline.assets import benchmarks as benchmark_assets
 from lc_pipeline.assets import generation, instances, lveval, minilongbench, reports, retrieval, scoring, sources
+from lc_pipeline.assets import citations as citation_assets
 from lc_pipeline.assets import judge as judge_assets
 from lc_pipeline.config import BenchmarkConfig, load_config
 from lc_pipeline.generate.registry import ModelRegistry
@@ -34,6 +35,7 @@ from lc_pipeline.resources import (
     VectorIndexResource,
 )
 from lc_pipeline.resources.judge import JudgeResource
+from lc_pipeline.resources.nli import NLIResource
 from lc_pipeline.resources.parquet_io import with_column_schemas
 from lc_pipeline.sensors import build_partitions_sensor
 from lc_pipeline.settings import Settings
@@ -151,6 +153,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
         *scoring.build(parts),
         *benchmark_assets.build(parts),
         *judge_assets.build(parts),
+        *citation_assets.build(parts),
         *reports.build(parts, released=released),
         *minilongbench.build(parts),
     ]
@@ -169,6 +172,9 @@ def build_pipeline(settings: Settings) -> Pipeline:
         # Judge server and model from $OPENAI_BASE_URL / $LCP_JUDGE_MODEL (or set them here); key from the env.
         # Its reply cache is SQLite: beside the tables, or node-local when the lake is a bucket.
         "judge": JudgeResource(cache_path=str(settings.judge_cache_path)),
+        # The NLI judge of citation metrics: backend and model from $LCP_NLI_BACKEND / $LCP_NLI_MODEL (or set
+        # here); none set, citation_scores fails on a task with citation metrics, saying so. Verdicts cached.
+        "nli": NLIResource(cache_path=str(settings.judge_cache_path.with_name("nli.sqlite"))),
     }
     # Everything a new model needs: its generations and scores, never anything upstream.
     model_job = dg.define_asset_job(

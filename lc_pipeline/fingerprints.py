@@ -30,6 +30,7 @@ CODE_VERSIONS = {
     "leaderboard": "1",
     "judge_scores": "2",  # 2: rubrics per task (task files): LV-Eval and LongBench items are not judged
     "lveval_ablation": "1",
+    "citation_scores": "1",
     "benchmark_scores": "2",  # 2: judge-scored cells (with scoring_success, perfect_rate) and breakdown rows
 }
 
@@ -68,10 +69,11 @@ STAGE_FIELDS: dict[str, tuple[str, ...]] = {
     "leaderboard": _LONG,
     "benchmark_scores": _INSTANCES,
     "judge_scores": _INSTANCES,  # plus the model's and the judge's settings (assets/judge.py)
+    "citation_scores": _INSTANCES,  # plus the model's settings and the NLI judge's identity (assets/citations.py)
 }
 
 MODEL_STAGES = {"generations", "metric_scores", "prior_knowledge", "long_scores", "lveval_ablation", "judge_scores",
-                "benchmark_scores"}
+                "benchmark_scores", "citation_scores"}
 
 
 def stage_fingerprint(stage: str, config: BenchmarkConfig, model_fingerprint: str | None = None) -> str:
