@@ -306,3 +306,19 @@ def test_generic_longqa_and_summ_run_on_the_demo_dossiers(dossiers, counter, lev
             assert any(a in row["context"] for a in row["answers"])
         else:
             assert fields(row)["key_points"]  # the summ judge reads the dossier's key points
+
+
+def test_long_demonstrations_cut_the_document_further_so_prompt_and_generation_fit_the_level(frames, counter):
+    """∞Bench Sum's demonstrations are whole gold summaries: HELMET's model-side fit (§5.2) then cuts the document
+    below the table's budget. Here the fixture's summaries are made ~900 tokens long."""
+    documents, items = frames
+    long_summary = " ".join(["The keeper climbs the stair and trims the wick before the storm comes in."] * 60)
+    items = items.with_columns(answers=pl.when(pl.col("source") == "infbench_sum").then(
+        pl.col("answers").list.eval(pl.lit(long_summary))).otherwise(pl.col("answers")))
+    out = helmet.build_helmet(documents, items, EMPTY_PASSAGES, EMPTY_NEGATIVES, level="8k",
+                              config=HelmetConfig(tasks=("infbench_sum",)), seed=42, counter=counter,
+                              tasks=[HELMET["infbench_sum"]])
+    for row in out.iter_rows(named=True):
+        assert row["context_tokens"] < document_budget(8192, 200, 1200) - 1500  # two ~900-token demos
+        assert 8192 - 1200 - 10 <= row["input_tokens"] <= 8192 - 1200  # filled to L - max_new_tokens, not beyond
+        assert row["context"].endswith(helmet.OMITTED)

@@ -236,7 +236,7 @@ def _cut_by_table(ctx: BuildContext, item: dict, text: str, fields: dict, buffer
     prompt = ctx.render(context=body, **fields)
     over = ctx.counter.count(prompt) - limit
     while over > 0:
-        keep = ctx.counter.count(body.removesuffix(OMITTED)) - over - marker - 2
+        keep = ctx.counter.count(body.removesuffix(OMITTED)) - over - (0 if body.endswith(OMITTED) else marker)
         if keep <= 0:
             raise ValueError(f"task {ctx.task!r} at {ctx.level}: item {item['item_id']!r}: the prompt without its "
                              f"document already exceeds {limit} tokens (level minus max_new_tokens); fewer or "
