@@ -126,10 +126,14 @@ def level_batches(inputs: LevelInputs, progress: Callable[[], None] | None = Non
                 all_classes=pl.Series([classes_of_item.get(i) or [] for i in item_ids], dtype=pl.List(pl.String)),
             )
             if "record_id" not in frame.columns or not frame["record_id"].str.len_chars().sum():
-                # rows of builders that do not run records as released: their item's record, if any
+                # rows of builders that do not run records as released: their item's record, if any; a row's own
+                # record_fields (what its metrics read, e.g. HELMET re-rank qrels) are kept
                 records = [record_of_item.get(i, ("", "{}")) for i in item_ids]
+                own = frame["record_fields"].to_list() if "record_fields" in frame.columns else [None] * len(item_ids)
                 frame = frame.with_columns(record_id=pl.Series([r for r, _ in records], dtype=pl.String),
-                                           record_fields=pl.Series([f for _, f in records], dtype=pl.String))
+                                           record_fields=pl.Series([o if o not in (None, "", "{}") else f
+                                                                    for o, (_, f) in zip(own, records, strict=True)],
+                                                                   dtype=pl.String))
             yield conform(with_length_units(with_empty_variant_columns(frame), inputs.level, config), "instances")
             del frame
             if progress is not None:

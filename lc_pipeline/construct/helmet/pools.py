@@ -238,12 +238,13 @@ def dataset_golds(pools: Pools, item: dict, n_gold: int) -> list[Passage] | None
 
 
 def dataset_negatives(pools: Pools, item: dict, golds: Sequence[Passage]) -> list[Passage]:
-    """The item's clean hard negatives in rank order, each text once and none a copy of a gold passage (sources that
-    load one collection each hold their own copy of every passage)."""
+    """The item's clean hard negatives in rank order, each text once, none from a gold passage's document and none a
+    copy of a gold passage (sources that load one collection each hold their own copy of every passage)."""
     seen = {(p.title, p.text) for p in golds}
+    gold_docs = {p.doc_id for p in golds}
     out = []
     for p in pools.clean_negatives(item):
-        if (p.title, p.text) not in seen:  # one copy of a passage several sources load
+        if p.doc_id not in gold_docs and (p.title, p.text) not in seen:  # one copy of a passage several sources load
             seen.add((p.title, p.text))
             out.append(p)
     return out
