@@ -232,6 +232,15 @@ class HelmetConfig(_Model):
         return self
 
 
+class NLIConfig(_Model):
+    """The config's default NLI judge for ALCE's citation metrics (HELMET Cite), used when the ``nli`` resource
+    (or ``$LCP_NLI_BACKEND``) names none: ``backend`` hf_classifier | hf_seq2seq | judge | model, ``model`` its
+    model (resources/nli.py). helmet-demo names the built-in SmolLM2 (backend ``model``), so it runs offline."""
+
+    backend: StrictStr = ""
+    model: StrictStr = ""
+
+
 LVEVAL_VARIANTS = ("plain", "cfi", "kpr", "cfi_kpr")  # construct.variants.VARIANT_ORDER
 LVEVAL_METRIC_VARIANTS = ("code", "paper")  # score.keyword_recall.VARIANTS
 KNOWLEDGE_BASE_FACTS = "knowledge_base"
@@ -361,7 +370,7 @@ class ReleasedConfig(_Model):
 
 _SECTIONS = ("longbench100", "prior_knowledge", "lveval", "helmet", "minilongbench", "released")
 # Fields added after configs had fingerprints: hashed only when set, so existing ids stay as they were.
-_NEW_FIELDS = ("task_files", "task_files_sha256", "tasks", "released")
+_NEW_FIELDS = ("task_files", "task_files_sha256", "tasks", "released", "nli")
 
 
 class BenchmarkConfig(_Model):
@@ -399,6 +408,8 @@ class BenchmarkConfig(_Model):
     tasks: tuple[StrictStr, ...] = ()
     # A published benchmark run as released: lengths are then its own named groups (ReleasedConfig).
     released: ReleasedConfig | None = None
+    # The default NLI judge of ALCE's citation metrics when the nli resource names none (NLIConfig).
+    nli: NLIConfig | None = None
     _task_files_sha256: str = PrivateAttr("")
 
     _LENGTH_FIELDS: ClassVar[tuple[str, ...]] = ("lengths", "base_lengths", "long_lengths")

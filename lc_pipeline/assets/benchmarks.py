@@ -8,18 +8,19 @@ dependency the asset does not load through the IO manager (a missing upstream wo
 task of the instances is judge-scored, the model's judge_scores partitions are read from the lake, as the
 leaderboard reads them (spec dagster.md: ``deps`` order without loading). Instances of a judged task with no
 verdict yet are counted in the metadata (``unjudged_instances``) and logged; rematerialize benchmark_scores
-once ``judge_scores`` has run.
+once ``judge_scores`` has run. Likewise ``citation_scores`` (ALCE's citation recall and precision, NLI-judged),
+read when a task declares those metrics: a Cite task's cell needs all three of its numbers.
 """
 
 import dagster as dg
 import polars as pl
 
 from lc_pipeline.assets.common import FINGERPRINT_KEY, json_metadata, preview
-from lc_pipeline.resources.parquet_io import read_judge_scores
+from lc_pipeline.resources.parquet_io import read_judge_scores, read_model_partitions
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
-from lc_pipeline.score.benchmark_scores import benchmark_table, judged_tasks
+from lc_pipeline.score.benchmark_scores import benchmark_table, judged_tasks, nli_tasks, with_citation_scores
 from lc_pipeline.tasks.catalog import catalog_for
 
 
@@ -33,8 +34,8 @@ def build(parts: Partitions) -> list:
             "instances": dg.AssetIn(partition_mapping=dg.AllPartitionMapping()),
         },
         # Ordered after the model's verdicts, read from the lake only when a task is judge-scored.
-        deps=[dg.AssetDep("judge_scores", partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
-            partition_dimension_name=MODEL_DIM))],
+        deps=[dg.AssetDep(table, partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
+            partition_dimension_name=MODEL_DIM)) for table in ("judge_scores", "citation_scores")],
         group_name="benchmarks",
         kinds={"parquet"},
         description=(
@@ -64,6 +65,12 @@ def build(parts: Partitions) -> list:
                 lengths = instances["length"].unique().to_list()
                 judgments = read_judge_scores(lake.base_dir, slug).filter(pl.col(LENGTH_DIM).is_in(lengths))
                 context.log.info(f"judge-scored tasks {judged}: {judgments.height} verdicts of {slug} in the lake")
+            cited = nli_tasks(instances, catalog)
+            if cited:  # ALCE's citation metrics: NLI-judged rows of citation_scores
+                citations = read_model_partitions(lake.base_dir, "citation_scores", slug).filter(
+                    pl.col(LENGTH_DIM).is_in(instances["length"].unique().to_list()))
+                context.log.info(f"tasks with NLI metrics {cited}: {citations.height} citation_scores rows of {slug}")
+                metric_scores = with_citation_scores(metric_scores, citations)
             result = benchmark_table(metric_scores, instances, catalog, slug, judgments)
         except ValueError as exc:
             raise dg.Failure(f"benchmark_scores {slug}: {exc}", allow_retries=False) from exc
@@ -78,9 +85,11 @@ def build(parts: Partitions) -> list:
                 FINGERPRINT_KEY: stage_fingerprint("benchmark_scores", config, models.spec(slug).fingerprint()),
                 "rows": out.height,
                 "judge_verdicts": 0 if judgments is None else judgments.height,
+                "citation_rows": 0 if not cited else citations.height,
                 **json_metadata({
                     "benchmarks": sorted(out["benchmark"].unique().to_list()),
                     "judged_tasks": judged,
+                    "nli_tasks": cited,
                     "unjudged_instances": result.unjudged,
                     "unscored_instances": result.unscored,
                     "breakdown_missing": result.breakdown_missing,

@@ -53,7 +53,8 @@ def build(parts: Partitions) -> list:
                 "note": "no generation of this partition has a task with NLI metrics"})
         tasks = sorted({i.instance["task"] for i in items})
         try:
-            judge_nli = nli.nli_judge(judge, models)
+            default = (config.nli.backend, config.nli.model) if config.nli is not None else ("", "")
+            judge_nli = nli.nli_judge(judge, models, default)
         except ValueError as exc:
             raise dg.Failure(f"{where}: tasks {tasks} declare citation metrics: {exc}", allow_retries=False) from exc
         rounds: list[int] = []

@@ -51,9 +51,14 @@ class NLIResource(dg.ConfigurableResource):
     def resolved_model(self) -> str:
         return self.model or os.environ.get(MODEL_ENV, "")
 
-    def nli_judge(self, judge: JudgeResource, models: ModelsResource) -> NLIJudge:
-        """The configured NLI judge; a ValueError saying what to set when none is configured or it is invalid."""
+    def nli_judge(self, judge: JudgeResource, models: ModelsResource, default: tuple[str, str] = ("", "")) -> NLIJudge:
+        """The configured NLI judge; a ValueError saying what to set when none is configured or it is invalid.
+
+        ``default``: (backend, model) of the benchmark config's ``nli:``, used only when the resource and the
+        environment name no backend (helmet-demo's offline SmolLM2)."""
         backend, model = self.resolved_backend(), self.resolved_model()
+        if not backend:
+            backend, model = default[0], model or default[1]
         if not backend:
             raise ValueError(f"no NLI backend is configured: set the nli resource's backend ({' | '.join(BACKENDS)}) "
                              f"and model, or ${BACKEND_ENV} / ${MODEL_ENV}")

@@ -179,6 +179,21 @@ class HiveParquetIOManager(dg.ConfigurableIOManager):
         return pl.concat(frames, how="diagonal_relaxed")
 
 
+def read_model_partitions(lake_dir: str | Path, table_name: str, model: str | None = None) -> pl.DataFrame:
+    """Every materialized partition of a length x model table (``model``'s only, when given) with its ``length``
+    and ``model`` columns; an empty frame of the table's schema when none is (e.g. citation_scores never ran)."""
+    from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM
+
+    frames = []
+    table = storage.lake_path(lake_dir) / table_name
+    for path in sorted(table.glob(f"{LENGTH_DIM}=*/{MODEL_DIM}={model or '*'}/{FILE_NAME}"), key=str):
+        dims = dict(part.split("=", 1) for part in (path.parent.parent.name, path.parent.name))
+        frames.append(read_partition(path, dims))
+    if not frames:
+        return pl.DataFrame(schema={**schemas.TABLES[table_name], LENGTH_DIM: pl.String, MODEL_DIM: pl.String})
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
 def read_judge_scores(lake_dir: str | Path, model: str | None = None, *, respect_drops: bool = True) -> pl.DataFrame:
     """Every materialized judge_scores partition (of ``model`` only, when given) with its ``length`` and
     ``model`` columns (empty when the judge never ran: judging is optional, the leaderboard must not need it).
@@ -188,19 +203,12 @@ def read_judge_scores(lake_dir: str | Path, model: str | None = None, *, respect
     left out, as long_scores leaves out their metric rows: every score made from these rows (the
     leaderboard's ``judge:<rubric>`` rows, the headline) is made without them. The judge_scores table
     itself keeps them (what the judge said about each generation stays auditable)."""
-    from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM
+    from lc_pipeline.partitions import MODEL_DIM
     from lc_pipeline.score.per_model import without_dropped
 
-    frames = []
     lake = storage.lake_path(lake_dir)
-    table = lake / "judge_scores"
-    for path in sorted(table.glob(f"{LENGTH_DIM}=*/{MODEL_DIM}={model or '*'}/{FILE_NAME}"), key=str):
-        dims = dict(part.split("=", 1) for part in (path.parent.parent.name, path.parent.name))
-        frames.append(read_partition(path, dims))
-    if not frames:
-        return pl.DataFrame(schema={**schemas.JUDGE_SCORES, LENGTH_DIM: pl.String, MODEL_DIM: pl.String})
-    out = pl.concat(frames, how="diagonal_relaxed")
-    if not respect_drops:
+    out = read_model_partitions(lake_dir, "judge_scores", model)
+    if out.is_empty() or not respect_drops:
         return out
     kept = []
     for (slug,), rows in out.group_by(MODEL_DIM, maintain_order=True):

@@ -113,6 +113,31 @@ def judged_tasks(instances: pl.DataFrame, catalog: TaskCatalog) -> list[str]:
     return out
 
 
+def nli_tasks(instances: pl.DataFrame, catalog: TaskCatalog) -> list[str]:
+    """``benchmark/task`` of the tasks in ``instances`` with a metric that an NLI judge computes (``Metric.needs
+    == "nli"``: ALCE's citation recall and precision), sorted: their rows are in ``citation_scores``, not in
+    ``metric_scores``, and the asset reads them only when there is such a task."""
+    out = []
+    for benchmark, task in instances.select("benchmark", "task").unique().sort("benchmark", "task").iter_rows():
+        spec = catalog.resolve(benchmark, task)
+        if any(getattr(METRICS.get(ref.name, where=f"task {spec.qualified_name}, field metrics"), "needs", "")
+               for ref in spec.metrics):
+            out.append(f"{benchmark}/{task}")
+    return out
+
+
+def with_citation_scores(scores: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFrame:
+    """metric_scores rows (``instance_id, metric, score`` and ``length`` when present) with the citation_scores
+    rows appended as metric rows (``citation_rec``, ``citation_prec``). A null citation score (an ASQA output
+    with no sentence: ALCE's scorer skips it) is not a score: the instance then lacks that metric and is
+    counted unscored."""
+    keep = [c for c in ("instance_id", "metric", "score", "length") if c in scores.columns]
+    extra = citations.filter(pl.col("score").is_not_null()).select(
+        [c for c in keep if c in citations.columns])
+    return pl.concat([scores.select(keep).with_columns(pl.col("score").cast(pl.Float64)),
+                      extra.with_columns(pl.col("score").cast(pl.Float64))], how="diagonal_relaxed")
+
+
 def _mean(values: list[float], weights: list[float] | None = None) -> float:
     weights = weights or [1.0] * len(values)
     return sum(v * w for v, w in zip(values, weights)) / sum(weights)

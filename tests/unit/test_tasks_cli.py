@@ -10,7 +10,7 @@ from lc_pipeline.cli import main
 
 KEYS = {"name", "benchmark", "category", "metric", "truncation", "max_new_tokens", "rubric", "builder",
         "chat_template", "answer_prefix", "prompt"}
-COUNTS = {"qa": 3, "longbench": 21, "lveval": 11, "loong": 4, "helmet": 9, "longbench100": 8}
+COUNTS = {"qa": 3, "longbench": 21, "lveval": 11, "loong": 4, "helmet": 28, "longbench100": 8}
 
 
 def lcp(*args: str) -> str:
@@ -29,6 +29,23 @@ def test_list_as_json_has_every_task_of_every_benchmark_with_what_changes_its_nu
         ["longbench.qa_f1"], "middle", 128)
     summ = next(t for t in tasks if t["benchmark"] == "helmet" and t["name"] == "summ")
     assert (summ["rubric"], summ["truncation"], summ["chat_template"]) == ("helmet_summ", "end_of_context", True)
+
+
+def test_helmet_lists_its_citation_and_many_shot_icl_datasets_with_their_metrics():
+    """Issue 19: ALCE ASQA / QAMPARI (correctness + citation recall and precision, helmet.md §2.4) and the five ICL
+    datasets (label accuracy, §2.7), each its own task beside the per-dataset RAG, re-rank, LongQA and Summ tasks."""
+    tasks = {t["name"]: t for t in json.loads(lcp("tasks", "list", "--benchmark", "helmet", "--format", "json"))}
+    assert tasks["asqa"]["metric"] == ["helmet.str_em", "alce.citation_recall", "alce.citation_precision"]
+    assert tasks["qampari"]["metric"] == ["helmet.qampari_rec5", "alce.citation_recall", "alce.citation_precision"]
+    for name in ("trec_coarse", "trec_fine", "nlu", "banking77", "clinc150"):
+        assert (tasks[name]["category"], tasks[name]["metric"], tasks[name]["chat_template"],
+                tasks[name]["max_new_tokens"]) == ("ICL", ["helmet.label"], False, 20)
+    assert {tasks[n]["category"] for n in ("asqa", "qampari")} == {"Cite"}
+    assert {t["category"] for t in tasks.values()} == {"Synthetic recall", "RAG", "Re-rank", "Cite", "LongQA", "Summ",
+                                                        "ICL"}
+    table = lcp("tasks", "list", "--benchmark", "helmet")
+    for name in ("asqa", "qampari", "trec_coarse", "trec_fine", "nlu", "banking77", "clinc150"):
+        assert f"\n{name} " in table
 
 
 def test_list_filters_by_benchmark_and_prints_a_table():
