@@ -167,6 +167,7 @@ class Runner:
                       f"lengths {unscored} (lcp backfill {slug} --length ...)")
             return False
         judged = self.judge_headline_tasks(slug, lengths or cfg.lengths)
+        judged = self.score_citations(slug, lengths or cfg.lengths) or judged
         per_model = [a for a in ("prior_knowledge", "long_scores", "lveval_ablation", "benchmark_scores") if self.has(a)]
         self.step(f"{' + '.join(per_model)} [{slug}]", per_model, {a: fps[a] for a in per_model}, slug,
                   {MODEL_DIM: slug}, force=judged)  # new verdicts: the tables read them
@@ -179,10 +180,7 @@ class Runner:
         from lc_pipeline.score.benchmark_scores import judged_tasks
         from lc_pipeline.tasks.catalog import catalog_for
 
-        root = storage.lake_path(self.lake)
-        paths = [partition_path(root, "instances", {"length": lv}) for lv in self.config.lengths]
-        frames = [storage.read_parquet(p, columns=["benchmark", "task"]) for p in paths if p.exists()]
-        judged = judged_tasks(pl.concat(frames).unique(), catalog_for(self.config)) if frames else []
+        judged = judged_tasks(self._instance_tasks(), catalog_for(self.config))
         if not judged:
             return False
         if not self.pipeline.resources["judge"].resolved_model():
@@ -191,6 +189,31 @@ class Runner:
             return False
         for level in lengths:
             self.step(f"judge_scores [{level}|{slug}]", ["judge_scores"], {"judge_scores": ""},
+                      length_model_key(level, slug), {"length": level, MODEL_DIM: slug}, force=True)
+        return True
+
+    def _instance_tasks(self) -> pl.DataFrame:
+        root = storage.lake_path(self.lake)
+        paths = [partition_path(root, "instances", {"length": lv}) for lv in self.config.lengths]
+        frames = [storage.read_parquet(p, columns=["benchmark", "task"]) for p in paths if p.exists()]
+        return pl.concat(frames).unique() if frames else pl.DataFrame(schema={"benchmark": pl.String,
+                                                                             "task": pl.String})
+
+    def score_citations(self, slug: str, lengths) -> bool:
+        """HELMET Cite's citation recall and precision (ALCE, helmet.md §3) are NLI-judged: when a task of the
+        instances declares them, materialize ``slug``'s citation_scores partitions before its benchmark_scores
+        (verdicts are cached: a rerun asks the NLI judge nothing twice). The asset fails naming what to set when
+        no NLI judge is configured (the nli resource, $LCP_NLI_BACKEND, or the config's ``nli:``)."""
+        from lc_pipeline.score.benchmark_scores import nli_tasks
+        from lc_pipeline.tasks.catalog import catalog_for
+
+        if not self.has("citation_scores"):
+            return False
+        cited = nli_tasks(self._instance_tasks(), catalog_for(self.config))
+        if not cited:
+            return False
+        for level in lengths:
+            self.step(f"citation_scores [{level}|{slug}]", ["citation_scores"], {"citation_scores": ""},
                       length_model_key(level, slug), {"length": level, MODEL_DIM: slug}, force=True)
         return True
 

@@ -6,7 +6,13 @@ import numpy as np
 import polars as pl
 
 from lc_pipeline import schemas
-from lc_pipeline.assets.common import ALL_SOURCES, FINGERPRINT_KEY, configured_sources, json_metadata, preview
+from lc_pipeline.assets.common import (
+    ALL_SOURCES,
+    FINGERPRINT_KEY,
+    configured_sources,
+    json_metadata,
+    preview,
+)
 from lc_pipeline.construct.chunking import chunk_documents
 from lc_pipeline.construct.passage_embeddings import (
     embedding_cache,
@@ -14,7 +20,12 @@ from lc_pipeline.construct.passage_embeddings import (
     negatives_metadata,
     passage_index_frame,
 )
-from lc_pipeline.construct.retrieval import IndexSettings, build_index, sample_rows, select_hard_negatives
+from lc_pipeline.construct.retrieval import (
+    IndexSettings,
+    build_index,
+    sample_rows,
+    select_hard_negatives,
+)
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import (
@@ -24,6 +35,7 @@ from lc_pipeline.resources import (
     TokenizerResource,
     VectorIndexResource,
 )
+from lc_pipeline.sources.loader import retrieval_sources
 
 
 class PassageIndexConfig(dg.Config):
@@ -49,7 +61,8 @@ def build(parts: Partitions) -> list:
     )
     def passages(source_documents: pl.DataFrame, benchmark: BenchmarkResource, tokenizer: TokenizerResource):
         config = benchmark.load()
-        docs = configured_sources(source_documents, config, "source_documents")
+        docs = configured_sources(source_documents, config, "source_documents").filter(
+            pl.col("source").is_in(retrieval_sources(config.sources)))  # sources with their own contexts: not chunked
         out = chunk_documents(docs.select(schemas.SOURCE_DOCUMENTS.names()), config.passage_words, tokenizer.counter())
         return dg.Output(
             out,
@@ -120,7 +133,8 @@ def build(parts: Partitions) -> list:
                        benchmark: BenchmarkResource, embedder: EmbedderResource, vector_index: VectorIndexResource,
                        lake: LakeResource):
         config = benchmark.load()
-        items = configured_sources(source_items, config, "source_items")
+        items = configured_sources(source_items, config, "source_items").filter(
+            pl.col("source").is_in(retrieval_sources(config.sources)))  # items with their own contexts: none needed
         index = vector_index.load_for_search()
         queries = embedder.embedder().encode(
             items["question"].to_list(), cache=embedding_cache(lake.base_dir, config.embedding_model)

@@ -151,10 +151,12 @@ class InstanceChecks:
         # Every task HELMET's builder makes with kind rag (a user's copy too), by its task files.
         self.rag_tasks = sorted({t.name for t in catalog_for(config)
                                  if t.builder.name == HELMET_SUITE and t.builder.options.get("kind") == "rag"})
-        # HELMET's per-dataset tasks take the spec's count of passages / shots per level (builder.options.per_level),
-        # not a fill to the target: their length is the table's (over the target is the builder's own error).
-        self.fixed_size_tasks = sorted({t.name for t in catalog_for(config)
-                                        if t.builder.name == HELMET_SUITE and "per_level" in t.builder.options})
+        # HELMET's per-dataset tasks take the spec's count of passages / shots per level (builder.options.per_level)
+        # or cut their document to the level less a buffer and the answer (builder.options.buffer: ∞Bench Sum at 8k
+        # keeps 8192 - 1400 tokens), not a fill to the target: their length is the table's (over the target is the
+        # builder's own error).
+        self.fixed_size_tasks = sorted({t.name for t in catalog_for(config) if t.builder.name == HELMET_SUITE
+                                        and {"per_level", "buffer"} & set(t.builder.options)})
 
     def add(self, out: pl.DataFrame, fact_tokens: pl.Series) -> None:
         """Check one batch of INSTANCES rows (length units filled); ``fact_tokens``: per row, the

@@ -76,6 +76,18 @@ SOURCE_KINDS: dict[str, Adapter] = {
 }
 
 
+# Kinds whose items bring their own contexts (ALCE's retrieved passages, MS MARCO's BM25 candidates, whole books and
+# case files, labelled texts for in-context learning): their documents are not chunked into the retrieval corpus
+# and their items get no hard negatives, so they neither cost embedding time nor leak into other tasks' distractors.
+OWN_CONTEXT_KINDS = frozenset({"alce", "msmarco", "narrativeqa", "infbench", "multi_lexsum", "demo_long_documents",
+                               "icl", "demo_labels"})
+
+
+def retrieval_sources(sources) -> list[str]:
+    """Names of the configured ``sources`` whose documents form the retrieval corpus (passages, hard negatives)."""
+    return [s.name for s in sources if s.kind not in OWN_CONTEXT_KINDS]
+
+
 DATA_DIR_VARIABLE = "LCP_DATA"  # where the released benchmarks' files live (default ./data)
 
 

@@ -111,7 +111,7 @@ def build_helmet(
     ctx = BuildContext(pools, config, level, level_tokens(level), seed, length_tolerance,
                        short_id(CONSTRUCTION_VERSION, seed, config, counter.name, length=16))
     rows = [r for spec, kind in zip(tasks, kinds) for r in kind.build(ctx.for_task(spec))]
-    over = [r["instance_id"] for r in rows if r["input_tokens"] > ctx.target]
+    over = [f"{r['task']} {r['instance_id']} ({r['input_tokens']} tokens)" for r in rows if r["input_tokens"] > ctx.target]
     if over:  # a construction bug, not bad input: say so loudly
         raise AssertionError(f"helmet instances over the {ctx.target}-token target: {over[:5]}")
     return instances_frame(rows)
