@@ -1,4 +1,5 @@
-"""HELMET's deterministic metrics (spec helmet.md §3) and its aggregation (§6). Pure functions.
+"""HELMET's deterministic metrics (spec helmet.md §3). Pure functions. The aggregation (§6: dataset -> category ->
+the HELMET score) is the helmet task files' headline, computed by score/benchmark_scores.py.
 
 Per task, one value in [0, 1] recorded as metric ``"helmet"``; which one a task uses, and the answer
 prefix it parses after, is declared in lc_pipeline/tasks/packaged/helmet.yaml:
@@ -15,6 +16,9 @@ longqa, summ        ROUGE-L F1 (stemmed), max over golds, max of the raw output 
                     after the answer prefix ("Answer:" / "Summary:"), as HELMET does for both
 infbench_mc         accuracy (``helmet.mc``): the raw or parsed output equals the letter or
                     "letter. option" (normalized), or contains "letter. option" (§2.5, §10.21)
+ICL (5 + icl)       accuracy on the label's integer (``helmet.label``, score/task_metrics.py)
+asqa, qampari       STR-EM / rec-5 (score/alce_correctness.py) and citation recall / precision
+                    (score/citations.py, NLI-judged into ``citation_scores``)
 ==================  ===================================================================
 
 The paper scores NarrativeQA and summarization with a GPT-4o judge; the judge rubrics live
@@ -28,7 +32,6 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-import polars as pl
 
 from lc_pipeline.score.metrics import exact_match, parse_answer, substring_exact_match
 
@@ -132,26 +135,3 @@ def rerank_qrels(answers: Sequence[str]) -> dict[str, int]:
 def rerank_score(output: str, answers: Sequence[str]) -> float:
     """NDCG@10 of the ranking parsed from ``output`` against the graded answers (``"<ID>:<grade>"``)."""
     return ndcg_at_10(parse_ranking(output), rerank_qrels(answers))
-
-
-def helmet_summary(scores: pl.DataFrame) -> pl.DataFrame:
-    """Dataset -> category -> HELMET average (spec §6), all on 0-100.
-
-    ``scores``: per-instance rows with ``task``, ``category``, ``score`` in [0, 1] (a
-    ``length`` column, if present, keeps levels apart). Every instance of a task counts
-    equally (depths and permutations included); categories average their tasks unweighted,
-    and the HELMET score averages the categories unweighted. Returns rows
-    ``(length?, level, name, score, n_instances)`` with level ``task`` / ``category`` / ``helmet``.
-    """
-    keys = ["length"] if "length" in scores.columns else []
-    tasks = scores.group_by(*keys, "category", "task").agg(
-        (pl.col("score").mean() * 100).alias("score"), pl.len().alias("n_instances")
-    )
-    cats = tasks.group_by(*keys, "category").agg(pl.col("score").mean(), pl.col("n_instances").sum())
-    total = cats.group_by(*keys).agg(pl.col("score").mean(), pl.col("n_instances").sum()) if keys else cats.select(
-        pl.col("score").mean(), pl.col("n_instances").sum())
-    return pl.concat([
-        tasks.select(*keys, pl.lit("task").alias("level"), pl.col("task").alias("name"), "score", "n_instances"),
-        cats.select(*keys, pl.lit("category").alias("level"), pl.col("category").alias("name"), "score", "n_instances"),
-        total.select(*keys, pl.lit("helmet").alias("level"), pl.lit("HELMET").alias("name"), "score", "n_instances"),
-    ], how="vertical_relaxed").sort(*keys, "level", "name")

@@ -80,19 +80,6 @@ def test_summarization_scores_the_better_of_the_raw_and_the_parsed_output_as_hel
     assert load_catalog().get("helmet/summ").answer_prefix == "Summary:"  # declared once, in the task file
 
 
-def test_summary_averages_tasks_then_categories():
-    scores = pl.DataFrame({
-        "task": ["rag"] * 4 + ["rag_multi"] * 2 + ["json_kv"] * 2,
-        "category": ["RAG"] * 6 + ["Synthetic recall"] * 2,
-        "score": [1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.5, 0.5],
-    })
-    out = helmet.helmet_summary(scores)
-    get = {(lv, n): s for lv, n, s in out.select("level", "name", "score").iter_rows()}
-    assert get[("task", "rag")] == 50 and get[("task", "rag_multi")] == 100
-    assert get[("category", "RAG")] == 75  # tasks weigh equally, not instances
-    assert get[("helmet", "HELMET")] == pytest.approx((75 + 50) / 2)
-
-
 def test_score_frame_dispatches_helmet_instances():
     instances = pl.DataFrame({
         "instance_id": ["a", "b"], "item_id": ["i", "j"], "suite": ["helmet", "helmet"],

@@ -18,7 +18,18 @@ level's target (cl100k_base, exact count on every row).
 value: number|uuid``                              ruler_mk_uuid
 ``kind: multivalue``                              ruler_mv          ``synthetic``: RULER MV, 4 values
 ``kind: long_document, items: qa|summarization``  longqa, summ      ``long_document``: cut from the end
+``kind: long_document, items: qa|choice|``        narrativeqa,      ``long_document`` with ``buffer``: cut to
+``summarization, buffer, demos, placeholder``     infbench_*,       level - buffer - answer, placeholder demos
+                                                  multi_lexsum
+``kind: cite``                                    asqa, qampari,    ``cite``: top-k passages (``per_level``),
+                                                  cite              IDs 1..k, two cited demonstrations
+``kind: icl``                                     trec_coarse, ...  ``icl``: seeded label -> integer mapping,
+                                                  clinc150, icl     balanced rounds of ``per_level`` shots
 ================================================  ================  =========================================
+
+Every kind takes ``source`` (only that configured source's items: HELMET's per-dataset tasks) and the
+per-dataset rag / rag_multi / rerank / cite / icl tasks take ``per_level`` (HELMET's passages or
+demonstrations per level, spec §2 table) instead of filling to the level's budget.
 
 Other modules: ``pools`` (items, documents, passages, hard negatives; gold passages), ``fitting``
 (depths, the exact-count search, cutting), ``context`` (one task's build context and its rows),
@@ -33,7 +44,7 @@ Deviations, each for a reason we can name:
 * Retrieval: our passages and our dense retriever (``construct.retrieval``), not KILT with
   gte-large (the paper's retrieval code was never released, spec §10.1). Gold passages stand
   in for KILT provenance (``pools``).
-* Re-rank grades come from our items, not TREC DL qrels (``rerank``).
+* Re-rank grades of the any-corpus ``rerank`` come from our items; ``msmarco`` reads TREC DL qrels (``rerank``).
 * Lengths are prompt lengths in cl100k tokens (the pipeline's convention; generation comes on
   top), not Llama-2 tokens including the generation budget; ``k`` follows from the budget.
 * LongQA / summarization take items whose document is longer than the level's budget (HELMET
