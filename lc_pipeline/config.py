@@ -554,6 +554,8 @@ class BenchmarkConfig(_Model):
         for key in _NEW_FIELDS:
             if not data[key]:
                 del data[key]
+        if "task_files" in data:  # their names and contents (task_files_sha256), not where the checkout lives
+            data["task_files"] = [Path(f).name for f in data["task_files"]]
         if fields:
             data = {k: data[k] for k in fields if k in data or k not in _NEW_FIELDS}  # unset new fields: not hashed
         blob = json.dumps(data, sort_keys=True, default=str).encode()

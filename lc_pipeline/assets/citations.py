@@ -20,7 +20,7 @@ TABLE = "citation_scores"
 def build(parts: Partitions) -> list:
     @dg.asset(
         partitions_def=parts.length_x_model,
-        group_name="judge",
+        group_name="citations",
         kinds={"parquet"},
         description=(
             "ALCE citation recall and precision (HELMET Cite) of every generation whose task declares them: one row "

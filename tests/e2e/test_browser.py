@@ -125,7 +125,7 @@ def page():
         # --no-sandbox: CI containers run as root, where Chromium's sandbox cannot start.
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
-            pg = browser.new_page(viewport={"width": 1800, "height": 1000})
+            pg = browser.new_page(viewport={"width": 1800, "height": 1600})  # the whole graph, 12 groups, in view
             pg.set_default_timeout(UI_S * 1000)
             yield pg
         finally:
@@ -169,6 +169,8 @@ def test_asset_graph_and_materializing_a_partition_from_the_ui(ui, page):
     page.keyboard.press("Alt+e")
     deadline = time.monotonic() + UI_S
     while missing := {a for a in assets if not any(shows(lbl, a) for lbl in graph_labels(page))}:
+        if time.monotonic() >= deadline:
+            page.screenshot(path=str(ARTIFACTS / "asset_graph_missing.png"))
         assert time.monotonic() < deadline, f"assets missing from the graph: {sorted(missing)}"
         page.wait_for_timeout(250)
     page.keyboard.press("Escape")

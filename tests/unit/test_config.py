@@ -314,3 +314,15 @@ def test_a_task_the_config_names_must_be_declared_in_its_task_files(tmp_path):
     (tmp_path / "broken.yaml").write_text("benchmark: b\ntasks: [{name: x, category: QA}]\n")
     message = refusal(tmp_path, {**TINY, "task_files": ["broken.yaml"]})
     assert "broken.yaml" in message and "task b/x" in message and "builder" in message
+
+
+def test_a_configs_fingerprint_does_not_depend_on_where_its_task_files_live(tmp_path):
+    """helmet-demo names a task file beside it: two checkouts in different folders give the same ids; a task file
+    with other content does not."""
+    prints = []
+    for where, headline in (("a", "mean_of_groups"), ("b", "mean_of_groups"), ("c", "mean_of_tasks")):
+        folder = tmp_path / where / "deep"
+        folder.mkdir(parents=True)
+        (folder / "mine.yaml").write_text(f"benchmark: helmet\nheadline: {{overall: {headline}}}\ntasks: []\n")
+        prints.append(load_config(write(folder, {**TINY, "task_files": ["mine.yaml"]})).fingerprint())
+    assert prints[0] == prints[1] != prints[2]
