@@ -2,7 +2,7 @@
 
 **Released questions** (items of category ``cited QA``, sources/alce.py): at each level the question's
 top-k retrieved passages in rank order (no depth manipulation), IDs 1..k, each as
-``Document [i](Title: t): text`` on its own line. ``k`` is ``builder.options.per_level[level]`` (HELMET's
+``Document [i](Title: t): text`` on its own line. ``k`` is ``builder.options.per_level[level]`` (``pools.per_level_count``) (HELMET's
 table, §2: 8k 30, 16k 75, 32k 165, 64k 345, 128k 700; a level missing from the table is an error naming
 the task and the level); a question with fewer passages, or k passages over the level's target, is an
 error naming the task, the level and the item, never a silently shorter context. Without ``per_level``
@@ -42,7 +42,7 @@ from typing import Any
 from lc_pipeline.construct.assembly import derive_seed
 from lc_pipeline.construct.helmet.context import BuildContext, Row
 from lc_pipeline.construct.helmet.fitting import Fit, depth_position, fit, shortfall
-from lc_pipeline.construct.helmet.pools import Passage, pick, qa_items
+from lc_pipeline.construct.helmet.pools import Passage, per_level_count, pick, qa_items
 from lc_pipeline.sources.alce import ASQA, CATEGORY, DEMO_CATEGORY, QAMPARI
 from lc_pipeline.text import contains_answer, normalize_answer
 
@@ -60,24 +60,6 @@ def format_cited(i: int, title: str, text: str) -> str:
 
 def context_of(passages: Passages) -> str:
     return PASSAGE_SEPARATOR.join(format_cited(i, p["title"], p["text"]) for i, p in enumerate(passages, 1))
-
-
-def passages_per_level(ctx: BuildContext) -> int | None:
-    """``builder.options.per_level[level]``: the number of passages at this level; None without a table."""
-    table = ctx.options.get("per_level")
-    if table is None:
-        return None
-    if not isinstance(table, dict):  # a ValueError, as every build error build_helmet reports for the task
-        raise ValueError(f"task {ctx.task!r}: field 'builder.options.per_level': expected a mapping "  # noqa: TRY004
-                         f"level -> number of passages, got {table!r}")
-    if ctx.level not in table:
-        raise ValueError(f"task {ctx.task!r}: field 'builder.options.per_level' has no entry for level "
-                         f"{ctx.level!r} (it gives {sorted(table)})")
-    k = table[ctx.level]
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"task {ctx.task!r}: field 'builder.options.per_level.{ctx.level}': expected a number of "
-                         f"passages >= 1, got {k!r}")
-    return k
 
 
 def cited_answer(style: str, slots: Sequence[Sequence[str]], passages: Passages) -> str:
@@ -185,7 +167,7 @@ def _row_fields(style: str, question: str, passages: Passages, slots: list[list[
 
 def _fill(ctx: BuildContext, render: Callable[[int], str], costs: list[int], floor: int, what: str) -> int:
     """The number of passages: per_level's, checked against the target, else filled to the target."""
-    k = passages_per_level(ctx)
+    k = per_level_count(ctx.options, ctx.task, ctx.level)
     if k is not None:
         if k > len(costs):
             raise ValueError(f"task {ctx.task!r} at {ctx.level}: {what} has {len(costs)} passages, "
