@@ -99,31 +99,32 @@ def score_source(spec: TaskSpec, headline: Headline) -> str | None:
     return "metric" if spec.metrics else None
 
 
+def instance_specs(instances: pl.DataFrame, catalog: TaskCatalog) -> dict[tuple[str, str], TaskSpec]:
+    """The TaskSpec of each (benchmark, task) in ``instances``, in sorted order; a task the catalog does not
+    know is a ValueError naming it (the instances are stale, or the config lost a task file)."""
+    specs: dict[tuple[str, str], TaskSpec] = {}
+    for benchmark, task in instances.select("benchmark", "task").unique().sort("benchmark", "task").iter_rows():
+        try:
+            specs[(benchmark, task)] = catalog.resolve(benchmark, task)
+        except ValueError as exc:
+            raise ValueError(f"benchmark_scores: instances of {benchmark}/{task}: {exc}") from exc
+    return specs
+
+
 def judged_tasks(instances: pl.DataFrame, catalog: TaskCatalog) -> list[str]:
     """``benchmark/task`` of the tasks in ``instances`` whose cells come from judge_scores (sorted): the
     asset reads judge_scores only when there is one, so a benchmark without a judge needs no judge server."""
-    out = []
-    for benchmark, task in instances.select("benchmark", "task").unique().sort("benchmark", "task").iter_rows():
-        try:
-            spec = catalog.resolve(benchmark, task)
-        except ValueError as exc:
-            raise ValueError(f"benchmark_scores: instances of {benchmark}/{task}: {exc}") from exc
-        if score_source(spec, catalog.headlines.get(benchmark, Headline())) == "judge":
-            out.append(f"{benchmark}/{task}")
-    return out
+    return [f"{b}/{t}" for (b, t), spec in instance_specs(instances, catalog).items()
+            if score_source(spec, catalog.headlines.get(b, Headline())) == "judge"]
 
 
 def nli_tasks(instances: pl.DataFrame, catalog: TaskCatalog) -> list[str]:
     """``benchmark/task`` of the tasks in ``instances`` with a metric that an NLI judge computes (``Metric.needs
     == "nli"``: ALCE's citation recall and precision), sorted: their rows are in ``citation_scores``, not in
     ``metric_scores``, and the asset reads them only when there is such a task."""
-    out = []
-    for benchmark, task in instances.select("benchmark", "task").unique().sort("benchmark", "task").iter_rows():
-        spec = catalog.resolve(benchmark, task)
-        if any(getattr(METRICS.get(ref.name, where=f"task {spec.qualified_name}, field metrics"), "needs", "")
-               for ref in spec.metrics):
-            out.append(f"{benchmark}/{task}")
-    return out
+    return [f"{b}/{t}" for (b, t), spec in instance_specs(instances, catalog).items()
+            if any(getattr(METRICS.get(ref.name, where=f"task {spec.qualified_name}, field metrics"), "needs", "")
+                   for ref in spec.metrics)]
 
 
 def with_citation_scores(scores: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFrame:
@@ -218,12 +219,7 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
     variant_rows = scores.join(inst.filter(pl.col("variant") != PLAIN).select("instance_id"),
                                on="instance_id", how="semi").height
 
-    specs: dict[tuple[str, str], TaskSpec] = {}
-    for benchmark, task in inst.select("benchmark", "task").unique().sort("benchmark", "task").iter_rows():
-        try:
-            specs[(benchmark, task)] = catalog.resolve(benchmark, task)
-        except ValueError as exc:
-            raise ValueError(f"benchmark_scores: instances of {benchmark}/{task}: {exc}") from exc
+    specs = instance_specs(inst, catalog)
     heads = {b: catalog.headlines.get(b, Headline()) for b, _ in specs}
     sources = {key: score_source(spec, heads[key[0]]) for key, spec in specs.items()}
     labels = {key: headline_metric(spec) for key, spec in specs.items() if sources[key] == "metric"}
