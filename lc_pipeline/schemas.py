@@ -163,7 +163,27 @@ GENERATIONS = _table("generations", {
     "sampling_params": (Str, "Sampling parameters, JSON"),
     "sampling_params_hash": (Str, "Hash of sampling_params"),
     "cache_key": (Str, "Hash of (prompt, max_new_tokens, policy, model settings, sampling params)"),
+    # Numbers users can trust (README "What a score rests on"): fit, status, thoughts, the prompt as fed.
+    "target_tokens": (pl.Int64, "The instance's level target in tokens (instances.target_tokens); null for a level "
+                                "in words / characters or a released record"),
+    "status": (Str, '"answered" | "empty" (nothing left to score) | "cut" (stopped at max_new_tokens, '
+                    'finish_reason "length") | "skipped" (truncation policy "skip": the prompt did not fit the '
+                    'window and was not sent) | "invalid" (a reasoning model\'s thinking ran out before an answer)'),
+    "thinking": (Str, "A reasoning model's thoughts (its <think> block or the server's reasoning field), stripped "
+                      "from `output` before scoring; \"\" when none"),
+    "prompt_ids_hash": (Str, "sha256 (16 hex) of the token ids fed to the model, chat template included; \"\" "
+                             "when a server renders the prompt (openai chat api) or nothing was sent"),
+    "chat_template_source": (Str, '"model" (its own template) | "file:<name>" (a user template file) | "none" '
+                                  '(plain prompt) | "server" (the server applies its template)'),
+    "bos_tokens": (pl.Int32, "BOS ids in the fed ids (the prompt-format guard's input); null when unknown "
+                             "(server-rendered, nothing sent)"),
 })
+
+# The statuses of a generation row (GENERATIONS.status) and of a metric row (METRIC_SCORES.status adds
+# "unparsable"). Rows that are "skipped" or "invalid" are not scored (no metric_scores row): they are counted.
+GENERATION_STATUSES = ("answered", "empty", "cut", "skipped", "invalid")
+NOT_SCORED = ("skipped", "invalid")
+SCORED_STATUSES = ("answered", "empty", "cut", "unparsable")
 
 METRIC_SCORES = _table("metric_scores", {
     "score_id": (Str, "Hash of (generation, metric)"),
@@ -175,6 +195,8 @@ METRIC_SCORES = _table("metric_scores", {
     "depth": (pl.Float64, "The instance's configured evidence depth"),
     "metric": (Str, 'The metric, e.g. "subem", "em", "f1"'),
     "score": (pl.Float64, "Score in [0, 1]"),
+    "status": (Str, '"answered" | "empty" | "cut" (the generation\'s status) | "unparsable" (the metric parses '
+                    'its answer, an MC letter, a label integer, a ranking, and found none: scored 0, counted)'),
 })
 
 PRIOR_KNOWLEDGE = _table("prior_knowledge", {
@@ -215,6 +237,15 @@ LEADERBOARD = _table("leaderboard", {
     "rank_long_score": (pl.Int32, "Rank by long_score (1 = best)"),
     "scores_by_length": (Str, "JSON {length: score}"),
     "n_instances": (pl.Int64, "Instances scored"),
+    "ci_low": (pl.Float64, "95% bootstrap interval (items resampled, seeded, 1,000 draws) of long_score; of "
+                           "old_metric where a row has no LongScore (a published table); null if undefined"),
+    "ci_high": (pl.Float64, "Upper end of that interval"),
+    "skipped_share": (pl.Float64, "Share of the model's generations at the row's lengths not sent: the prompt did "
+                                  "not fit its window (truncation policy skip)"),
+    "truncated_share": (pl.Float64, "Share of the model's generations whose prompt was truncated to fit"),
+    "invalid_share": (pl.Float64, "Share of the model's generations not scored as invalid (thinking ran out)"),
+    "n_unpaired": (pl.Int64, "Instances this model has a score on that another model of the board lacks: left "
+                             "out so that every model is ranked on the same items (0 with one model)"),
 })
 
 # Each benchmark's published table for one model (partitioned by model; score/benchmark_scores.py): task,
@@ -242,6 +273,13 @@ BENCHMARK_SCORES = _table("benchmark_scores", {
                     "ok) for score and perfect_rate rows, judged for scoring_success rows"),
     "aggregation": (Str, 'How the overall is made: "mean_of_groups" | "mean_of_tasks" | "mean_of_instances"; '
                          "the judge rates are always shares of their instances (micro)"),
+    "ci_low": (pl.Float64, "95% bootstrap interval of score (instances resampled within each task cell, seeded, "
+                           "1,000 draws, the row's aggregation recomputed); null for rate rows or when undefined"),
+    "ci_high": (pl.Float64, "Upper end of that interval"),
+    "skipped_share": (pl.Float64, "Share of the row's instances whose prompt was not sent (truncation policy skip)"),
+    "truncated_share": (pl.Float64, "Share of the row's instances whose prompt was truncated to fit the window"),
+    "status_counts": (Str, 'JSON {status: generations} of the row\'s instances: answered, empty, cut, unparsable, '
+                           'skipped, invalid'),
 })
 
 # LV-Eval confusing-fact insertion (CFI): every candidate fact with its verdict; only accepted

@@ -56,9 +56,23 @@ class GenerationResult:
     finish_reason: str  # "stop" (a stop token or sequence ended it) | "length" (max_new_tokens reached)
     latency_s: float  # the request's own wall time, or its batch's divided by the batch size
     truncation_policy: str = MIDDLE  # the policy in force for the request (applied iff ``truncated``)
+    # What was fed (prompting.fed_prompt_fields; the prompt-format guard reads them): sha256 of the token ids,
+    # the BOS ids among them, where the chat template came from. "" / None where a server renders the prompt.
+    prompt_ids_hash: str = ""
+    bos_tokens: int | None = None
+    chat_template_source: str = ""
+    # "" (derived from the output and finish_reason when the row is written: answered / empty / cut), or a
+    # status the backend decided: "skipped" (policy skip, nothing sent), "invalid" (thinking ran out).
+    status: str = ""
+    thinking: str = ""  # a reasoning model's thoughts, when the server returns them apart from the answer
 
 
 FINISH_REASONS = ("stop", "length")
+
+
+def ids_hash(ids: Sequence[int]) -> str:
+    """sha256 (16 hex) of a token-id sequence: two rows fed the same ids have the same hash."""
+    return hashlib.sha256(json.dumps(list(map(int, ids))).encode()).hexdigest()[:16]
 
 
 @runtime_checkable

@@ -86,6 +86,12 @@ def combine(key: str, first: GenerationResult, second: GenerationResult) -> Gene
         finish_reason=second.finish_reason,
         latency_s=first.latency_s + second.latency_s,
         truncation_policy=second.truncation_policy,
+        # The answer's call is the prompt that was fed for it; a first call not sent (or invalid) marks the chain.
+        prompt_ids_hash=second.prompt_ids_hash,
+        bos_tokens=second.bos_tokens,
+        chat_template_source=second.chat_template_source,
+        status=first.status or second.status,
+        thinking=second.thinking,
     )
 
 

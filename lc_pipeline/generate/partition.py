@@ -42,6 +42,7 @@ class PlannedGeneration:
     generation_id: str
     instance_id: str
     request: GenerationRequest  # request.key is the cache key
+    target_tokens: int | None = None  # the instance's level target (instances.target_tokens)
 
 
 @dataclass
@@ -89,7 +90,9 @@ def plan_partition(
     plan = PartitionPlan(generator.backend, generator.model_id, sp_json, sp_hash)
     if "record_id" not in instances.columns:
         instances = instances.with_columns(pl.lit("").alias("record_id"))
-    for row in instances.sort("instance_id").select(*needed, "record_id").iter_rows(named=True):
+    if "target_tokens" not in instances.columns:
+        instances = instances.with_columns(pl.lit(None, pl.Int64).alias("target_tokens"))
+    for row in instances.sort("instance_id").select(*needed, "record_id", "target_tokens").iter_rows(named=True):
         for col in needed:
             if row[col] is None:
                 raise ValueError(f"instance {row['instance_id']!r}: field {col!r} is null")
@@ -116,6 +119,7 @@ def plan_partition(
                 generation_id=generation_id(row["instance_id"], spec.slug, fp, sp_hash),
                 instance_id=row["instance_id"],
                 request=request,
+                target_tokens=row["target_tokens"],
             )
         )
     return plan
@@ -132,9 +136,23 @@ def chunk_size(spec: ModelSpec) -> int:
     return FLUSH_EVERY_BATCHES  # llamacpp: one request at a time
 
 
+def row_status(result: GenerationResult, output: str, finish_reason: str) -> str:
+    """A generation row's status (schemas.GENERATION_STATUSES): the backend's ("skipped", "invalid") when it set
+    one, else "empty" (nothing to score), "cut" (stopped at max_new_tokens) or "answered"."""
+    if result.status:
+        if result.status not in schemas.GENERATION_STATUSES:
+            raise ValueError(f"generation {result.key!r}: unknown status {result.status!r}; expected one of "
+                             f"{list(schemas.GENERATION_STATUSES)}")
+        return result.status
+    if not output.strip():
+        return "empty"
+    return "cut" if finish_reason == "length" else "answered"
+
+
 def result_rows(plan: PartitionPlan, results: list[GenerationResult], by_key: dict[str, PlannedGeneration]) -> pl.DataFrame:
     # A task's stop sequences end its output, whatever the backend supports (finish_reason "stop").
     cuts = [cut_at_stop(r.output, by_key[r.key].request.stop) for r in results]
+    finish = ["stop" if cut else r.finish_reason for r, (_, cut) in zip(results, cuts, strict=True)]
     rows = pl.DataFrame(
         {
             "generation_id": [by_key[r.key].generation_id for r in results],
@@ -145,17 +163,42 @@ def result_rows(plan: PartitionPlan, results: list[GenerationResult], by_key: di
             "truncated": [r.truncated for r in results],
             "truncation_policy": [r.truncation_policy for r in results],
             "completion_tokens": [r.completion_tokens for r in results],
-            "finish_reason": ["stop" if cut else r.finish_reason for r, (_, cut) in zip(results, cuts, strict=True)],
+            "finish_reason": finish,
             "latency_s": [r.latency_s for r in results],
             "backend": [plan.backend] * len(results),
             "model_id": [plan.model_id] * len(results),
             "sampling_params": [plan.sampling_params] * len(results),
             "sampling_params_hash": [plan.sampling_params_hash] * len(results),
             "cache_key": [r.key for r in results],
+            "target_tokens": [by_key[r.key].target_tokens for r in results],
+            "status": [row_status(r, out, f) for r, (out, _), f in zip(results, cuts, finish, strict=True)],
+            "thinking": [r.thinking for r in results],
+            "prompt_ids_hash": [r.prompt_ids_hash for r in results],
+            "chat_template_source": [r.chat_template_source for r in results],
+            "bos_tokens": [r.bos_tokens for r in results],
         },
-        schema_overrides={"output": pl.String, "truncation_policy": pl.String, "finish_reason": pl.String},
+        schema_overrides={"output": pl.String, "truncation_policy": pl.String, "finish_reason": pl.String,
+                          "target_tokens": pl.Int64, "thinking": pl.String, "prompt_ids_hash": pl.String,
+                          "chat_template_source": pl.String, "bos_tokens": pl.Int32, "status": pl.String},
     )
     return schemas.conform(rows, "generations")
+
+
+def with_stored_defaults(rows: pl.DataFrame) -> pl.DataFrame:
+    """Rows of a generation store written before a column existed, completed: ``status`` from the output and
+    finish reason (as :func:`row_status` derives it), ``thinking`` / ``prompt_ids_hash`` / ``chat_template_source``
+    "" and ``bos_tokens`` / ``target_tokens`` null (unknown: the guard says so rather than guessing)."""
+    derived = (pl.when(pl.col("output").str.strip_chars() == "").then(pl.lit("empty"))
+               .when(pl.col("finish_reason") == "length").then(pl.lit("cut")).otherwise(pl.lit("answered")))
+    fills = {"status": derived, "thinking": pl.lit(""), "prompt_ids_hash": pl.lit(""),
+             "chat_template_source": pl.lit(""), "bos_tokens": pl.lit(None, pl.Int32),
+             "target_tokens": pl.lit(None, pl.Int64)}
+    for column, value in fills.items():
+        if column not in rows.columns:
+            rows = rows.with_columns(value.alias(column))
+        elif column in ("status", "thinking", "prompt_ids_hash", "chat_template_source"):
+            rows = rows.with_columns(pl.col(column).fill_null(value))
+    return rows
 
 
 @dataclass
@@ -198,15 +241,18 @@ def generate_partition(
     if everything is None:
         everything = schemas.empty("generations")
     # Stored rows may come from another instance with the same prompt, or an older plan:
-    # ids come from this plan, outputs from the store.
-    outputs = everything.filter(pl.col("cache_key").is_in(list(by_key))).drop("generation_id", "instance_id")
+    # ids (and the instance's level target) come from this plan, outputs from the store.
+    outputs = with_stored_defaults(everything).filter(pl.col("cache_key").is_in(list(by_key))).drop(
+        "generation_id", "instance_id", "target_tokens")
     ids = pl.DataFrame(
         {
             "generation_id": [p.generation_id for p in plan.items],
             "instance_id": [p.instance_id for p in plan.items],
             "cache_key": [p.request.key for p in plan.items],
+            "target_tokens": [p.target_tokens for p in plan.items],
         },
-        schema=dict.fromkeys(("generation_id", "instance_id", "cache_key"), pl.String),  # typed when empty
+        schema={**dict.fromkeys(("generation_id", "instance_id", "cache_key"), pl.String),  # typed when empty
+                "target_tokens": pl.Int64},
     )
     rows = ids.join(outputs, on="cache_key", how="left", maintain_order="left")
     missing = rows.filter(pl.col("output").is_null())["instance_id"].to_list()

@@ -17,13 +17,14 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from lc_pipeline.construct.truncation import FittedPrompt, fit_prompt
-from lc_pipeline.generate.base import GenerationRequest
+from lc_pipeline.generate.base import GenerationRequest, ids_hash
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
 
 
 class PromptTokenizer(Protocol):
     name: str
     eos_ids: list[int]
+    bos_id: int | None  # the vocabulary's BOS id; None when it has none
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text`` with special-token strings parsed but none added."""
@@ -47,6 +48,7 @@ class HFTokenizer:
         self.tok, self.name = tok, name
         eos = tok.eos_token_id
         self.eos_ids = [eos] if eos is not None else []
+        self.bos_id: int | None = tok.bos_token_id
 
     def encode(self, text: str) -> list[int]:
         return self.tok(text, add_special_tokens=False).input_ids
@@ -71,6 +73,7 @@ class LlamaCppTokenizer:
 
         self.llm, self.name = llm, name
         self.eos_ids = sorted({llm.token_eos()} | self._eog_ids())
+        self.bos_id: int | None = llm.token_bos() if llm.token_bos() >= 0 else None
         template = llm.metadata.get("tokenizer.chat_template")
         self._formatter = None
         if template:
@@ -113,6 +116,7 @@ class TiktokenTokenizer:
 
         # The offline copy of the ranks (the pipeline never downloads BPE files).
         self.enc, self.name, self.eos_ids = TokenCounter.load(encoding).encoding, f"tiktoken:{encoding}", []
+        self.bos_id: int | None = None
 
     def encode(self, text: str) -> list[int]:
         return self.enc.encode(text, disallowed_special=())
@@ -215,6 +219,20 @@ def render_ids(spec: ModelSpec, tok: PromptTokenizer, user_text: str, chat: bool
             "to feed raw prompts (base models)"
         )
     return tok.encode(text)  # the template wrote the special tokens: add none
+
+
+def chat_template_source(spec: ModelSpec, chat: bool = True) -> str:
+    """Where the template of a request comes from: ``"model"`` (the model's own), ``"none"`` (the plain prompt:
+    a base model, or a task that asks for it)."""
+    return "model" if (spec.chat_template and chat) else "none"
+
+
+def fed_prompt_fields(spec: ModelSpec, tok: PromptTokenizer, ids: Sequence[int], chat: bool = True) -> dict:
+    """The GenerationResult fields that say what was fed: ``prompt_ids_hash``, ``bos_tokens`` (the BOS ids
+    among ``ids``), ``chat_template_source``."""
+    bos = getattr(tok, "bos_id", None)
+    return {"prompt_ids_hash": ids_hash(ids), "bos_tokens": sum(1 for i in ids if i == bos) if bos is not None else 0,
+            "chat_template_source": chat_template_source(spec, chat)}
 
 
 def fit_request(spec: ModelSpec, tok: PromptTokenizer, request: GenerationRequest) -> FittedPrompt:

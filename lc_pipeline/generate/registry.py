@@ -110,6 +110,19 @@ class ModelSpec:
     # Server-specific request fields, e.g. {repeat_penalty: 1.0} for llama-cpp-python's server,
     # whose default repeat penalty (1.1) would make "temperature 0" decoding differ from greedy.
     extra_body: dict | None = None
+    # Numbers users can trust (README "What a score rests on"):
+    # the truncation policy of every task for this model ("skip": a prompt that does not fit is not sent and its
+    # row says skipped); None: each task's own (task files' ``truncation``).
+    truncation: str | None = None
+    # A Jinja chat template file used instead of the model's own (recorded as chat_template_source "file:<name>").
+    chat_template_file: str | None = None
+    # A reasoning model: {budget_tokens: int (thinking tokens on top of the task's answer tokens),
+    # location: "text" (<think>...</think> in the output) | "field" (the server's separate reasoning field),
+    # open: "<think>", close: "</think>"}; None: not a reasoning model.
+    thinking: dict | None = None
+    # Prices in currency units per million tokens (lcp plan's cost estimate); None: unknown.
+    price_per_million_input_tokens: float | None = None
+    price_per_million_output_tokens: float | None = None
     # vllm backend
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
@@ -156,6 +169,46 @@ class ModelSpec:
             self._fail("tensor_parallel_size", f"must be >= 1, got {self.tensor_parallel_size}")
         if not 0 < self.gpu_memory_utilization <= 1:
             self._fail("gpu_memory_utilization", f"must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.truncation is not None:
+            from lc_pipeline.construct.truncation import POLICIES
+
+            if self.truncation not in POLICIES:
+                self._fail("truncation", f"unknown truncation policy {self.truncation!r}; expected one of "
+                                         f"{list(POLICIES)} or null (each task's own)")
+        if self.chat_template_file is not None and not self.chat_template_file.strip():
+            self._fail("chat_template_file", "must be a path to a Jinja template file, or null")
+        if self.thinking is not None:
+            self._check_thinking(self.thinking)
+        for name in ("price_per_million_input_tokens", "price_per_million_output_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                self._fail(name, f"must be >= 0 or null, got {value}")
+
+    THINKING_KEYS = ("budget_tokens", "location", "open", "close")
+    THINKING_LOCATIONS = ("text", "field")
+
+    def _check_thinking(self, thinking: dict) -> None:
+        unknown = sorted(set(thinking) - set(self.THINKING_KEYS))
+        if unknown:
+            self._fail("thinking", f"unknown key {unknown[0]!r}; known keys are {list(self.THINKING_KEYS)}")
+        budget = thinking.get("budget_tokens")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            self._fail("thinking", f"budget_tokens must be an int >= 1 (thinking tokens on top of the task's "
+                                   f"answer tokens), got {budget!r}")
+        location = thinking.get("location", "text")
+        if location not in self.THINKING_LOCATIONS:
+            self._fail("thinking", f"location must be one of {list(self.THINKING_LOCATIONS)}, got {location!r}")
+        for key in ("open", "close"):
+            tag = thinking.get(key, f"<{'/' if key == 'close' else ''}think>")
+            if not isinstance(tag, str) or not tag:
+                self._fail("thinking", f"{key} must be a non-empty string, got {tag!r}")
+
+    @property
+    def thinking_settings(self) -> dict | None:
+        """``thinking`` with its defaults filled in (location "text", tags <think> / </think>); None if unset."""
+        if self.thinking is None:
+            return None
+        return {"location": "text", "open": "<think>", "close": "</think>", **self.thinking}
 
     def _fail(self, field: str, msg: str) -> None:
         raise ModelSpecError(f"model {self.slug!r}, field {field!r}: {msg}")
@@ -171,7 +224,8 @@ class ModelSpec:
         keys = ("backend", "model_id", "gguf_file", "max_model_len", "dtype", "chat_template", "system_prompt")
         payload_dict = {k: getattr(self, k) for k in keys}
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
-        for k in ("api", "api_model", "tokenizer", "send_token_ids", "extra_body"):
+        for k in ("api", "api_model", "tokenizer", "send_token_ids", "extra_body", "truncation",
+                  "chat_template_file", "thinking"):
             if getattr(self, k) != defaults[k]:
                 payload_dict[k] = getattr(self, k)
         payload = json.dumps(payload_dict, sort_keys=True)
@@ -235,6 +289,11 @@ _FIELD_TYPES: dict[str, tuple[type, bool]] = {  # name -> (type, None allowed)
     "tokenizer": (str, True),
     "send_token_ids": (bool, False),
     "extra_body": (dict, True),
+    "truncation": (str, True),
+    "chat_template_file": (str, True),
+    "thinking": (dict, True),
+    "price_per_million_input_tokens": (float, True),
+    "price_per_million_output_tokens": (float, True),
     "tensor_parallel_size": (int, False),
     "gpu_memory_utilization": (float, False),
     "enable_prefix_caching": (bool, False),

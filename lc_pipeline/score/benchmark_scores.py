@@ -430,6 +430,8 @@ def benchmark_leaderboard(tables: pl.DataFrame) -> pl.DataFrame:
                      "old_metric": sum(values) / len(values) if values else None, "long_score": None,
                      "scores_by_length": json.dumps(by_length), "n_instances": int(grp["n"].sum())})
     out = pl.DataFrame(rows, schema_overrides={"base_ability": pl.Float64, "long_score": pl.Float64})
+    nulls = {c: pl.lit(None, schemas.LEADERBOARD[c]) for c in schemas.LEADERBOARD if c not in out.columns}
+    out = out.with_columns(**{c: v for c, v in nulls.items() if not c.startswith("rank_")})
     out = out.with_columns(
         rank_old_metric=pl.col("old_metric").rank("min", descending=True).over("metric").cast(pl.Int32),
         rank_long_score=pl.lit(None, pl.Int32))

@@ -37,7 +37,16 @@ def score_instance(spec: TaskSpec, instance: Mapping[str, Any], output: str,
                    run_options: Mapping[str, Any] | None = None,
                    extra: tuple[MetricRef, ...] = ()) -> dict[str, float]:
     """{metric label: score} of one output, for every metric of ``spec`` (then ``extra`` ones it lacks)."""
-    values: dict[str, float] = {}
+    return {label: value for label, (value, _) in score_instance_parsed(spec, instance, output, run_options,
+                                                                        extra).items()}
+
+
+def score_instance_parsed(spec: TaskSpec, instance: Mapping[str, Any], output: str,
+                          run_options: Mapping[str, Any] | None = None,
+                          extra: tuple[MetricRef, ...] = ()) -> dict[str, tuple[float, bool]]:
+    """{metric label: (score, parsed)}: ``parsed`` is False when the metric parses an answer (``Metric.parses``)
+    and the output holds none."""
+    values: dict[str, tuple[float, bool]] = {}
     refs = (*spec.metrics, *(m for m in extra if m.name not in spec.metric_names))
     for ref in refs:
         metric = METRICS.get(ref.name, where=f"task {spec.qualified_name}, field metrics")
@@ -46,7 +55,9 @@ def score_instance(spec: TaskSpec, instance: Mapping[str, Any], output: str,
         if metric.label in values:
             raise ValueError(f"task {spec.qualified_name}: metrics {[m.name for m in refs]} write the label "
                              f"{metric.label!r} twice")
-        values[metric.label] = metric(output, instance, spec, {**(run_options or {}), **ref.options})
+        value = metric(output, instance, spec, {**(run_options or {}), **ref.options})
+        parsed = metric.parses is None or bool(metric.parses(output, instance, spec))
+        values[metric.label] = (value, parsed)
     return values
 
 
@@ -63,6 +74,10 @@ def score_frame(
     ``all_classes``, ``answer_keywords``, ``language``; ``variant`` marks LV-Eval variant rows).
     ``lveval_variant``: LV-Eval's released scorer ("code", default) or the paper's. Bad input is a
     ValueError naming the generation, the instance and the field.
+
+    A generation's ``status`` (GENERATIONS) is kept on its rows; rows ``skipped`` (not sent) or ``invalid``
+    (thinking ran out) are not scored and get no row (they are counted where scores are shown); a metric that
+    parses an answer and finds none marks its row ``unparsable`` (scored as the metric scores it: 0).
     """
     catalog = catalog or load_catalog()
     for frame, label, cols in ((generations, "generations", ("generation_id", "instance_id", "output")),
@@ -82,7 +97,14 @@ def score_frame(
     specs: dict[tuple[str, str], TaskSpec] = {}
     run_options = {"variant": lveval_variant}
     rows: dict[str, list] = {c: [] for c in schemas.METRIC_SCORES}
-    for gid, iid, output in generations.select("generation_id", "instance_id", "output").iter_rows():
+    if "status" not in generations.columns:  # frames made before statuses, or by hand: derived as the store does
+        cut = pl.col("finish_reason") == "length" if "finish_reason" in generations.columns else pl.lit(False)
+        generations = generations.with_columns(
+            status=pl.when(pl.col("output").str.strip_chars() == "").then(pl.lit("empty"))
+            .when(cut).then(pl.lit("cut")).otherwise(pl.lit("answered")))
+    for gid, iid, output, status in generations.select("generation_id", "instance_id", "output", "status").iter_rows():
+        if status in schemas.NOT_SCORED:
+            continue
         inst = by_id.get(iid)
         if inst is None:
             raise ValueError(f"generation {gid!r}: field instance_id={iid!r} not found in instances")
@@ -93,10 +115,10 @@ def score_frame(
             if key not in specs:
                 specs[key] = catalog.resolve(*key)
             extra = (VARIANT_METRIC,) if inst["item_id"] in with_variants else ()
-            values = score_instance(specs[key], inst, output, run_options, extra)
+            values = score_instance_parsed(specs[key], inst, output, run_options, extra)
         except ValueError as exc:
             raise ValueError(f"generation {gid!r} (instance {iid!r}): {exc}") from exc
-        for metric, value in values.items():
+        for metric, (value, parsed) in values.items():
             rows["score_id"].append(score_id(gid, metric))
             rows["generation_id"].append(gid)
             rows["instance_id"].append(iid)
@@ -106,4 +128,5 @@ def score_frame(
             rows["depth"].append(inst["depth"])
             rows["metric"].append(metric)
             rows["score"].append(value)
+            rows["status"].append(status if parsed else "unparsable")
     return schemas.conform(pl.DataFrame(rows, schema=schemas.METRIC_SCORES), "metric_scores")

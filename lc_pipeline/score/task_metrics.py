@@ -33,6 +33,10 @@ class Metric:
     # What the metric needs besides the output and the instance: "" (nothing: metric_scores computes it) or
     # "nli" (an NLI judge: the citation_scores asset computes it, score/citations.py; metric_scores skips it).
     needs: str = ""
+    # For a metric that parses an answer (an MC letter, a label integer, a ranking): ``(output, instance, task)
+    # -> bool``, whether the output holds one. A row it finds none in is scored as the metric scores it (0) and
+    # its metric_scores status says "unparsable", so invalid outputs are counted apart from wrong ones.
+    parses: Callable[[str, Mapping[str, Any], Any], bool] | None = None
 
     def __call__(self, output: str, instance: Mapping[str, Any], task: Any, options: Mapping[str, Any]) -> float:
         return self.fn(output, instance, task, options)

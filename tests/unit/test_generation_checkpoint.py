@@ -17,6 +17,8 @@ def rows(keys: list[str], output: str = "x") -> pl.DataFrame:
             "truncation_policy": ["middle"] * n, "completion_tokens": [1] * n, "finish_reason": ["stop"] * n,
             "latency_s": [0.1] * n, "backend": ["transformers"] * n, "model_id": ["m"] * n,
             "sampling_params": ["{}"] * n, "sampling_params_hash": ["h"] * n, "cache_key": keys,
+            "target_tokens": [1000] * n, "status": ["answered"] * n, "thinking": [""] * n,
+            "prompt_ids_hash": [""] * n, "chat_template_source": ["model"] * n, "bos_tokens": [0] * n,
         }),
         "generations",
     )

@@ -196,7 +196,9 @@ def test_the_headline_of_the_worked_example_equals_the_hand_computation(prior_kn
 
     # The headline is one leaderboard row beside the metric rows.
     board = leaderboard_frame(out.with_columns(model=pl.lit("m")))
-    assert board.row(0, named=True) | {"scores_by_length": None} == {
+    row = board.row(0, named=True)
+    assert {k: row[k] for k in ("model", "metric", "base_ability", "old_metric", "long_score", "rank_old_metric",
+                                "rank_long_score", "n_instances")} | {"scores_by_length": None} == {
         "model": "m", "metric": HEADLINE, "base_ability": pytest.approx(EXPECTED["base"]),
         "old_metric": pytest.approx(EXPECTED["old_metric"]), "long_score": pytest.approx(EXPECTED["long_score"]),
         "rank_old_metric": 1, "rank_long_score": 1, "scores_by_length": None, "n_instances": 60}
@@ -308,7 +310,7 @@ def test_the_long_scores_asset_adds_the_headline_once_the_judge_has_scored_every
     lake = settings.lake_dir
     scores = metric_scores().with_columns(
         score_id=pl.col("item_id") + "@" + pl.col("length"), generation_id=pl.col("item_id") + "@" + pl.col("length"),
-        instance_id=pl.col("item_id") + "@" + pl.col("length"), category=pl.lit("c"), depth=pl.lit(0.5))
+        instance_id=pl.col("item_id") + "@" + pl.col("length"), category=pl.lit("c"), depth=pl.lit(0.5), status=pl.lit("answered"))
     for lv in LENGTHS:
         part = scores.filter(pl.col("length") == lv).select(schemas.METRIC_SCORES.names())
         _write(lake, "metric_scores", {"length": lv, MODEL_DIM: model}, part)
