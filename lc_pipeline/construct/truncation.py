@@ -1,4 +1,4 @@
-"""Fitting a prompt into a model's window: three truncation policies, chosen per task.
+"""Fitting a prompt into a model's window: four truncation policies, chosen per task (or per model).
 
 A benchmark prompt is instruction + context + question. When the rendered prompt (chat
 template included) plus the tokens to generate does not fit the model's window, one of:
@@ -9,9 +9,15 @@ template included) plus the tokens to generate does not fit the model's window, 
   instruction, demos or question.
 - ``drop_documents`` (Loong; loong.md §6.3): walk the documents in order and keep each one
   that still fits, skipping (not cutting) the rest; a later, shorter document may still fit.
+- ``skip`` (ours; issue 21 "Numbers users can trust"): a prompt that does not fit is not cut and not
+  sent. :func:`fit_prompt` returns it with ``skipped=True`` and no ids, its exact length in
+  ``original_tokens``; the backends record the row as ``status: skipped`` (nothing generated, nothing
+  scored, counted beside the scores) instead of scoring an answer to a prompt the model never saw whole.
 
 Which policy a task uses is declared in its task file (``truncation:``; lc_pipeline/tasks/packaged/),
-and a test holds the packaged ones against the papers (tests/unit/test_truncation_policies.py).
+and a test holds the packaged ones against the papers (tests/unit/test_truncation_policies.py). A model
+may set one for all its tasks (models.yaml ``truncation:``), and a run's ``truncation_overrides`` win over
+both: run override > model > task file (generate/partition.py ``plan_partition``).
 Token counts are the evaluated model's own (``encode``/``render`` come from the backend).
 Nothing here imports a model library.
 """
@@ -25,7 +31,8 @@ from dataclasses import dataclass
 MIDDLE = "middle"
 END_OF_CONTEXT = "end_of_context"
 DROP_DOCUMENTS = "drop_documents"
-POLICIES = (MIDDLE, END_OF_CONTEXT, DROP_DOCUMENTS)
+SKIP = "skip"
+POLICIES = (MIDDLE, END_OF_CONTEXT, DROP_DOCUMENTS, SKIP)
 
 # Our documents are "Document [i] (Title: ...): text" blocks joined by a blank line
 # (construct/prompts.py); a block may itself contain blank lines, so split on the header.
@@ -107,12 +114,14 @@ def drop_documents(doc_tokens: Sequence[int], fixed_tokens: int, budget: int) ->
 
 @dataclass(frozen=True)
 class FittedPrompt:
-    ids: list[int]  # the full model input (chat template included), within the budget
-    text: str  # the user prompt actually used (after truncation, before the template)
-    original_tokens: int  # len of the full model input before truncation
+    ids: list[int]  # the full model input (chat template included), within the budget; [] when skipped
+    text: str  # the user prompt actually used (after truncation, before the template); "" when skipped
+    original_tokens: int  # len of the full model input before truncation (exact, also when skipped)
     truncated: bool
     policy: str
     dropped_documents: int = 0
+    # Policy ``skip`` and the prompt does not fit: nothing is to be sent (``ids`` is empty, ``truncated`` False).
+    skipped: bool = False
 
 
 class PromptDoesNotFitError(ValueError):
@@ -139,7 +148,8 @@ def fit_prompt(
     ``encode``/``decode`` are the model's tokenizer on plain text. ``context`` is the part of
     ``prompt`` that ``end_of_context`` and ``drop_documents`` may cut; it must occur in it.
     Decoding and re-encoding can merge tokens differently at a cut, so the result is
-    re-rendered and cut further until it fits.
+    re-rendered and cut further until it fits. Policy ``skip`` cuts nothing: a prompt over the budget
+    comes back with ``skipped=True``, no ids and its exact rendered length in ``original_tokens``.
     """
     validate_policy(policy, f"request {key!r}")
     if budget < 2:
@@ -148,6 +158,8 @@ def fit_prompt(
     original = len(ids)
     if original <= budget:
         return FittedPrompt(ids, prompt, original, False, policy)
+    if policy == SKIP:
+        return FittedPrompt([], "", original, False, policy, skipped=True)
 
     if policy == MIDDLE:
         user_ids = encode(prompt)

@@ -77,6 +77,10 @@ def plan_partition(
     missing column or null value is an error naming it. ``record_id`` (run as released) goes into each request
     when the instances have it ("" otherwise); it enters the cache key only for a generator that answers by
     record (``keyed_by_record``: the ``imported`` backend).
+
+    The truncation policy of a request, first that applies: the run's ``truncation_overrides``
+    (``models.truncation_overrides``: ``benchmark/task``, ``task`` or ``"*"``), then the model's own
+    (``spec.truncation``, e.g. ``skip`` for every task of that model), then the task file's ``truncation``.
     """
     catalog = catalog or load_catalog()
     needed = ("instance_id", "benchmark", "task", "prompt", "context", "max_new_tokens")
@@ -98,7 +102,8 @@ def plan_partition(
                 raise ValueError(f"instance {row['instance_id']!r}: field {col!r} is null")
         try:
             task = catalog.resolve(row["benchmark"], row["task"])
-            policy = policy_for_task(row["benchmark"], row["task"], task.truncation, truncation_overrides)
+            policy = policy_for_task(row["benchmark"], row["task"], spec.truncation or task.truncation,
+                                     truncation_overrides)
         except ValueError as exc:
             raise ValueError(f"instance {row['instance_id']!r}: {exc}") from exc
         # The task's chat-template switch matters only for a model that has a chat template to skip.

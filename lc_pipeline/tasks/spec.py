@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-TRUNCATION_POLICIES = ("middle", "end_of_context", "drop_documents")  # construct/truncation.py
+TRUNCATION_POLICIES = ("middle", "end_of_context", "drop_documents", "skip")  # construct/truncation.py
 PROMPT_FILE_FORMATS = ("longbench", "json", "text")
 PLACEHOLDERS = ("context", "question", "options", "demos")  # builders may define more (e.g. RULER's {kind})
 
@@ -134,7 +134,7 @@ class TaskSpec(_Strict):
     # A second call given the first call's reply (chain of thought); None: one call. The instance's prompt and
     # max_new_tokens are the first call's; the generations row's output is the second call's reply.
     followup: Followup | None = None
-    truncation: Literal["middle", "end_of_context", "drop_documents"]
+    truncation: Literal["middle", "end_of_context", "drop_documents", "skip"]
     metrics: tuple[MetricRef, ...] = ()
     rubric: str | None = None  # registered judge rubric; None: not judged
     aggregation: Aggregation
