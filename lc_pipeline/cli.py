@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from lc_pipeline.commands.output import print_table
+from lc_pipeline.construct.truncation import POLICIES as TRUNCATION_POLICIES
 from lc_pipeline.generate.backends import GENERATORS
 
 from lc_pipeline.settings import Settings, cli_settings
@@ -90,10 +91,13 @@ def demo(config: str | None, models: tuple[str, ...]) -> None:
 @click.option("--max-concurrency", type=int, default=None, help="openai: requests in flight at once.")
 @click.option("--tokenizer", default=None, help="Tokenizer to count with: a path / HF id, or tiktoken:<encoding>.")
 @click.option("--tensor-parallel-size", type=int, default=None, help="vllm: GPUs per model.")
+@click.option("--truncation", type=click.Choice(TRUNCATION_POLICIES), default=None,
+              help="Truncation policy of every task for this model (skip: a prompt that does not fit is not sent, "
+                   "its row says skipped); default: each task's. A run's truncation_overrides still win.")
 @click.option("--config", default=None)
 @click.option("--overwrite", is_flag=True, help="Replace an existing registration with different settings.")
 def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_size, system_prompt, no_chat_template,
-              api, api_model, base_url, api_key_env, max_concurrency, tokenizer, tensor_parallel_size,
+              api, api_model, base_url, api_key_env, max_concurrency, tokenizer, tensor_parallel_size, truncation,
               config, overwrite) -> None:
     """Register model NAME (a slug: [a-z0-9._-]) and add its dynamic partition."""
     import dagster as dg
@@ -111,6 +115,7 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
             "max_model_len": max_model_len, "batch_size": batch_size, "system_prompt": system_prompt,
             "api": api, "api_model": api_model, "base_url": base_url, "api_key_env": api_key_env,
             "max_concurrency": max_concurrency, "tokenizer": tokenizer, "tensor_parallel_size": tensor_parallel_size,
+            "truncation": truncation,
         }.items() if v is not None}
         if no_chat_template:
             changes["chat_template"] = False
