@@ -94,11 +94,15 @@ def demo(config: str | None, models: tuple[str, ...]) -> None:
 @click.option("--truncation", type=click.Choice(TRUNCATION_POLICIES), default=None,
               help="Truncation policy of every task for this model (skip: a prompt that does not fit is not sent, "
                    "its row says skipped); default: each task's. A run's truncation_overrides still win.")
+@click.option("--chat-template-file", default=None,
+              type=click.Path(exists=True, dir_okay=False, readable=True, resolve_path=True),
+              help="A Jinja chat template file used instead of the model's own (stored as an absolute path; its "
+                   "content enters the model's fingerprint). openai: only with --api completions.")
 @click.option("--config", default=None)
 @click.option("--overwrite", is_flag=True, help="Replace an existing registration with different settings.")
 def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_size, system_prompt, no_chat_template,
               api, api_model, base_url, api_key_env, max_concurrency, tokenizer, tensor_parallel_size, truncation,
-              config, overwrite) -> None:
+              chat_template_file, config, overwrite) -> None:
     """Register model NAME (a slug: [a-z0-9._-]) and add its dynamic partition."""
     import dagster as dg
 
@@ -115,7 +119,7 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
             "max_model_len": max_model_len, "batch_size": batch_size, "system_prompt": system_prompt,
             "api": api, "api_model": api_model, "base_url": base_url, "api_key_env": api_key_env,
             "max_concurrency": max_concurrency, "tokenizer": tokenizer, "tensor_parallel_size": tensor_parallel_size,
-            "truncation": truncation,
+            "truncation": truncation, "chat_template_file": chat_template_file,
         }.items() if v is not None}
         if no_chat_template:
             changes["chat_template"] = False
