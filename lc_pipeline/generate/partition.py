@@ -31,6 +31,7 @@ from lc_pipeline.generate.base import (
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
 from lc_pipeline.generate.followup import Chain, FollowupGenerator, stored_results
 from lc_pipeline.generate.registry import ModelSpec
+from lc_pipeline.generate.thinking import ThinkingGenerator, with_budget
 from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
 
 # Batches per flushed chunk for batching backends; requests per chunk otherwise.
@@ -56,6 +57,9 @@ class PartitionPlan:
     # calls as planned rows (kept in the store under their own keys, never in the partition).
     chains: dict[str, Chain] = field(default_factory=dict)
     first_calls: dict[str, PlannedGeneration] = field(default_factory=dict)
+    # A reasoning model's settings (ModelSpec.thinking_settings): its replies are split into thoughts and answer
+    # (generate/thinking.py) before anything reads them; None: not a reasoning model.
+    thinking: dict | None = None
 
 
 def generation_id(instance_id: str, slug: str, model_fingerprint: str, sampling_hash: str) -> str:
@@ -78,6 +82,9 @@ def plan_partition(
     when the instances have it ("" otherwise); it enters the cache key only for a generator that answers by
     record (``keyed_by_record``: the ``imported`` backend).
 
+    A reasoning model (``spec.thinking``) asks for the task's ``max_new_tokens`` plus its ``budget_tokens``
+    (a followup's second call too), so the window fitting reserves the whole budget (generate/thinking.py).
+
     The truncation policy of a request, first that applies: the run's ``truncation_overrides``
     (``models.truncation_overrides``: ``benchmark/task``, ``task`` or ``"*"``), then the model's own
     (``spec.truncation``, e.g. ``skip`` for every task of that model), then the task file's ``truncation``.
@@ -91,7 +98,7 @@ def plan_partition(
     sp_json, sp_hash = sampling_params_json(params), sampling_params_hash(params)
     fp = spec.fingerprint()
     by_record = bool(getattr(generator, "keyed_by_record", False))
-    plan = PartitionPlan(generator.backend, generator.model_id, sp_json, sp_hash)
+    plan = PartitionPlan(generator.backend, generator.model_id, sp_json, sp_hash, thinking=spec.thinking_settings)
     if "record_id" not in instances.columns:
         instances = instances.with_columns(pl.lit("").alias("record_id"))
     if "target_tokens" not in instances.columns:
@@ -109,12 +116,17 @@ def plan_partition(
         # The task's chat-template switch matters only for a model that has a chat template to skip.
         plain = spec.chat_template and not task.chat_template
         record_id = row["record_id"] or ""
-        key = cache_key(row["prompt"], int(row["max_new_tokens"]), policy, fp, sp_hash, plain, task.stop,
+        new_tokens = with_budget(int(row["max_new_tokens"]), plan.thinking)
+        key = cache_key(row["prompt"], new_tokens, policy, fp, sp_hash, plain, task.stop,
                         record_id if by_record else "")
-        request = GenerationRequest(key, row["prompt"], int(row["max_new_tokens"]), policy, row["context"],
+        request = GenerationRequest(key, row["prompt"], new_tokens, policy, row["context"],
                                     chat_template=not plain, stop=task.stop, record_id=record_id)
         if task.followup is not None and not by_record:  # an imported prediction is already the final answer
-            chain = Chain(request, task.followup)
+            followup = task.followup
+            if plan.thinking:  # the answer call thinks too
+                followup = followup.model_copy(
+                    update={"max_new_tokens": with_budget(followup.max_new_tokens, plan.thinking)})
+            chain = Chain(request, followup)
             plan.chains[chain.final.key] = chain
             plan.first_calls[key] = PlannedGeneration(
                 generation_id(row["instance_id"] + "#first-call", spec.slug, fp, sp_hash), row["instance_id"], request)
@@ -155,6 +167,9 @@ def row_status(result: GenerationResult, output: str, finish_reason: str) -> str
 
 
 def result_rows(plan: PartitionPlan, results: list[GenerationResult], by_key: dict[str, PlannedGeneration]) -> pl.DataFrame:
+    # A reasoning model's results come split (generate_partition wraps its generator in a ThinkingGenerator):
+    # ``output`` is the answer, ``thinking`` the thoughts, status "invalid" when they ran out; so the stop sequences
+    # below cut the answer only, and row_status reads the answer.
     # A task's stop sequences end its output, whatever the backend supports (finish_reason "stop").
     cuts = [cut_at_stop(r.output, by_key[r.key].request.stop) for r in results]
     finish = ["stop" if cut else r.finish_reason for r, (_, cut) in zip(results, cuts, strict=True)]
@@ -229,6 +244,8 @@ def generate_partition(
     # Identical prompts (same key) are generated once.
     unique_todo = list({p.request.key: p for p in todo}.values())
     reused = len(plan.items) - len(todo)
+    if plan.thinking:  # thoughts out of the output before the followup, the stop sequences and the status see it
+        generator = ThinkingGenerator(generator, plan.thinking)
     if plan.chains:  # two calls for a task with a followup; first calls already stored are not made again
         generator = FollowupGenerator(generator, plan.chains, stored_results(stored, plan.first_calls),
                                       lambda made: store.append(result_rows(plan, made, plan.first_calls)))
