@@ -27,8 +27,9 @@ def build(parts: Partitions) -> list:
         kinds={"parquet"},
         pool=GPU_POOL,
         op_tags=GPU_STEP_TAGS,
-        description="Model outputs with prompt token counts, truncation (applied + policy), finish reason, latency, "
-        "backend and sampling settings; resumes from its chunk store after a crash",
+        description="Model outputs with prompt token counts, truncation (applied + policy; skip: not sent), status "
+        "(answered / empty / cut / skipped / invalid), what was fed, finish reason, latency, backend and sampling "
+        "settings; resumes from its chunk store after a crash",
     )
     def generations(
         context: dg.AssetExecutionContext,
@@ -70,6 +71,11 @@ def build(parts: Partitions) -> list:
                 "generated": outcome.generated,
                 "reused_from_store": outcome.reused,
                 "truncated": int(out["truncated"].sum()),
+                # Fit to the model's window and why rows have no score (schemas.GENERATIONS status).
+                "skipped": int((out["status"] == "skipped").sum()),
+                "skipped_share": float((out["status"] == "skipped").mean() or 0.0),
+                "truncated_share": float(out["truncated"].mean() or 0.0),
+                "statuses": dg.MetadataValue.json(dict(sorted(out.group_by("status").len().iter_rows()))),
                 "truncation_policies": dg.MetadataValue.json(dict(out.group_by("truncation_policy").len().iter_rows())),
                 "mean_prompt_tokens": float(out["prompt_tokens"].mean() or 0.0),
                 "completion_tokens": int(out["completion_tokens"].sum()),

@@ -56,6 +56,11 @@ def build(parts: Partitions) -> list:
                 FINGERPRINT_KEY: stage_fingerprint("metric_scores", config, models.spec(slug).fingerprint()),
                 **{f"mean_{m}": float(v) for m, v in means.items()},
                 "rows": out.height,
+                # Generations left unscored (schemas.NOT_SCORED: skipped, invalid) and scored rows whose answer
+                # did not parse (an MC letter, a label, a ranking: scored 0, counted apart from wrong ones).
+                "not_scored": int(generations["status"].is_in(list(schemas.NOT_SCORED)).sum())
+                if "status" in generations.columns else 0,
+                "unparsable": int((out["status"] == "unparsable").sum()),
             },
         )
 

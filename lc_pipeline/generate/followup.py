@@ -15,6 +15,9 @@ model's generator: requests without a chain go straight through; chained ones go
 What the generations row holds (no schema change): ``output`` is the second call's reply (the answer the
 metric reads); ``prompt_tokens``, ``original_prompt_tokens``, ``completion_tokens`` and ``latency_s`` are the
 sums over both calls; ``truncated`` is true when either call was cut; ``finish_reason`` is the second call's.
+A first call that was not sent (truncation policy ``skip``: ``status`` skipped) or whose thinking ran out
+(``invalid``) ends the chain: no second call is made, and the row is the first call's result under the final
+key (the status says why there is no answer).
 The reasoning is kept as its own row in the partition's generation store (the checkpoint, kept after the
 partition is written; its ``cache_key`` is the first call's key, :attr:`Chain.first`): it is what a killed run
 resumes from without asking again, and :func:`reasoning_of` reads it back per instance.
@@ -34,6 +37,7 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, Generator, cut_at_stop
+from lc_pipeline.schemas import NOT_SCORED
 from lc_pipeline.tasks.spec import Followup
 
 __all__ = ["Chain", "FollowupGenerator", "followup_key", "reasoning_of", "render_followup", "stored_results"]
@@ -105,10 +109,16 @@ def stored_results(rows: pl.DataFrame | None, keys: Sequence[str] | set[str]) ->
             key=r["cache_key"], output=r["output"], prompt_tokens=r["prompt_tokens"],
             original_prompt_tokens=r["original_prompt_tokens"], truncated=r["truncated"],
             completion_tokens=r["completion_tokens"], finish_reason=r["finish_reason"], latency_s=r["latency_s"],
-            truncation_policy=r["truncation_policy"],
+            truncation_policy=r["truncation_policy"], status=_stored_status(r),
         )
         for r in wanted.iter_rows(named=True)
     }
+
+
+def _stored_status(row: Mapping) -> str:
+    """A stored row's backend-decided status (skipped / invalid), "" otherwise (derived again when written)."""
+    status = row.get("status") or ""
+    return status if status in NOT_SCORED else ""
 
 
 def reasoning_of(store_rows: pl.DataFrame | None, chains: Mapping[str, Chain],
@@ -149,7 +159,15 @@ class FollowupGenerator:
                 made = self.inner.generate(todo)
                 self.save(made)
                 self.known.update((r.key, r) for r in made)
-            seconds = [c.second(cut_at_stop(self.known[c.first.key].output, c.first.stop)[0]) for c in chained]
-            for chain, answer in zip(chained, self.inner.generate(seconds, progress=progress), strict=True):
+            # A first call not sent (skip) or without an answer (invalid) ends its chain: no second call.
+            ended = [c for c in chained if self.known[c.first.key].status in NOT_SCORED]
+            for chain in ended:
+                results[chain.final.key] = replace(self.known[chain.first.key], key=chain.final.key)
+            if ended and progress is not None:
+                progress(len(ended))
+            going = [c for c in chained if self.known[c.first.key].status not in NOT_SCORED]
+            seconds = [c.second(cut_at_stop(self.known[c.first.key].output, c.first.stop)[0]) for c in going]
+            answers = self.inner.generate(seconds, progress=progress) if seconds else []
+            for chain, answer in zip(going, answers, strict=True):
                 results[answer.key] = combine(answer.key, self.known[chain.first.key], answer)
         return [results[r.key] for r in requests]

@@ -18,7 +18,9 @@ What the generations rows say (spec released_benchmarks.md: the generations tabl
 - ``output``: the stored prediction verbatim (the task's stop sequences still cut it, as for any backend);
 - ``prompt_tokens`` = ``original_prompt_tokens``: the prompt as the model spec's ``tokenizer`` counts it
   (the import sets the config's tokenizer, ``tiktoken:cl100k_base`` by default). The other harness's own
-  prompt and its truncation are unknown here, so ``truncated`` is False: nothing was cut *by us*;
+  prompt and its truncation are unknown here, so ``truncated`` is False: nothing was cut *by us*, and
+  nothing is skipped (policy ``skip`` needs a window; an imported model has none). What was fed is
+  unknown too: ``prompt_ids_hash`` "", ``bos_tokens`` null, ``chat_template_source`` "";
 - ``completion_tokens``: the prediction counted by the same tokenizer;
 - ``finish_reason`` "stop", ``latency_s`` 0, ``backend`` "imported", ``sampling_params``
   ``{"backend": "imported", "predictions_sha256": ...}``.

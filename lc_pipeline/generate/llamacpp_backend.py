@@ -4,7 +4,8 @@ The prompt is rendered and fitted by :mod:`lc_pipeline.generate.prompting` (the 
 chat template, no added BOS on templated text) and handed to llama.cpp as token ids, so the
 ids the model sees are exactly the ones we counted. llama.cpp stops on every end-of-generation
 id of the vocabulary. Requests run one after another: llama-cpp-python's ``Llama`` decodes a
-single sequence (the server backend is the way to overlap requests).
+single sequence (the server backend is the way to overlap requests). A request under policy
+``skip`` whose prompt does not fit is not sent (``status: skipped``, prompting.skipped_result).
 
 Installed by the ``llamacpp`` extra (``pip install 'lc_pipeline[llamacpp]'``).
 """
@@ -18,7 +19,15 @@ from typing import Any
 
 from lc_pipeline.construct.truncation import FittedPrompt
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, greedy_params
-from lc_pipeline.generate.prompting import LlamaCppTokenizer, fit_request, load_llamacpp_vocab, render_ids
+from lc_pipeline.generate.prompting import (
+    LlamaCppTokenizer,
+    chat_template_source,
+    fed_prompt_fields,
+    fit_request,
+    load_llamacpp_vocab,
+    render_ids,
+    skipped_result,
+)
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
 
 
@@ -99,6 +108,11 @@ class LlamaCppGenerator:
         results = []
         for req in requests:
             fit = self.fit(req)
+            if fit.skipped:  # policy skip, over the window: nothing is fed
+                results.append(skipped_result(req, fit, chat_template_source(self.spec, req.chat_template)))
+                if progress is not None:
+                    progress(1)
+                continue
             llm.reset()  # no state from the previous prompt: each request starts from an empty cache
             t0 = time.perf_counter()
             out = llm.create_completion(
@@ -119,6 +133,7 @@ class LlamaCppGenerator:
                     finish_reason=finish,
                     latency_s=latency,
                     truncation_policy=fit.policy,
+                    **fed_prompt_fields(self.spec, self.prompt_tokenizer, fit.ids, req.chat_template),
                 )
             )
             if progress is not None:

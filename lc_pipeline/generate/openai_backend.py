@@ -18,6 +18,11 @@ Two modes (``spec.api``):
   (llama-cpp-python's), ``send_token_ids: false`` sends the rendered text; if the server's
   count (``usage.prompt_tokens``) then differs from ours (e.g. it added a BOS), the log says so.
 
+A request under truncation policy ``skip`` whose prompt does not fit (counted as above) is never sent: its
+result says ``status: skipped`` (prompting.skipped_result). What was fed is recorded per row: in completions
+mode the hash and BOS count of the ids we rendered; in chat mode the server renders the prompt
+(``chat_template_source`` "server", no hash, BOS count unknown).
+
 Where the server is: ``spec.base_url``, else ``$OPENAI_BASE_URL``. The key: the variable
 named by ``spec.api_key_env`` (default ``OPENAI_API_KEY``); it is never logged or recorded.
 """
@@ -37,7 +42,15 @@ from typing import Any
 
 from lc_pipeline.construct.truncation import FittedPrompt
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, greedy_params
-from lc_pipeline.generate.prompting import PromptTokenizer, fit_request, load_tokenizer, messages_for, render_ids
+from lc_pipeline.generate.prompting import (
+    PromptTokenizer,
+    fed_prompt_fields,
+    fit_request,
+    load_tokenizer,
+    messages_for,
+    render_ids,
+    skipped_result,
+)
 from lc_pipeline.generate.registry import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -203,6 +216,12 @@ class OpenAIGenerator:
     def sampling_params(self) -> dict:
         return greedy_params(self.spec, temperature=0.0, api=self.spec.api, extra_body=self.spec.extra_body)
 
+    def fed_fields(self, req: GenerationRequest, fit: FittedPrompt) -> dict:
+        """What a row records as fed: the server renders chat requests; completions get our ids."""
+        if self.spec.api == "chat":
+            return {"prompt_ids_hash": "", "bos_tokens": None, "chat_template_source": "server"}
+        return fed_prompt_fields(self.spec, self.prompt_tokenizer, fit.ids, req.chat_template)
+
     # ------------------------------------------------------------------ generation
 
     def generate(
@@ -225,6 +244,10 @@ class OpenAIGenerator:
         secret = client.api_key
 
         async def one(req: GenerationRequest, fit: FittedPrompt) -> GenerationResult:
+            if fit.skipped:  # policy skip, over the window: no call is made
+                if progress is not None:
+                    progress(1)
+                return skipped_result(req, fit, self.fed_fields(req, fit)["chat_template_source"])
             t0 = time.perf_counter()
             try:
                 text, finish, usage = await self._call(client, req, fit)
@@ -251,6 +274,7 @@ class OpenAIGenerator:
                 finish_reason=finish or "stop",
                 latency_s=latency,
                 truncation_policy=fit.policy,
+                **self.fed_fields(req, fit),
             )
 
         try:

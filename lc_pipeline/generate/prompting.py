@@ -1,6 +1,7 @@
 """Rendering and fitting prompts the same way for every backend.
 
-Chat models get their *own* chat template (from the tokenizer or the GGUF metadata). The
+Chat models get their *own* chat template (from the tokenizer or the GGUF metadata), or the Jinja file of
+their registry entry's ``chat_template_file`` instead (recorded as ``chat_template_source`` "file:<name>"). The
 template writes every special token itself (``<|im_start|>``, a BOS where the model wants
 one), so the rendered text is tokenized *without* adding special tokens: no double BOS.
 Base models (``chat_template: false``) get the plain prompt, tokenized with the special
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from lc_pipeline.construct.truncation import FittedPrompt, fit_prompt
-from lc_pipeline.generate.base import GenerationRequest, ids_hash
+from lc_pipeline.generate.base import GenerationRequest, GenerationResult, ids_hash
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
 
 
@@ -36,19 +37,26 @@ class PromptTokenizer(Protocol):
 
     def decode(self, ids: Sequence[int]) -> str: ...
 
-    def chat_text(self, messages: list[dict[str, str]]) -> str | None:
-        """The model's chat template applied (with the assistant turn opened); None if it has none."""
+    def chat_text(self, messages: list[dict[str, str]], template: str | None = None) -> str | None:
+        """The chat template applied (with the assistant turn opened): ``template`` if given, else the active one
+        (the registry's ``chat_template_file`` or the model's own); None if there is none."""
         ...
 
 
 class HFTokenizer:
-    """A Hugging Face tokenizer (also what transformers builds from a GGUF)."""
+    """A Hugging Face tokenizer (also what transformers builds from a GGUF).
 
-    def __init__(self, tok: Any, name: str) -> None:
+    ``chat_template``: a template (a registry entry's ``chat_template_file``) used instead of the tokenizer's
+    own, which stays in ``own_chat_template``; the wrapped tokenizer is not changed (it may be shared).
+    """
+
+    def __init__(self, tok: Any, name: str, chat_template: str | None = None) -> None:
         self.tok, self.name = tok, name
         eos = tok.eos_token_id
         self.eos_ids = [eos] if eos is not None else []
         self.bos_id: int | None = tok.bos_token_id
+        self.own_chat_template: str | None = tok.chat_template or None
+        self.chat_template: str | None = chat_template if chat_template is not None else self.own_chat_template
 
     def encode(self, text: str) -> list[int]:
         return self.tok(text, add_special_tokens=False).input_ids
@@ -59,27 +67,38 @@ class HFTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return self.tok.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
-    def chat_text(self, messages: list[dict[str, str]]) -> str | None:
-        if not self.tok.chat_template:
+    def chat_text(self, messages: list[dict[str, str]], template: str | None = None) -> str | None:
+        template = template or self.chat_template
+        if not template:
             return None
-        return self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.tok.apply_chat_template(messages, chat_template=template, add_generation_prompt=True,
+                                            tokenize=False)
 
 
 class LlamaCppTokenizer:
-    """The vocabulary and chat template of a GGUF, through llama-cpp-python."""
+    """The vocabulary and chat template of a GGUF, through llama-cpp-python.
 
-    def __init__(self, llm: Any, name: str) -> None:
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    ``chat_template``: a template (a registry entry's ``chat_template_file``) used instead of the GGUF's own
+    (``tokenizer.chat_template`` in its metadata, kept in ``own_chat_template``).
+    """
 
+    def __init__(self, llm: Any, name: str, chat_template: str | None = None) -> None:
         self.llm, self.name = llm, name
         self.eos_ids = sorted({llm.token_eos()} | self._eog_ids())
         self.bos_id: int | None = llm.token_bos() if llm.token_bos() >= 0 else None
-        template = llm.metadata.get("tokenizer.chat_template")
-        self._formatter = None
-        if template:
+        self.own_chat_template: str | None = llm.metadata.get("tokenizer.chat_template") or None
+        self.chat_template: str | None = chat_template if chat_template is not None else self.own_chat_template
+        self._formatters: dict[str, Any] = {}
+
+    def _formatter(self, template: str) -> Any:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        if template not in self._formatters:
+            llm = self.llm
             bos = llm.detokenize([llm.token_bos()], special=True).decode() if llm.token_bos() >= 0 else ""
             eos = llm.detokenize([llm.token_eos()], special=True).decode() if llm.token_eos() >= 0 else ""
-            self._formatter = Jinja2ChatFormatter(template=template, bos_token=bos, eos_token=eos)
+            self._formatters[template] = Jinja2ChatFormatter(template=template, bos_token=bos, eos_token=eos)
+        return self._formatters[template]
 
     def _eog_ids(self) -> set[int]:
         # End-of-generation ids besides EOS (e.g. <|eot_id|>): llama.cpp stops on all of them.
@@ -99,10 +118,11 @@ class LlamaCppTokenizer:
         # A middle cut can split a multi-byte character; drop the fragment rather than fail.
         return self.llm.detokenize(list(ids), special=True).decode("utf-8", errors="ignore")
 
-    def chat_text(self, messages: list[dict[str, str]]) -> str | None:
-        if self._formatter is None:
+    def chat_text(self, messages: list[dict[str, str]], template: str | None = None) -> str | None:
+        template = template or self.chat_template
+        if not template:
             return None
-        return self._formatter(messages=messages).prompt
+        return self._formatter(template)(messages=messages).prompt
 
 
 class TiktokenTokenizer:
@@ -126,8 +146,11 @@ class TiktokenTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return self.enc.decode(list(ids))
 
-    def chat_text(self, messages: list[dict[str, str]]) -> str | None:
-        return None
+    own_chat_template: str | None = None
+    chat_template: str | None = None
+
+    def chat_text(self, messages: list[dict[str, str]], template: str | None = None) -> str | None:
+        return None  # an API model's template is the server's
 
 
 EXTRA_BUFTS_ENV = "LCP_LLAMACPP_EXTRA_BUFTS"
@@ -175,8 +198,9 @@ def load_tokenizer(spec: ModelSpec) -> PromptTokenizer:
 
     ``tiktoken:<encoding>`` -> tiktoken; a GGUF -> llama.cpp's vocabulary when llama-cpp-python
     is installed (fast), else transformers' GGUF conversion; otherwise a Hugging Face tokenizer
-    from the directory or id.
+    from the directory or id. With ``spec.chat_template_file`` the tokenizer renders chats with that file.
     """
+    template = spec.chat_template_text()
     source = spec.tokenizer
     if source is not None and source.startswith("tiktoken:"):
         return TiktokenTokenizer(source.removeprefix("tiktoken:"))
@@ -185,18 +209,19 @@ def load_tokenizer(spec: ModelSpec) -> PromptTokenizer:
         if spec.gguf_file is not None and os.path.isdir(path):
             gguf = os.path.join(path, spec.gguf_file)
             try:
-                return LlamaCppTokenizer(load_llamacpp_vocab(gguf, vocab_only=True), f"gguf:{spec.gguf_file}")
+                return LlamaCppTokenizer(load_llamacpp_vocab(gguf, vocab_only=True), f"gguf:{spec.gguf_file}",
+                                         chat_template=template)
             except ImportError:
                 from transformers import AutoTokenizer
 
                 tok = AutoTokenizer.from_pretrained(path, gguf_file=spec.gguf_file, local_files_only=True)
-                return HFTokenizer(tok, f"gguf:{spec.gguf_file}")
+                return HFTokenizer(tok, f"gguf:{spec.gguf_file}", chat_template=template)
     else:
         path = os.path.expanduser(source)
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(path, local_files_only=os.path.isdir(path))
-    return HFTokenizer(tok, path)
+    return HFTokenizer(tok, path, chat_template=template)
 
 
 def messages_for(spec: ModelSpec, user_text: str) -> list[dict[str, str]]:
@@ -222,9 +247,14 @@ def render_ids(spec: ModelSpec, tok: PromptTokenizer, user_text: str, chat: bool
 
 
 def chat_template_source(spec: ModelSpec, chat: bool = True) -> str:
-    """Where the template of a request comes from: ``"model"`` (the model's own), ``"none"`` (the plain prompt:
-    a base model, or a task that asks for it)."""
-    return "model" if (spec.chat_template and chat) else "none"
+    """Where the template of a request comes from: ``"model"`` (the model's own), ``"file:<file name>"`` (the
+    registry entry's ``chat_template_file``), ``"none"`` (the plain prompt: a base model, or a task that asks
+    for it)."""
+    if not (spec.chat_template and chat):
+        return "none"
+    if spec.chat_template_file is not None:
+        return f"file:{os.path.basename(spec.chat_template_file)}"
+    return "model"
 
 
 def fed_prompt_fields(spec: ModelSpec, tok: PromptTokenizer, ids: Sequence[int], chat: bool = True) -> dict:
@@ -253,3 +283,21 @@ def fit_request(spec: ModelSpec, tok: PromptTokenizer, request: GenerationReques
         context=request.context,
         key=request.key,
     )
+
+
+def skipped_result(request: GenerationRequest, fitted: FittedPrompt, template_source: str) -> GenerationResult:
+    """The result of a request not sent: policy ``skip`` and a prompt over the window (``fitted.skipped``).
+
+    Nothing was fed or generated: output "", prompt and completion tokens 0, latency 0, finish_reason "stop"
+    (the schema's two reasons; the status says why), ``original_prompt_tokens`` the prompt's exact length in
+    the model's tokens, status "skipped" (metric_scores leaves it unscored; the tables count it)."""
+    return GenerationResult(
+        key=request.key, output="", prompt_tokens=0, original_prompt_tokens=fitted.original_tokens, truncated=False,
+        completion_tokens=0, finish_reason="stop", latency_s=0.0, truncation_policy=fitted.policy,
+        prompt_ids_hash="", bos_tokens=None, chat_template_source=template_source, status="skipped",
+    )
+
+
+def to_send(fitted: Sequence[FittedPrompt]) -> list[int]:
+    """Indices of the fitted prompts that go to the model (every one but those skipped), in order."""
+    return [i for i, f in enumerate(fitted) if not f.skipped]

@@ -6,7 +6,8 @@ What the backend does to a prompt, in order (shared with the other backends, see
    False), with a system message only if ``spec.system_prompt`` is set;
 2. if the templated prompt plus ``max_new_tokens`` exceeds ``spec.max_model_len``, applies
    the request's truncation policy (middle / end_of_context / drop_documents) in the model's
-   own tokens and re-applies the template;
+   own tokens and re-applies the template; under ``skip`` the request is not sent at all (its result
+   says ``status: skipped``; the others of the batch are generated);
 3. decodes greedily in left-padded batches of similar length, stopping on the EOS ids.
 
 GGUF or safetensors checkpoints: a directory / Hub id loads with ``from_pretrained``; a GGUF
@@ -44,7 +45,15 @@ from transformers import (
 
 from lc_pipeline.construct.truncation import FittedPrompt
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, greedy_params
-from lc_pipeline.generate.prompting import HFTokenizer, fit_request, render_ids
+from lc_pipeline.generate.prompting import (
+    HFTokenizer,
+    chat_template_source,
+    fed_prompt_fields,
+    fit_request,
+    render_ids,
+    skipped_result,
+    to_send,
+)
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
 
 log = logging.getLogger(__name__)
@@ -257,11 +266,14 @@ class TransformersGenerator:
     ) -> list[GenerationResult]:
         tok, model = self._tokenizer, self._model
         fitted = [self.fit(r) for r in requests]
+        results: list[GenerationResult | None] = [None] * len(requests)
+        for i, (req, fit) in enumerate(zip(requests, fitted, strict=True)):
+            if fit.skipped:  # policy skip, over the window: nothing is fed
+                results[i] = skipped_result(req, fit, chat_template_source(self.spec, req.chat_template))
 
         # Longest first: similar lengths share a batch (little padding), and a batch that
         # does not fit in memory fails at the start rather than at the end.
-        order = sorted(range(len(requests)), key=lambda i: -len(fitted[i].ids))
-        results: list[GenerationResult | None] = [None] * len(requests)
+        order = sorted(to_send(fitted), key=lambda i: -len(fitted[i].ids))
         stop_ids = set(self._stop_ids)
         bs = self.spec.batch_size
         for start in range(0, len(order), bs):
@@ -313,7 +325,10 @@ class TransformersGenerator:
                     finish_reason=finish,
                     latency_s=latency,
                     truncation_policy=fit.policy,
+                    **fed_prompt_fields(self.spec, self.prompt_tokenizer, fit.ids, req.chat_template),
                 )
             if progress is not None:
                 progress(len(batch))  # an increment, like tqdm's update()
+        if progress is not None and len(order) < len(requests):
+            progress(len(requests) - len(order))  # the skipped ones are done too
         return [r for r in results if r is not None]

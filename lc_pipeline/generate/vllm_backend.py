@@ -3,7 +3,8 @@
 Prompts are rendered and fitted with the model's Hugging Face tokenizer (its own chat
 template, no added BOS on templated text) and handed to the engine as token ids, so what
 vLLM sees is what we counted; one ``generate`` call carries every request, and the engine
-batches them continuously. The engine is created on first use inside the step that needs
+batches them continuously (requests skipped under policy ``skip`` are left out of it and recorded as
+``status: skipped``). The engine is created on first use inside the step that needs
 it and released by ``close()`` (the generations asset calls it when the step ends), so a
 GPU holds one model at a time.
 
@@ -21,7 +22,15 @@ from typing import Any
 
 from lc_pipeline.construct.truncation import FittedPrompt
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, greedy_params
-from lc_pipeline.generate.prompting import PromptTokenizer, fit_request, load_tokenizer
+from lc_pipeline.generate.prompting import (
+    PromptTokenizer,
+    chat_template_source,
+    fed_prompt_fields,
+    fit_request,
+    load_tokenizer,
+    skipped_result,
+    to_send,
+)
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
 
 _INSTALL_HINT = "vLLM is not installed; it comes with the gpu extra: pip install 'lc_pipeline[gpu]' (Linux + CUDA GPU)"
@@ -121,17 +130,26 @@ class VLLMGenerator:
             return []
         vllm = import_vllm()
         fitted = [self.fit(r) for r in requests]
+        results: list[GenerationResult | None] = [
+            skipped_result(r, f, chat_template_source(self.spec, r.chat_template)) if f.skipped else None
+            for r, f in zip(requests, fitted, strict=True)
+        ]
+        sent = to_send(fitted)
+        if not sent:
+            if progress is not None:
+                progress(len(requests))
+            return [r for r in results if r is not None]
         stop = self.prompt_tokenizer.eos_ids
         llm = self.engine()
-        prompts = [{"prompt_token_ids": f.ids} for f in fitted]
-        params = [vllm.SamplingParams(**sampling_args(r.max_new_tokens, stop)) for r in requests]
+        prompts = [{"prompt_token_ids": fitted[i].ids} for i in sent]
+        params = [vllm.SamplingParams(**sampling_args(requests[i].max_new_tokens, stop)) for i in sent]
         t0 = time.perf_counter()
         outputs = llm.generate(prompts, params, use_tqdm=False)  # the whole partition at once
-        latency = (time.perf_counter() - t0) / len(requests)
-        results = []
-        for req, fit, out in zip(requests, fitted, outputs, strict=True):
+        latency = (time.perf_counter() - t0) / len(sent)
+        for i, out in zip(sent, outputs, strict=True):
+            req, fit = requests[i], fitted[i]
             completion = out.outputs[0]
-            results.append(
+            results[i] = (
                 GenerationResult(
                     key=req.key,
                     output=completion.text.strip(),
@@ -144,8 +162,9 @@ class VLLMGenerator:
                     finish_reason="length" if completion.finish_reason == "length" else "stop",
                     latency_s=latency,
                     truncation_policy=fit.policy,
+                    **fed_prompt_fields(self.spec, self.prompt_tokenizer, fit.ids, req.chat_template),
                 )
             )
         if progress is not None:
             progress(len(requests))
-        return results
+        return [r for r in results if r is not None]
