@@ -12,6 +12,11 @@ Pure logic (no Dagster). Formulas from the 100-LongBench spec (§6, §10):
   same by default (``round_each``), and keep the averages themselves unrounded (rounding them
   is display, and the caller can round a stored number, not un-round it).
 * Ranks: descending, ties take the smallest rank (pandas ``rank(ascending=False, method='min')``).
+* Not scored (issue 21): a (task, length) cell whose every generation was skipped (truncation policy ``skip``)
+  or invalid has no score. Such a cell, named by the caller (``not_scored``), gets a null S_l; the cross-task S_l
+  at that length is null too (averaging the other tasks would change what the number is); Base Ability is the
+  mean over the base lengths that have a score, and the averages over the long lengths that have one. A cell
+  missing for any other reason (not run) is still an error. Neither the paper nor its code has this case.
 """
 
 from __future__ import annotations
@@ -74,18 +79,18 @@ def long_score(base: float, score: float) -> float:
 class LongScoreSummary:
     """LongScore of one score curve (one task, or several tasks averaged per length).
 
-    ``scores`` holds S_l for every base and long length (0-100); ``long_scores`` holds LC_l for
-    the long lengths (``None`` only when built with a zero base tolerated); ``avg_score`` is the
-    old metric; ``avg_long_score`` the reported LongScore.
+    ``scores`` holds S_l for every base and long length (0-100; ``None`` at a length not scored);
+    ``long_scores`` holds LC_l for the long lengths (``None`` with a zero base tolerated, or where S_l or
+    the base is not scored); ``avg_score`` is the old metric; ``avg_long_score`` the reported LongScore.
     """
 
     tasks: tuple[str, ...]
     base_lengths: tuple[str, ...]
     long_lengths: tuple[str, ...]
-    base_ability: float
-    scores: dict[str, float]
+    base_ability: float | None
+    scores: dict[str, float | None]
     long_scores: dict[str, float | None]
-    avg_score: float
+    avg_score: float | None
     avg_long_score: float | None
 
 
@@ -114,9 +119,12 @@ def _require_columns(df: pl.DataFrame, cols: Iterable[str], label: str) -> None:
 
 
 def task_curves(
-    scores: pl.DataFrame, needed: tuple[str, ...], label: str
-) -> dict[str, dict[str, float]]:
-    """{task: {length: score}} for the needed lengths, after checking coverage and values."""
+    scores: pl.DataFrame, needed: tuple[str, ...], label: str,
+    not_scored: Iterable[tuple[str, str]] = (),
+) -> dict[str, dict[str, float | None]]:
+    """{task: {length: score}} for the needed lengths, after checking coverage and values. A cell in
+    ``not_scored`` ((task, length): every generation skipped or invalid) without a row is None; any
+    other missing cell is a ValueError naming the task and lengths."""
     _require_columns(scores, ("task", "length", "score"), label)
     curves: dict[str, dict[str, float]] = {}
     for task, length, score in scores.select("task", "length", "score").iter_rows():
@@ -128,13 +136,26 @@ def task_curves(
         if length in curve:
             raise ValueError(f"{label}: task {task!r} has more than one score at length {length!r}")
         curve[length] = float(score)
+    unscored = {(t, lv) for t, lv in not_scored if lv in needed}
+    for task, _ in sorted(unscored):
+        curves.setdefault(task, {})
     if not curves:
         raise ValueError(f"{label}: no rows at the lengths {list(needed)}")
     for task, curve in curves.items():
-        missing = [lv for lv in needed if lv not in curve]
+        missing = [lv for lv in needed if lv not in curve and (task, lv) not in unscored]
         if missing:
             raise ValueError(f"{label}: task {task!r} has no score at length(s) {missing}")
+        for lv in needed:
+            curve.setdefault(lv, None)
     return curves
+
+
+def _mean(values: list[float | None], *, strict: bool) -> float | None:
+    """Mean of ``values``: None when empty, or (``strict``) when any is None; else of those not None."""
+    if strict and any(v is None for v in values):
+        return None
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
 
 
 def summarize(
@@ -150,13 +171,14 @@ def summarize(
     ``allow_zero_base`` gives null LongScores instead of :class:`ZeroBaseError` for a zero base.
     """
     tasks = tuple(curves)
-    # Average the raw task scores per length first (spec §6.2 / §10.5), as longscore_table does.
-    s = {lv: sum(curves[t][lv] for t in tasks) / len(tasks) for lv in (*base_lengths, *long_lengths)}
-    base = sum(s[lv] for lv in base_lengths) / len(base_lengths)
-    avg_score = sum(s[lv] for lv in long_lengths) / len(long_lengths)
+    # Average the raw task scores per length first (spec §6.2 / §10.5), as longscore_table does; a length
+    # where some task is not scored has no cross-task score (module docstring).
+    s = {lv: _mean([curves[t][lv] for t in tasks], strict=True) for lv in (*base_lengths, *long_lengths)}
+    base = _mean([s[lv] for lv in base_lengths], strict=False)
+    avg_score = _mean([s[lv] for lv in long_lengths], strict=False)
     lc: dict[str, float | None]
     try:
-        lc = {lv: long_score(base, s[lv]) for lv in long_lengths}
+        lc = {lv: None if base is None or s[lv] is None else long_score(base, s[lv]) for lv in long_lengths}
     except ZeroBaseError as exc:
         if not allow_zero_base:
             raise ZeroBaseError(f"tasks {list(tasks)}: {exc}") from exc
@@ -164,8 +186,8 @@ def summarize(
         avg_lc = None
     else:
         if round_each:
-            lc = {lv: round(v, 2) for lv, v in lc.items()}
-        avg_lc = sum(lc.values()) / len(lc)
+            lc = {lv: None if v is None else round(v, 2) for lv, v in lc.items()}
+        avg_lc = _mean(list(lc.values()), strict=False)
     return LongScoreSummary(
         tasks=tasks,
         base_lengths=base_lengths,
@@ -204,6 +226,7 @@ def long_scores_frame(
     *,
     round_each: bool = True,
     on_zero_base: Literal["raise", "null"] = "raise",
+    not_scored: Iterable[tuple[str, str]] = (),
 ) -> pl.DataFrame:
     """LONG_SCORES rows from per-instance scores (columns ``task, length, score``, score in [0, 1]).
 
@@ -215,8 +238,11 @@ def long_scores_frame(
     If the frame has a ``metric`` column, only rows of ``metric`` are used. Rows at lengths that
     are neither base nor long (e.g. 256k) are ignored. A task missing a base or long length raises
     ValueError naming it. A zero Base Ability raises unless ``on_zero_base="null"``, which writes a
-    null ``long_score`` for that task (and keeps the raw scores).
+    null ``long_score`` for that task (and keeps the raw scores). A (task, length) in ``not_scored`` (its
+    generations all skipped or invalid) without rows gets null ``score`` / ``long_score`` and 0 instances
+    (module docstring: how the cross-task row and the averages treat it).
     """
+    not_scored = list(not_scored)
     if on_zero_base not in ("raise", "null"):
         raise ValueError(f"on_zero_base must be 'raise' or 'null', not {on_zero_base!r}")
     base_lengths, long_lengths = check_lengths(base_lengths, long_lengths)
@@ -227,7 +253,7 @@ def long_scores_frame(
         df = df.filter(pl.col("metric") == metric)
     # Float cast: 0/1 integer scores are fine, and is_nan needs a float column.
     df = df.filter(pl.col("length").is_in(list(needed))).with_columns(pl.col("score").cast(pl.Float64))
-    if df.is_empty():
+    if df.is_empty() and not not_scored:
         raise ValueError(f"per_instance: no rows for metric {metric!r} at lengths {list(needed)}")
     score = pl.col("score")
     bad = df.filter(score.is_null() | score.is_nan() | (score < 0) | (score > 1))
@@ -245,7 +271,7 @@ def long_scores_frame(
         .agg((pl.col("score").mean() * 100).alias("score"), pl.len().alias("n"))
         .sort("task", "length")
     )
-    curves = task_curves(per_length, needed, "per_instance")
+    curves = task_curves(per_length, needed, "per_instance", not_scored)
     counts = {(t, lv): n for t, lv, n in per_length.select("task", "length", "n").iter_rows()}
 
     rows: list[dict] = []
@@ -253,7 +279,7 @@ def long_scores_frame(
 
     def emit(name: str, summary: LongScoreSummary, task_names: Iterable[str]) -> None:
         task_names = list(task_names)
-        n = {lv: sum(counts[(t, lv)] for t in task_names) for lv in needed}
+        n = {lv: sum(counts.get((t, lv), 0) for t in task_names) for lv in needed}
         common = {
             "task": name,
             "base_lengths": list(base_lengths),
