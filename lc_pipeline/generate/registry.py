@@ -177,6 +177,12 @@ class ModelSpec:
                                          f"{list(POLICIES)} or null (each task's own)")
         if self.chat_template_file is not None and not self.chat_template_file.strip():
             self._fail("chat_template_file", "must be a path to a Jinja template file, or null")
+        if self.chat_template_file is not None and self.backend == "openai" and self.api == "chat":
+            # The server renders chat requests with its own template: the file would be silently ignored.
+            self._fail("chat_template_file", "the openai backend with api 'chat' sends messages that the server "
+                                             "renders with its own template; use api 'completions' (we render with "
+                                             "the file and send token ids) or start the server with its own "
+                                             "--chat-template option and leave this field unset")
         if self.thinking is not None:
             self._check_thinking(self.thinking)
         for name in ("price_per_million_input_tokens", "price_per_million_output_tokens"):
@@ -213,6 +219,20 @@ class ModelSpec:
     def _fail(self, field: str, msg: str) -> None:
         raise ModelSpecError(f"model {self.slug!r}, field {field!r}: {msg}")
 
+    def chat_template_text(self) -> str | None:
+        """The content of ``chat_template_file`` (None when unset); an unreadable or empty file is a
+        ModelSpecError naming the model and the field."""
+        if self.chat_template_file is None:
+            return None
+        path = Path(self.chat_template_file).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            self._fail("chat_template_file", f"cannot read the Jinja template {str(path)!r}: {exc}")
+        if not text.strip():
+            self._fail("chat_template_file", f"the Jinja template {str(path)!r} is empty")
+        return text
+
     def fingerprint(self) -> str:
         """Short hash of the settings that can change outputs.
 
@@ -220,6 +240,8 @@ class ModelSpec:
         threads, concurrency, timeouts, retries, the server's address and the GPU layout
         (speed and placement only). Settings added later enter the hash only when they differ
         from their default, so existing models keep their fingerprint (and their cached rows).
+        A ``chat_template_file`` enters as the sha256 of its content, not its path: editing the template
+        changes every prompt (new fingerprint, no stale rows reused), moving the file changes nothing.
         """
         keys = ("backend", "model_id", "gguf_file", "max_model_len", "dtype", "chat_template", "system_prompt")
         payload_dict = {k: getattr(self, k) for k in keys}
@@ -228,6 +250,9 @@ class ModelSpec:
                   "chat_template_file", "thinking"):
             if getattr(self, k) != defaults[k]:
                 payload_dict[k] = getattr(self, k)
+        template = self.chat_template_text()
+        if template is not None:
+            payload_dict["chat_template_file"] = "sha256:" + hashlib.sha256(template.encode()).hexdigest()
         payload = json.dumps(payload_dict, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -386,9 +411,14 @@ class ModelRegistry:
             except ValueError as exc:
                 raise ModelSpecError(f"model registry {self.path}: {exc}") from None
             try:
-                specs[slug] = ModelSpec.from_dict(settings, slug=slug)
+                spec = ModelSpec.from_dict(settings, slug=slug)
             except ModelSpecError as exc:
                 raise ModelSpecError(f"model registry {self.path}: {exc}") from None
+            template = spec.chat_template_file
+            if template is not None and not Path(template).expanduser().is_absolute():
+                # Relative to the registry file, not to wherever a run happens to start.
+                spec = dataclasses.replace(spec, chat_template_file=str(self.path.parent / template))
+            specs[slug] = spec
         return specs
 
     def _all(self) -> dict[str, ModelSpec]:
