@@ -74,7 +74,7 @@ class LlamaCppGenerator:
             n_threads=self.spec.torch_threads or cpu_threads(),
             seed=0,
         )
-        self._tok = LlamaCppTokenizer(self._llm, self.model_id)
+        self._tok = LlamaCppTokenizer(self._llm, self.model_id, chat_template=self.spec.chat_template_text())
         self.load_seconds = time.perf_counter() - t0
 
     def close(self) -> None:

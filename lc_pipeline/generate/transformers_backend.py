@@ -2,8 +2,8 @@
 
 What the backend does to a prompt, in order (shared with the other backends, see
 :mod:`lc_pipeline.generate.prompting`):
-1. wraps the user prompt in the model's chat template (unless ``spec.chat_template`` is
-   False), with a system message only if ``spec.system_prompt`` is set;
+1. wraps the user prompt in the model's chat template, or ``spec.chat_template_file`` instead (unless
+   ``spec.chat_template`` is False), with a system message only if ``spec.system_prompt`` is set;
 2. if the templated prompt plus ``max_new_tokens`` exceeds ``spec.max_model_len``, applies
    the request's truncation policy (middle / end_of_context / drop_documents) in the model's
    own tokens and re-applies the template; under ``skip`` the request is not sent at all (its result
@@ -131,7 +131,8 @@ class TransformersGenerator:
         model = model.to("cuda" if torch.cuda.is_available() else "cpu")
         model.eval()
 
-        if spec.chat_template and not tok.chat_template:
+        template = spec.chat_template_text()  # the registry's chat_template_file, read now: a bad path fails here
+        if spec.chat_template and not (template or tok.chat_template):
             raise ValueError(
                 f"model {spec.slug!r}: the tokenizer has no chat template; set chat_template: false "
                 "to feed raw prompts"
@@ -161,7 +162,7 @@ class TransformersGenerator:
                 spec.slug, spec.max_model_len, max_pos,
             )
         self._tokenizer, self._model, self._stop_ids = tok, model, sorted(stop)
-        self._prompt_tok = HFTokenizer(tok, self.model_id)
+        self._prompt_tok = HFTokenizer(tok, self.model_id, chat_template=template)
         self.load_seconds = time.perf_counter() - t0
         log.info("model %r loaded from %s in %.1f s", spec.slug, self.load_source, self.load_seconds)
 
@@ -221,7 +222,7 @@ class TransformersGenerator:
     def prompt_tokenizer(self) -> HFTokenizer:
         self.load()
         if self._prompt_tok is None:  # weights and tokenizer were handed over from another generator
-            self._prompt_tok = HFTokenizer(self._tokenizer, self.model_id)
+            self._prompt_tok = HFTokenizer(self._tokenizer, self.model_id, chat_template=self.spec.chat_template_text())
         return self._prompt_tok
 
     def render(self, user_text: str) -> list[int]:
