@@ -66,6 +66,19 @@ def mc_accuracy(output: str, answers: Sequence[str], prefix: str = "Answer:") ->
     return max(exact_match(p, answers[1:]) for p in preds)
 
 
+# An option letter given as the answer: "B", "(B)", "B.", "B)", "B: text", "B. text" (not the article in "A bird").
+_MC_LETTER = re.compile(r"^\W*([A-Z])(?:\)|[.:]|\s*$)", re.IGNORECASE)
+
+
+def mc_parses(output: str, answers: Sequence[str], prefix: str = "Answer:") -> bool:
+    """Whether an MC reply gives an option at all (status "unparsable" otherwise; issue 21): a scoring reply
+    (:func:`mc_accuracy` 1), or an option letter alone or before ``.`` ``)`` ``:`` in the raw output or after
+    ``prefix``. The score is :func:`mc_accuracy`'s either way."""
+    if mc_accuracy(output, answers, prefix):
+        return True
+    return any(_MC_LETTER.match(p.strip()) for p in (output, parse_answer(output, prefix)))
+
+
 def ruler_recall(output: str, answers: Sequence[str]) -> float:
     """RULER's string match: the fraction of gold strings contained, case-insensitively, in the output."""
     if not answers:
@@ -130,6 +143,11 @@ def rerank_qrels(answers: Sequence[str]) -> dict[str, int]:
             raise ValueError(f"re-rank answer {a!r}: expected '<ID>:<grade>'")
         out[pid] = int(grade)
     return out
+
+
+def ranking_parses(output: str) -> bool:
+    """Whether the output holds a ranking (:func:`parse_ranking` finds an ID); one without scores 0, unparsable."""
+    return bool(parse_ranking(output))
 
 
 def rerank_score(output: str, answers: Sequence[str]) -> float:

@@ -41,6 +41,13 @@ def kv_retrieval_score(prediction: str, gold: str) -> float:
     return float(bool(found) and found[-1] == gold)
 
 
+def first_line_parses(pattern: str, output: str) -> bool:
+    """Whether the first line (as :func:`first_line_score` reads it) holds what the scorer parses: ``"integer"``
+    (first_integer_score) or ``"uuid"`` (kv_retrieval_score); a row without one is unparsable (issue 21)."""
+    regex = {"integer": _INTEGER, "uuid": _UUID}[pattern]
+    return regex.search(first_line(output)) is not None
+
+
 def first_line_score(scorer: Callable[[str, str], float], output: str, answers: Sequence[str]) -> float:
     """100-LongBench's rule for every task (spec §4.4): score the first line of the output (leading newlines
     dropped), max over the golds; an empty first line scores 0. Which scorer a task uses is declared in its

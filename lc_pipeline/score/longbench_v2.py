@@ -57,8 +57,14 @@ def metric(output: str, instance: Mapping[str, Any], task: Any, options: Mapping
     return choice_score(output, answers[0], compensated=bool(options.get("compensated", False)))
 
 
+def parses(output: str, instance: Mapping[str, Any], task: Any) -> bool:
+    """Whether the reply gives a letter at all (:func:`extract_choice`); none: status "unparsable" (issue 21),
+    scored 0 (0.25 compensated) as before."""
+    return extract_choice(output) is not None
+
+
 CHOICE = Metric("longbench_v2", metric, "letter after 'The correct answer is', * removed; option compensated: "
-                                      "no answer scores 0.25")
+                                      "no answer scores 0.25", parses=parses)
 
 
 def v2_table(rows: Iterable[tuple[str, str, float]] | pl.DataFrame) -> pl.DataFrame:

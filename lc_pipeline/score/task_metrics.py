@@ -72,13 +72,15 @@ HELMET_SUBEM = Metric("helmet", lambda o, i, t, _: helmet_metrics.subem(o, _answ
 HELMET_RECALL = Metric("helmet", lambda o, i, t, _: helmet_metrics.ruler_recall(o, _answers(i)),
                        "RULER recall: share of gold values in the output")
 HELMET_NDCG10 = Metric("helmet", lambda o, i, t, _: helmet_metrics.rerank_score(o, _answers(i)),
-                       "NDCG@10 of the parsed ranking (trec_eval)")
+                       "NDCG@10 of the parsed ranking (trec_eval)",
+                       parses=lambda o, i, t: helmet_metrics.ranking_parses(o))
 # HELMET scores ROUGE-L on the raw and on the parsed output and keeps the better (its summ too: §3).
 HELMET_ROUGEL = Metric("helmet", lambda o, i, t, _: helmet_metrics.rouge_l(o, _answers(i), t.answer_prefix),
                        "ROUGE-L F1, the better of the raw output and the text after the answer prefix")
 # ∞Bench MC (§2.5, §10.21): the letter or "letter. option", raw or after the answer prefix, or "letter. option" inside.
 HELMET_MC = Metric("helmet", lambda o, i, t, _: helmet_metrics.mc_accuracy(o, _answers(i), _prefix(t)),
-                   "multiple-choice accuracy: the option's letter, raw or parsed, or 'letter. option' in the output")
+                   "multiple-choice accuracy: the option's letter, raw or parsed, or 'letter. option' in the output",
+                   parses=lambda o, i, t: helmet_metrics.mc_parses(o, _answers(i), _prefix(t)))
 
 _INTEGER = re.compile(r"-?\d+")
 
@@ -91,13 +93,23 @@ def icl_label(output: str, answers: Sequence[str], prefix: str = "label:") -> fl
         gold = int(str(answers[0]).strip())
     except (IndexError, ValueError):
         raise ValueError(f"field answers: expected the gold label's integer, got {list(answers)!r}") from None
+    label = icl_predicted_label(output, prefix)
+    return float(label is not None and label == gold)
+
+
+def icl_predicted_label(output: str, prefix: str = "label:") -> int | None:
+    """The label integer :func:`icl_label` reads from ``output``; None when there is none (unparsable)."""
     m = _INTEGER.search(parse_answer(f"{prefix} {output.lstrip()}", prefix))
-    return float(m is not None and int(m.group()) == gold)
+    return int(m.group()) if m is not None else None
 
 
-HELMET_LABEL = Metric("helmet", lambda o, i, t, _: icl_label(o, _answers(i), getattr(t, "answer_prefix", None)
-                                                            or "label:"),
-                      "ICL accuracy: the first integer after the answer prefix is the gold label's integer")
+def _label_prefix(task: Any) -> str:
+    return getattr(task, "answer_prefix", None) or "label:"
+
+
+HELMET_LABEL = Metric("helmet", lambda o, i, t, _: icl_label(o, _answers(i), _label_prefix(t)),
+                      "ICL accuracy: the first integer after the answer prefix is the gold label's integer",
+                      parses=lambda o, i, t: icl_predicted_label(o, _label_prefix(t)) is not None)
 
 # --------------------------------------------------------------------------- 100-LongBench (spec §4.4)
 
@@ -108,8 +120,10 @@ def _lb100(scorer: Callable[[str, str], float]) -> Callable[..., float]:
     return score
 
 
-LB100_KV_RETRIEVAL = Metric("lb100", _lb100(lb100_metrics.kv_retrieval_score), "last UUID of the first line")
-LB100_FIRST_INTEGER = Metric("lb100", _lb100(lb100_metrics.first_integer_score), "first integer of the first line")
+LB100_KV_RETRIEVAL = Metric("lb100", _lb100(lb100_metrics.kv_retrieval_score), "last UUID of the first line",
+                            parses=lambda o, i, t: lb100_metrics.first_line_parses("uuid", o))
+LB100_FIRST_INTEGER = Metric("lb100", _lb100(lb100_metrics.first_integer_score), "first integer of the first line",
+                             parses=lambda o, i, t: lb100_metrics.first_line_parses("integer", o))
 LB100_QA_F1 = Metric("lb100", _lb100(longbench_metrics.qa_f1_score), "token F1 of the first line")
 LB100_ROUGE = Metric("lb100", _lb100(longbench_metrics.rouge_score), "ROUGE-L of the first line")
 
