@@ -64,7 +64,7 @@ def toy_benchmark_scores(model: str) -> pl.DataFrame:
             rows.append({**common, "level": "group", "task": None, "category": group, "score": score, "n": n})
         score, n = toy_overall(model, length)
         rows.append({**common, "level": "overall", "task": None, "category": None, "score": score, "n": n})
-    return schemas.conform(pl.DataFrame(rows), "benchmark_scores")
+    return schemas.conform(pl.DataFrame(rows, schema=schemas.BENCHMARK_SCORES), "benchmark_scores")
 
 
 def section_rows(page: str, heading: str) -> list[list[str]]:
