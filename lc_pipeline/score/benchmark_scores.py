@@ -44,13 +44,15 @@ import json
 from collections.abc import Mapping
 from typing import NamedTuple
 
+import numpy as np
 import polars as pl
 
 from lc_pipeline import schemas
 from lc_pipeline.config import length_order
+from lc_pipeline.score import confidence
 from lc_pipeline.tasks.catalog import TaskCatalog
 from lc_pipeline.tasks.registry import METRICS
-from lc_pipeline.tasks.spec import Headline, TaskSpec
+from lc_pipeline.tasks.spec import Aggregation, Headline, TaskSpec
 
 ALL_TABLES = "all"  # aggregation.table of a task counted in every table of its benchmark
 PLAIN = "plain"
@@ -195,19 +197,24 @@ def _judge_rows(judgments: pl.DataFrame | None, inst: pl.DataFrame, judge_keys: 
         pl.when(ok).then(pl.col("score").cast(pl.Float64)).alias("score"),
         pl.lit(True).alias("judged"), pl.when(ok).then(pl.col("perfect")).alias("perfect"))
 
+class Scored(NamedTuple):
+    """A model's scored plain instances: what :func:`benchmark_table` aggregates and score/compare.py pairs."""
 
-def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: TaskCatalog, model: str,
-                    judgments: pl.DataFrame | None = None) -> BenchmarkTable:
-    """One model's BENCHMARK_SCORES rows (plus ``model``) from its ``metric_scores``, ``judge_scores`` and the
-    ``instances``.
+    plain: pl.DataFrame  # plain instances: instance_id, benchmark, task, length, variant, record_fields
+    rows: pl.DataFrame  # one per scored (or judged) plain instance: instance_id, metric, score, judged, perfect + plain's
+    components: pl.DataFrame  # the metric rows of tasks scored by the mean of their metrics (instance_id, metric, ...)
+    specs: dict[tuple[str, str], TaskSpec]
+    heads: dict[str, Headline]
+    sources: dict[tuple[str, str], str | None]
+    labels: dict[tuple[str, str], str]  # (benchmark, task) -> its cells' metric label (headline or judge:<rubric>)
+    unparsable: pl.DataFrame  # instance_id of instances whose headline metric row says the output did not parse
+    variant_rows: int
 
-    ``scores``: METRIC_SCORES rows of one model (``instance_id, metric, score``; ``length`` when
-    ``instances`` lacks it). ``judgments``: JUDGE_SCORES rows of the model (``instance_id, rubric, score,
-    parse_status``, ``perfect``), or None when the judge has not run; only verdicts on judge-scored tasks
-    count. ``instances``: ``instance_id, benchmark, task, length``, ``variant`` and ``record_fields`` (every
-    length may be there; only those scored count). A score or verdict whose instance is missing is a
-    ValueError naming it (the scores are stale).
-    """
+
+def scored_instances(scores: pl.DataFrame, instances: pl.DataFrame, catalog: TaskCatalog,
+                     judgments: pl.DataFrame | None = None) -> Scored:
+    """The scored plain instances of one model (see :func:`benchmark_table` for the frames); a score or verdict
+    whose instance is missing is a ValueError naming it (the scores are stale)."""
     for col in ("instance_id", "metric", "score"):
         if col not in scores.columns:
             raise ValueError(f"benchmark_scores: metric_scores frame lacks column {col!r}")
@@ -231,9 +238,12 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
              for key, lab in labels.items()}
     wanted = pl.DataFrame([(b, t, part, lab) for (b, t), lab in labels.items() for part in parts[(b, t)]],
                           schema={**keys_schema, "metric": pl.String, "headline": pl.String}, orient="row")
-    read = (scores.select("instance_id", "metric", pl.col("score").cast(pl.Float64))
+    status = pl.col("status") if "status" in scores.columns else pl.lit(None, pl.String)
+    read = (scores.select("instance_id", "metric", pl.col("score").cast(pl.Float64), status.alias("status"))
             .join(plain.select("instance_id", "benchmark", "task"), on="instance_id", how="inner")
             .join(wanted, on=["benchmark", "task", "metric"], how="inner"))
+    unparsable = read.filter(pl.col("status") == "unparsable").select("instance_id").unique()
+    read = read.drop("status")
     n_parts = pl.DataFrame([(b, t, len(p)) for (b, t), p in parts.items()],
                            schema={**keys_schema, "n_parts": pl.Int64}, orient="row")
     # One row per instance: its headline score, the mean of its components once it has all of them.
@@ -248,9 +258,76 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
     judge_keys = pl.DataFrame([k for k, s in sources.items() if s == "judge"], schema=keys_schema, orient="row")
     judge_rows = _judge_rows(judgments, inst, judge_keys)
     rows = pl.concat([metric_rows, judge_rows]).join(plain, on="instance_id", how="inner")
+    cell_labels = {key: (labels[key] if source == "metric" else f"judge:{specs[key].rubric}")
+                   for key, source in sources.items() if source is not None}
+    return Scored(plain, rows, components, specs, heads, sources, cell_labels, unparsable, variant_rows)
+
+
+STATUS_KEYS = ("answered", "empty", "cut", "unparsable", "skipped", "invalid")  # status_counts' keys, in this order
+
+
+def instance_statuses(scored: Scored, generations: pl.DataFrame | None) -> pl.DataFrame | None:
+    """Per plain instance with a generation row: ``status`` (GENERATIONS.status, or ``unparsable`` when its headline
+    metric row says so) and ``truncated``, beside the plain instance columns; None without generations. A
+    generation row without ``status`` (a store older than the column) gets the status partition.py derives."""
+    if generations is None:
+        return None
+    for col in ("instance_id", "output", "finish_reason", "truncated"):
+        if col not in generations.columns and not (col in ("output", "finish_reason") and "status" in generations.columns):
+            raise ValueError(f"benchmark_scores: generations frame lacks column {col!r}")
+    derived = (pl.when(pl.col("output").str.strip_chars() == "").then(pl.lit("empty"))
+               .when(pl.col("finish_reason") == "length").then(pl.lit("cut")).otherwise(pl.lit("answered")))
+    status = (pl.col("status").fill_null(derived) if {"output", "finish_reason"} <= set(generations.columns)
+              else pl.col("status")) if "status" in generations.columns else derived
+    gens = (generations.select("instance_id", status.alias("status"), pl.col("truncated").fill_null(False))
+            .unique("instance_id", keep="first", maintain_order=True))
+    unknown = gens.filter(~pl.col("status").is_in(STATUS_KEYS))
+    if unknown.height:
+        raise ValueError(f"benchmark_scores: generation of instance {unknown['instance_id'][0]!r} has status "
+                         f"{unknown['status'][0]!r}; expected one of {list(schemas.GENERATION_STATUSES)}")
+    return (scored.plain.join(gens, on="instance_id", how="inner")
+            .with_columns(status=pl.when(pl.col("instance_id").is_in(scored.unparsable["instance_id"].implode()))
+                          .then(pl.lit("unparsable")).otherwise(pl.col("status"))))
+
+
+def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: TaskCatalog, model: str,
+                    judgments: pl.DataFrame | None = None, generations: pl.DataFrame | None = None, *,
+                    draws: int = confidence.DRAWS) -> BenchmarkTable:
+    """One model's BENCHMARK_SCORES rows (plus ``model``) from its ``metric_scores``, ``judge_scores``,
+    ``generations`` and the ``instances``.
+
+    ``scores``: METRIC_SCORES rows of one model (``instance_id, metric, score``, ``status`` when known;
+    ``length`` when ``instances`` lacks it). ``judgments``: JUDGE_SCORES rows of the model (``instance_id,
+    rubric, score, parse_status``, ``perfect``), or None when the judge has not run; only verdicts on
+    judge-scored tasks count. ``instances``: ``instance_id, benchmark, task, length``, ``variant`` and
+    ``record_fields`` (every length may be there; only those scored count). ``generations``: GENERATIONS rows of
+    the model (``instance_id, status, truncated``) for the shares and ``status_counts``, or None (then they are
+    null). A score or verdict whose instance is missing is a ValueError naming it (the scores are stale).
+
+    Intervals (``ci_low``, ``ci_high``; score/confidence.py): a stratified percentile bootstrap, ``draws``
+    resamples of the instances within each task cell (a cell's instances in instance_id order, its draws seeded
+    from the cell: benchmark, length, task, metric and, for a breakdown row, the field value, never the model:
+    two models scored on the same instances get the same resamples), each row recomputed from its cells' resampled
+    means exactly as the row is computed (:func:`cell_weights`); judge cells resample their parsed verdicts. A row
+    whose every cell has one instance has no interval (null: one instance says nothing about its spread; the
+    bootstrap would claim the zero-width [x, x]); a row with some larger cells gets one, the single-instance
+    cells held fixed. Rate rows (scoring_success, perfect_rate) have none.
+
+    Shares: over the row's plain instances that have a generation row (a task row: its task's; group, overall:
+    the tasks of the group / table; breakdown: those of the field value; rate rows: their cell's), the shares
+    skipped and truncated and ``status_counts`` (JSON, every key of :data:`STATUS_KEYS`). Instances not sent or
+    invalid (schemas.NOT_SCORED) have no metric row: they count there, not in the score; a task whose every
+    instance at a length is such still gets its rows (score null, n 0), so the shares show.
+    """
+    s = scored_instances(scores, instances, catalog, judgments)
+    statuses = instance_statuses(s, generations)
+    rows, plain, sources = s.rows, s.plain, s.sources
+    unsent = (statuses.filter(pl.col("status").is_in(schemas.NOT_SCORED)) if statuses is not None
+              else plain.clear())
 
     def left_out(source: str | None) -> dict[str, int]:
-        missing = plain.join(rows.select("instance_id"), on="instance_id", how="anti")
+        missing = (plain.join(rows.select("instance_id"), on="instance_id", how="anti")
+                   .join(unsent.select("instance_id"), on="instance_id", how="anti"))
         counts = missing.group_by("benchmark", "task").len().sort("benchmark", "task")
         return {f"{b}/{t}": n for b, t, n in counts.iter_rows() if sources[(b, t)] == source}
 
@@ -259,35 +336,65 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
 
     out: list[dict] = []
     breakdown_missing: dict[str, int] = {}
-    for benchmark in sorted(rows["benchmark"].unique().to_list()):
-        head = heads[benchmark]
+    for benchmark in sorted(set(rows["benchmark"].unique().to_list()) | set(unsent["benchmark"].unique().to_list())):
+        head = s.heads[benchmark]
         of_bench = rows.filter(pl.col("benchmark") == benchmark)
+        population = None if statuses is None else statuses.filter(pl.col("benchmark") == benchmark)
         for field in head.breakdown:
-            of_bench = of_bench.with_columns(pl.col("record_fields").map_elements(
-                lambda text, field=field: _field_value(text, field), return_dtype=pl.String).alias(f"field:{field}"))
+            def value_of(frame: pl.DataFrame, field: str = field) -> pl.DataFrame:
+                return frame.with_columns(pl.col("record_fields").map_elements(
+                    lambda text: _field_value(text, field), return_dtype=pl.String).alias(f"field:{field}"))
+            of_bench = value_of(of_bench)
+            population = None if population is None else value_of(population)
             unset = of_bench.filter(pl.col(f"field:{field}") == _UNSET).select("instance_id").n_unique()
             if unset:
                 breakdown_missing[f"{benchmark}/{field}"] = unset
-        for length in length_order(of_bench["length"].unique().to_list()):
-            out += _benchmark_rows(benchmark, length, of_bench.filter(pl.col("length") == length), specs, head)
-            out += _component_rows(benchmark, length, components.filter(
-                (pl.col("benchmark") == benchmark) & (pl.col("length") == length)), specs, head)
+        lengths = (set(of_bench["length"].unique().to_list())
+                   | set(unsent.filter(pl.col("benchmark") == benchmark)["length"].unique().to_list()))
+        for length in length_order(sorted(lengths)):
+            at = None if population is None else population.filter(pl.col("length") == length)
+            out += _benchmark_rows(benchmark, length, of_bench.filter(pl.col("length") == length), s.specs, head,
+                                   population=at, labels=s.labels, draws=draws)
+            out += _component_rows(benchmark, length, s.components.filter(
+                (pl.col("benchmark") == benchmark) & (pl.col("length") == length)), s.specs, head, at, draws)
     frame = schemas.conform(pl.DataFrame(out, schema=schemas.BENCHMARK_SCORES), "benchmark_scores")
     table = frame.select(pl.lit(model, dtype=pl.String).alias("model"), pl.all())
-    return BenchmarkTable(table, unjudged, variant_rows, unscored, breakdown_missing)
+    return BenchmarkTable(table, unjudged, s.variant_rows, unscored, breakdown_missing)
+
+
+def _shares(population: pl.DataFrame | None) -> dict:
+    """skipped_share, truncated_share and status_counts of the instances in ``population`` (null when unknown)."""
+    if population is None or population.is_empty():
+        return {}
+    counts = dict.fromkeys(STATUS_KEYS, 0)
+    for status, k in population.group_by("status").len().iter_rows():
+        counts[status] = int(k)
+    total = population.height
+    return {"skipped_share": counts["skipped"] / total, "truncated_share": int(population["truncated"].sum()) / total,
+            "status_counts": json.dumps(counts)}
 
 
 def _component_rows(benchmark: str, length: str, components: pl.DataFrame,
-                    specs: Mapping[tuple[str, str], TaskSpec], head: Headline) -> list[dict]:
+                    specs: Mapping[tuple[str, str], TaskSpec], head: Headline,
+                    population: pl.DataFrame | None = None, draws: int = confidence.DRAWS) -> list[dict]:
     """Rows of level ``component``: each metric of a task scored by the mean of its metrics, on its own (HELMET's
-    six Cite numbers: ASQA STR-EM, citation recall, citation precision, QAMPARI rec-5, ...), x the scale."""
+    six Cite numbers: ASQA STR-EM, citation recall, citation precision, QAMPARI rec-5, ...), x the scale, with its
+    bootstrap interval (the component's instances resampled) and the task's shares."""
     out = []
-    stats = components.group_by("task", "metric").agg(pl.col("score").mean(), n=pl.len()).sort("task", "metric")
-    for task, metric, score, n in stats.iter_rows():
+    stats = (components.group_by("task", "metric")
+             .agg(pl.col("score").mean(), n=pl.len(), values=pl.col("score").sort_by("instance_id"))
+             .sort("task", "metric"))
+    for task, metric, score, n, values in stats.iter_rows():
         agg = specs[(benchmark, task)].aggregation
+        low = high = None
+        if n >= 2:
+            rng = confidence.rng_for("benchmark_scores", benchmark, length, task, metric, "component")
+            low, high = confidence.percentile_interval(
+                head.scale * confidence.bootstrap_mean_draws(values, draws, rng))
+        shares = _shares(None if population is None else population.filter(pl.col("task") == task))
         out.append({"benchmark": benchmark, "table": agg.table, "level": "component", "task": task,
                     "category": agg.group, "length": length, "metric": metric, "score": head.scale * score,
-                    "n": int(n), "aggregation": head.overall})
+                    "n": int(n), "aggregation": head.overall, "ci_low": low, "ci_high": high, **shares})
     return out
 
 
@@ -300,8 +407,9 @@ def _field_value(text: str, field: str) -> str:
     return _UNSET if value is None or value == "" else str(value)
 
 
-class _Cell(NamedTuple):
-    """One task's instances at one length: sum and count of the scores read, verdicts, perfect verdicts."""
+class Cell(NamedTuple):
+    """One task's instances at one length: sum and count of the scores read, verdicts, perfect verdicts, and the
+    scores themselves in instance_id order (what the bootstrap resamples)."""
 
     task: str
     metric: str
@@ -310,52 +418,106 @@ class _Cell(NamedTuple):
     verdicts: int  # judge verdicts, parsed or not (0 for a metric-scored task)
     perfect: int  # ok verdicts at the rubric's top
     marks_perfect: bool  # the rubric marks a top score (Loong)
+    values: tuple[float, ...] = ()  # the n scores, in instance_id order
 
     @property
     def mean(self) -> float:
         return self.total / self.n
 
 
-def _cells(rows: pl.DataFrame) -> list[_Cell]:
+def cells_of(rows: pl.DataFrame) -> list[Cell]:
+    """The cells of ``rows`` (one per scored or judged instance: task, metric, score, judged, perfect, instance_id)."""
     stats = (rows.group_by("task", "metric")
              .agg(total=pl.col("score").sum(), n=pl.col("score").count(), verdicts=pl.col("judged").sum(),
-                  perfect=pl.col("perfect").fill_null(False).sum(), marks=pl.col("perfect").is_not_null().any())
+                  perfect=pl.col("perfect").fill_null(False).sum(), marks=pl.col("perfect").is_not_null().any(),
+                  values=pl.col("score").sort_by("instance_id").drop_nulls())
              .sort("task", "metric"))
-    return [_Cell(t, m, float(total), int(n), int(v), int(p), bool(marks))
-            for t, m, total, n, v, p, marks in stats.iter_rows()]
+    return [Cell(t, m, float(total), int(n), int(v), int(p), bool(marks), tuple(values))
+            for t, m, total, n, v, p, marks, values in stats.iter_rows()]
+
+
+def cell_weights(cells: list[Cell], head: Headline, agg: Mapping[str, Aggregation],
+                 level: str) -> list[tuple[Cell, float]]:
+    """``(cell, weight)`` of the scored cells of a group (``level="group"``) or of an overall / breakdown row
+    (``"overall"``), such that the row's score is ``head.scale * sum(weight * cell mean)``: the linear form of the
+    headline's aggregation (mean_of_instances: n / total; a group otherwise: aggregation.weight normalized;
+    mean_of_tasks: 1 / tasks; mean_of_groups: each group's weights / groups). The bootstrap and score/compare.py
+    recompute rows with these weights."""
+    scored = [c for c in cells if c.n]
+    if not scored:
+        return []
+    if head.overall == "mean_of_instances":
+        total = sum(c.n for c in scored)
+        return [(c, c.n / total) for c in scored]
+    if level == "group":
+        total = sum(agg[c.task].weight for c in scored)
+        return [(c, agg[c.task].weight / total) for c in scored]
+    if head.overall == "mean_of_tasks":
+        return [(c, 1.0 / len(scored)) for c in scored]
+    groups: dict[str, list[Cell]] = {}
+    for c in scored:
+        groups.setdefault(agg[c.task].group, []).append(c)
+    return [(c, w / len(groups)) for of_group in groups.values() for c, w in cell_weights(of_group, head, agg, "group")]
 
 
 def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapping[tuple[str, str], TaskSpec],
-                    head: Headline) -> list[dict]:
+                    head: Headline, population: pl.DataFrame | None = None,
+                    labels: Mapping[tuple[str, str], str] | None = None, draws: int = confidence.DRAWS) -> list[dict]:
     """The task, group, overall and breakdown rows of one benchmark at one length (``rows``: one per scored
-    instance: task, metric, score, judged, perfect, record_fields and a ``field:<name>`` per breakdown field)."""
-    agg = {t: specs[(benchmark, t)].aggregation for t in rows["task"].unique().to_list()}
+    instance: task, metric, score, judged, perfect, record_fields and a ``field:<name>`` per breakdown field;
+    ``population``: the plain instances with a generation, their ``status`` and ``truncated``, for the shares)."""
+    unsent_tasks = set() if population is None else set(
+        population.filter(pl.col("status").is_in(schemas.NOT_SCORED))["task"].unique().to_list())
+    # A task with no scored instance whose instances were not sent (or were invalid) still gets its rows.
+    empty_tasks = unsent_tasks - set(rows["task"].unique().to_list())
+    agg = {t: specs[(benchmark, t)].aggregation for t in set(rows["task"].unique().to_list()) | empty_tasks}
     named = sorted({a.table for a in agg.values()} - {ALL_TABLES}) or [ALL_TABLES]
+    resampled: dict[tuple[str, str, str], np.ndarray] = {}
 
-    def row(table: str, level: str, task: str | None, group: str | None, metric: str, score: float, n: int) -> dict:
+    def cell_draws(c: Cell, subset: str) -> np.ndarray:
+        key = (c.task, c.metric, subset)  # a task in every table ("all") has the same draws in each
+        if key not in resampled:
+            rng = confidence.rng_for("benchmark_scores", benchmark, length, c.task, c.metric, subset)
+            resampled[key] = confidence.bootstrap_mean_draws(c.values, draws, rng)
+        return resampled[key]
+
+    def interval(weighted: list[tuple[Cell, float]], subset: str = "") -> tuple[float | None, float | None]:
+        if not weighted or all(c.n < 2 for c, _ in weighted):
+            return None, None
+        return confidence.percentile_interval(head.scale * sum(w * cell_draws(c, subset) for c, w in weighted))
+
+    def shares(tasks: set[str], field: str | None = None, value: str | None = None) -> dict:
+        if population is None:
+            return {}
+        mine = population.filter(pl.col("task").is_in(sorted(tasks)))
+        return _shares(mine if field is None else mine.filter(pl.col(field) == value))
+
+    def row(table: str, level: str, task: str | None, group: str | None, metric: str, score: float | None, n: int,
+            ci: tuple[float | None, float | None] = (None, None), extra: dict | None = None) -> dict:
         return {"benchmark": benchmark, "table": table, "level": level, "task": task,
                 "category": group, "length": length, "metric": metric, "score": score, "n": n,
-                "aggregation": head.overall}
+                "aggregation": head.overall, "ci_low": ci[0], "ci_high": ci[1], **(extra or {})}
 
-    def rates(table: str, level: str, task: str | None, group: str | None, cells: list[_Cell]) -> list[dict]:
+    def rates(table: str, level: str, task: str | None, group: str | None, cells: list[Cell], extra: dict) -> list[dict]:
         verdicts = sum(c.verdicts for c in cells)
         if not verdicts:
             return []
         ok = sum(c.n for c in cells if c.verdicts)
-        out = [row(table, level, task, group, SCORING_SUCCESS, ok / verdicts, verdicts)]
+        out = [row(table, level, task, group, SCORING_SUCCESS, ok / verdicts, verdicts, extra=extra)]
         marked = [c for c in cells if c.marks_perfect]
         if marked and sum(c.n for c in marked):
             out.append(row(table, level, task, group, PERFECT_RATE,
-                           sum(c.perfect for c in marked) / sum(c.n for c in marked), sum(c.n for c in marked)))
+                           sum(c.perfect for c in marked) / sum(c.n for c in marked), sum(c.n for c in marked),
+                           extra=extra))
         return out
 
-    def groups_of(cells: list[_Cell]) -> dict[str, list[_Cell]]:
-        groups: dict[str, list[_Cell]] = {}
+    def groups_of(cells: list[Cell]) -> dict[str, list[Cell]]:
+        groups: dict[str, list[Cell]] = {}
         for c in cells:
             groups.setdefault(agg[c.task].group, []).append(c)
         return groups
 
-    def group_score(of_group: list[_Cell]) -> float | None:
+    def group_score(of_group: list[Cell]) -> float | None:
         scored = [c for c in of_group if c.n]
         if not scored:
             return None
@@ -363,7 +525,7 @@ def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapp
             return head.scale * sum(c.total for c in scored) / sum(c.n for c in scored)
         return head.scale * _mean([c.mean for c in scored], [agg[c.task].weight for c in scored])
 
-    def overall_score(cells: list[_Cell]) -> float | None:
+    def overall_score(cells: list[Cell]) -> float | None:
         scored = [c for c in cells if c.n]
         if not scored:
             return None
@@ -373,40 +535,57 @@ def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapp
             return head.scale * _mean([c.mean for c in scored])
         return head.scale * sum(c.total for c in scored) / sum(c.n for c in scored)
 
-    def label(cells: list[_Cell]) -> str:
+    def label(cells: list[Cell]) -> str:
         return "+".join(sorted({c.metric for c in cells}))  # one label, or the mix a group averages
+
+    def unsent_only(cells: list[Cell]) -> bool:  # no score at all, and instances not sent: a null row shows why
+        return not any(c.n for c in cells) and any(c.task in empty_tasks for c in cells)
 
     out: list[dict] = []
     for table in named:
         in_table = rows.filter(pl.col("task").replace_strict(
             {t: a.table in (table, ALL_TABLES) for t, a in agg.items()}, return_dtype=pl.Boolean))
-        members = _cells(in_table)
+        members = cells_of(in_table)
+        empty = [Cell(t, (labels or {}).get((benchmark, t), ""), 0.0, 0, 0, 0, False)
+                 for t in sorted(empty_tasks) if agg[t].table in (table, ALL_TABLES)]
+        if empty:
+            members = sorted([*members, *empty], key=lambda c: (c.task, c.metric))
         if not members:
             continue
         groups = groups_of(members)
         for group, of_group in groups.items():
             for c in of_group:
+                extra = shares({c.task})
                 if c.n:
-                    out.append(row(table, "task", c.task, group, c.metric, head.scale * c.mean, c.n))
-                out += rates(table, "task", c.task, group, [c])
+                    out.append(row(table, "task", c.task, group, c.metric, head.scale * c.mean, c.n,
+                                   interval([(c, 1.0)]), extra))
+                elif c.task in empty_tasks:
+                    out.append(row(table, "task", c.task, group, c.metric, None, 0, extra=extra))
+                out += rates(table, "task", c.task, group, [c], extra)
         for group, of_group in groups.items():
             score = group_score(of_group)
-            if score is not None:
-                out.append(row(table, "group", None, group, label(of_group), score, sum(c.n for c in of_group)))
-            out += rates(table, "group", None, group, of_group)
+            extra = shares({c.task for c in of_group})
+            if score is not None or unsent_only(of_group):
+                out.append(row(table, "group", None, group, label(of_group), score, sum(c.n for c in of_group),
+                               interval(cell_weights(of_group, head, agg, "group")), extra))
+            out += rates(table, "group", None, group, of_group, extra)
         overall = overall_score(members)
-        if overall is not None:
-            out.append(row(table, "overall", None, None, label(members), overall, sum(c.n for c in members)))
-        out += rates(table, "overall", None, None, members)
+        extra = shares({c.task for c in members})
+        if overall is not None or unsent_only(members):
+            out.append(row(table, "overall", None, None, label(members), overall, sum(c.n for c in members),
+                           interval(cell_weights(members, head, agg, "overall")), extra))
+        out += rates(table, "overall", None, None, members, extra)
         for field in head.breakdown:
             column = f"field:{field}"
             for value in sorted(set(in_table[column].to_list()) - {_UNSET}):
-                cells = _cells(in_table.filter(pl.col(column) == value))
+                cells = cells_of(in_table.filter(pl.col(column) == value))
                 category = f"{field}={value}"
                 score = overall_score(cells)
+                extra = shares({c.task for c in cells}, column, value)
                 if score is not None:
-                    out.append(row(table, "breakdown", None, category, label(cells), score, sum(c.n for c in cells)))
-                out += rates(table, "breakdown", None, category, cells)
+                    out.append(row(table, "breakdown", None, category, label(cells), score, sum(c.n for c in cells),
+                                   interval(cell_weights(cells, head, agg, "overall"), category), extra))
+                out += rates(table, "breakdown", None, category, cells, extra)
     return out
 
 
@@ -416,23 +595,60 @@ def benchmark_leaderboard(tables: pl.DataFrame) -> pl.DataFrame:
     its score the mean over the length partitions of the table's overall row (one partition for LongBench, the
     level scores' mean for LV-Eval, the sets' for Loong), ``scores_by_length`` each partition's, ranked among
     the models of the same metric. The rates (Loong's perfect_rate, scoring_success) and the breakdown rows stay
-    in benchmark_scores; there is no LongScore (no base lengths): base_ability and long_score are null."""
-    import json
+    in benchmark_scores; there is no LongScore (no base lengths): base_ability and long_score are null.
 
+    ``ci_low`` / ``ci_high``: the interval of that mean from the overall rows' own intervals. The partitions hold
+    different records, so their bootstrap errors are independent and each side's half width is the quadrature
+    sum of the partitions' half widths over their count (confidence.interval_of_mean; exact with one partition, a
+    normal approximation of the mean's bootstrap with several); null when a partition has no interval.
+    ``skipped_share`` / ``truncated_share`` / ``invalid_share``: over the overall rows' instances of every partition
+    (their status_counts); null when they are not known. ``n_unpaired`` 0: each published table scores its own
+    instances."""
     overall = tables.filter((pl.col("level") == "overall") & ~pl.col("metric").is_in([SCORING_SUCCESS, PERFECT_RATE]))
     if overall.is_empty():
         return schemas.empty("leaderboard")
+    for column, dtype in (("ci_low", pl.Float64), ("ci_high", pl.Float64), ("truncated_share", pl.Float64),
+                          ("status_counts", pl.String)):
+        if column not in overall.columns:  # a table written before these columns existed
+            overall = overall.with_columns(pl.lit(None, dtype).alias(column))
     rows = []
     for (model, benchmark, table), grp in overall.group_by("model", "benchmark", "table", maintain_order=True):
         by_length = {lv: grp.filter(pl.col("length") == lv)["score"][0] for lv in length_order(grp["length"])}
         values = [v for v in by_length.values() if v is not None]
+        scored = grp.filter(pl.col("score").is_not_null())
+        low, high = (confidence.interval_of_mean(scored["score"].to_list(), scored["ci_low"].to_list(),
+                                                 scored["ci_high"].to_list()) if scored.height else (None, None))
         rows.append({"model": model, "metric": f"{benchmark}/{table}", "base_ability": None,
                      "old_metric": sum(values) / len(values) if values else None, "long_score": None,
-                     "scores_by_length": json.dumps(by_length), "n_instances": int(grp["n"].sum())})
-    out = pl.DataFrame(rows, schema_overrides={"base_ability": pl.Float64, "long_score": pl.Float64})
+                     "scores_by_length": json.dumps(by_length), "n_instances": int(grp["n"].sum()),
+                     "ci_low": low, "ci_high": high, **_pooled_shares(grp), "n_unpaired": 0})
+    out = pl.DataFrame(rows, schema_overrides={"base_ability": pl.Float64, "long_score": pl.Float64,
+                                               "ci_low": pl.Float64, "ci_high": pl.Float64,
+                                               "skipped_share": pl.Float64, "truncated_share": pl.Float64,
+                                               "invalid_share": pl.Float64})
     nulls = {c: pl.lit(None, schemas.LEADERBOARD[c]) for c in schemas.LEADERBOARD if c not in out.columns}
     out = out.with_columns(**{c: v for c, v in nulls.items() if not c.startswith("rank_")})
     out = out.with_columns(
         rank_old_metric=pl.col("old_metric").rank("min", descending=True).over("metric").cast(pl.Int32),
         rank_long_score=pl.lit(None, pl.Int32))
     return schemas.conform(out, "leaderboard").sort("metric", "rank_old_metric", nulls_last=True)
+
+
+def _pooled_shares(overall_rows: pl.DataFrame) -> dict:
+    """The skipped, truncated and invalid shares over the instances of a table's overall rows (every length)."""
+    counts = dict.fromkeys(STATUS_KEYS, 0)
+    truncated = 0.0
+    known = False
+    for text, share in overall_rows.select("status_counts", "truncated_share").iter_rows():
+        if text is None:
+            continue
+        known = True
+        row = json.loads(text)
+        for key, k in row.items():
+            counts[key] = counts.get(key, 0) + int(k)
+        truncated += (share or 0.0) * sum(int(k) for k in row.values())
+    total = sum(counts.values())
+    if not known or not total:
+        return {"skipped_share": None, "truncated_share": None, "invalid_share": None}
+    return {"skipped_share": counts["skipped"] / total, "truncated_share": round(truncated) / total,
+            "invalid_share": counts["invalid"] / total}

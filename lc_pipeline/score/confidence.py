@@ -53,3 +53,34 @@ def bootstrap_mean_draws(values: Sequence[float] | np.ndarray, draws: int, rng: 
     values = np.asarray(values, dtype=np.float64)
     counts = resample_counts(values.size, draws, rng)
     return counts @ values / values.size
+
+
+def sign_flips(n: int, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """(draws x n) matrix of +1 / -1, each entry a fair coin: one relabelling of ``n`` paired units per row (under
+    the null hypothesis that the two models are exchangeable, swapping a unit's two scores flips its difference)."""
+    if n < 1:
+        raise ValueError("sign_flips: nothing to flip (n = 0)")
+    return rng.choice(np.array([-1.0, 1.0]), size=(draws, n))
+
+
+def permutation_p_value(observed: float, permuted: np.ndarray) -> float:
+    """Two-sided p-value of ``observed`` against its permutation draws: (1 + #{|draw| >= |observed|}) / (1 + draws),
+    the usual add-one estimate (never 0; 1 when nothing differs). Ties within a relative 1e-9 count as reached,
+    so float noise in a recomputed statistic does not turn an exact tie into evidence."""
+    permuted = np.asarray(permuted, dtype=np.float64)
+    bar = abs(observed) - 1e-9 * max(1.0, abs(observed))
+    return float((1 + np.count_nonzero(np.abs(permuted) >= bar)) / (1 + permuted.size))
+
+
+def interval_of_mean(points: Sequence[float], lows: Sequence[float], highs: Sequence[float]) -> tuple[float | None,
+                                                                                                     float | None]:
+    """An interval for the mean of ``k`` independent estimates from each one's own interval: each side's half
+    width is sqrt(sum of that side's squared half widths) / k (errors of independent parts add in quadrature,
+    the normal approximation). Exact for one estimate; (None, None) when any part has no interval."""
+    if not points or any(v is None for v in (*lows, *highs)):
+        return None, None
+    k = len(points)
+    mean = sum(points) / k
+    below = float(np.sqrt(sum((p - lo) ** 2 for p, lo in zip(points, lows, strict=True)))) / k
+    above = float(np.sqrt(sum((hi - p) ** 2 for p, hi in zip(points, highs, strict=True)))) / k
+    return mean - below, mean + above
