@@ -23,6 +23,11 @@ result says ``status: skipped`` (prompting.skipped_result). What was fed is reco
 mode the hash and BOS count of the ids we rendered; in chat mode the server renders the prompt
 (``chat_template_source`` "server", no hash, BOS count unknown).
 
+A reasoning model's thoughts (``thinking: {location: field}``), which the server returns apart from the answer
+in a chat completion's message (``reasoning_content``: vLLM, llama.cpp's server, DeepSeek; ``reasoning``:
+OpenRouter, newer vLLM), go into ``GenerationResult.thinking`` (:func:`reasoning_field`); generate/thinking.py
+decides the row's status from them.
+
 Where the server is: ``spec.base_url``, else ``$OPENAI_BASE_URL``. The key: the variable
 named by ``spec.api_key_env`` (default ``OPENAI_API_KEY``); it is never logged or recorded.
 """
@@ -67,6 +72,21 @@ def scrub(text: str, secret: str | None) -> str:
     if secret and secret != _NO_KEY:
         text = text.replace(secret, "***")
     return _KEY_LIKE.sub("sk-***", text)
+
+
+# A chat completion message's field for a reasoning model's thoughts, by server (first one set wins).
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def reasoning_field(message: Any) -> str:
+    """The thoughts a server returned beside a chat completion's content ("" if none): fields the openai client
+    does not declare, which it keeps in ``model_extra``."""
+    extra = getattr(message, "model_extra", None) or {}
+    for name in REASONING_FIELDS:
+        value = extra.get(name, getattr(message, name, None))
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 class MalformedReply(ValueError):
@@ -250,7 +270,7 @@ class OpenAIGenerator:
                 return skipped_result(req, fit, self.fed_fields(req, fit)["chat_template_source"])
             t0 = time.perf_counter()
             try:
-                text, finish, usage = await self._call(client, req, fit)
+                text, finish, usage, thoughts = await self._call(client, req, fit)
             except Exception as exc:
                 # Not chained (``from None``): the original error may quote the key.
                 raise RuntimeError(
@@ -262,7 +282,7 @@ class OpenAIGenerator:
                 progress(1)
             prompt_tokens = usage.prompt_tokens if usage is not None else len(fit.ids)
             completion_tokens = (
-                usage.completion_tokens if usage is not None else len(self.prompt_tokenizer.encode(text))
+                usage.completion_tokens if usage is not None else len(self.prompt_tokenizer.encode(thoughts + text))
             )
             return GenerationResult(
                 key=req.key,
@@ -275,6 +295,7 @@ class OpenAIGenerator:
                 latency_s=latency,
                 truncation_policy=fit.policy,
                 **self.fed_fields(req, fit),
+                thinking=thoughts,
             )
 
         try:
@@ -283,7 +304,9 @@ class OpenAIGenerator:
         finally:
             await client.close()
 
-    async def _call(self, client: Any, req: GenerationRequest, fit: FittedPrompt) -> tuple[str, str | None, Any]:
+    async def _call(self, client: Any, req: GenerationRequest,
+                    fit: FittedPrompt) -> tuple[str, str | None, Any, str]:
+        """(reply text, finish reason, usage, the server's separate reasoning: "" for text completions)."""
         common = {"model": self.api_model, "max_tokens": req.max_new_tokens, "temperature": 0.0, "seed": 0,
                   "frequency_penalty": 0.0, "presence_penalty": 0.0}
         if self.spec.extra_body:
@@ -293,7 +316,7 @@ class OpenAIGenerator:
             resp = await create_checked(client.chat.completions.create, retries,
                                         messages=messages_for(self.spec, fit.text), **common)
             choice = resp.choices[0]
-            return choice.message.content or "", choice.finish_reason, resp.usage
+            return choice.message.content or "", choice.finish_reason, resp.usage, reasoning_field(choice.message)
         if self.spec.send_token_ids:
             resp = await create_checked(client.completions.create, retries, prompt=fit.ids, **common)
         else:
@@ -305,4 +328,4 @@ class OpenAIGenerator:
                     "(does it add a BOS?)", self.spec.slug, req.key, resp.usage.prompt_tokens, len(fit.ids),
                 )
         choice = resp.choices[0]
-        return choice.text or "", choice.finish_reason, resp.usage
+        return choice.text or "", choice.finish_reason, resp.usage, ""
