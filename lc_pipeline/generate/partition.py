@@ -31,7 +31,7 @@ from lc_pipeline.generate.base import (
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
 from lc_pipeline.generate.followup import Chain, FollowupGenerator, stored_results
 from lc_pipeline.generate.registry import ModelSpec
-from lc_pipeline.generate.thinking import ThinkingGenerator, with_budget
+from lc_pipeline.generate.thinking import ThinkingGenerator, check_location, with_budget
 from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
 
 # Batches per flushed chunk for batching backends; requests per chunk otherwise.
@@ -98,6 +98,7 @@ def plan_partition(
     sp_json, sp_hash = sampling_params_json(params), sampling_params_hash(params)
     fp = spec.fingerprint()
     by_record = bool(getattr(generator, "keyed_by_record", False))
+    check_location(spec.slug, spec.thinking_settings, spec.backend, spec.api)
     plan = PartitionPlan(generator.backend, generator.model_id, sp_json, sp_hash, thinking=spec.thinking_settings)
     if "record_id" not in instances.columns:
         instances = instances.with_columns(pl.lit("").alias("record_id"))

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, Generator
 
-__all__ = ["Reply", "ThinkingGenerator", "split_field", "split_reply", "split_result", "with_budget"]
+__all__ = ["Reply", "ThinkingGenerator", "check_location", "split_field", "split_reply", "split_result", "with_budget"]
 
 # Between two thought blocks in the ``thinking`` column.
 BLOCK_SEPARATOR = "\n\n"
@@ -127,6 +127,15 @@ def split_result(result: GenerationResult, settings: Mapping) -> GenerationResul
                 t for t in (result.thinking.strip(), reply.thoughts) if t))
     return dataclasses.replace(result, output="" if reply.invalid else reply.answer, thinking=reply.thoughts,
                                status="invalid" if reply.invalid else "")
+
+
+def check_location(slug: str, settings: Mapping | None, backend: str, api: str) -> None:
+    """A ``field`` location needs a server that returns the thoughts apart: the openai backend's chat api (a
+    text completion or an in-process backend has no reasoning field, so nothing would ever be stripped)."""
+    if settings and settings["location"] == "field" and (backend != "openai" or api != "chat"):
+        raise ValueError(f"model {slug!r}, field 'thinking': location 'field' (the server's reasoning field) needs "
+                         f"backend 'openai' with api 'chat', not backend {backend!r} api {api!r}; use location "
+                         "'text' for thoughts written in the reply")
 
 
 def with_budget(max_new_tokens: int, settings: Mapping | None) -> int:

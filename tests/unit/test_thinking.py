@@ -118,6 +118,12 @@ def test_a_thinking_setting_without_a_budget_names_the_model_and_the_field():
         dataclasses.replace(BUILTIN_MODELS["smollm2-135m"], slug="r1", thinking={"location": "text"})
 
 
+def test_thoughts_in_a_server_field_need_a_chat_server_and_the_error_names_model_and_field():
+    spec = dataclasses.replace(REASONER, thinking={"budget_tokens": 8, "location": "field"})
+    with pytest.raises(ValueError, match=r"model 'reasoner', field 'thinking': location 'field'.*backend 'openai'"):
+        plan_partition(instances(["Q?"]), spec, Scripted({}))
+
+
 class Scripted:
     """A generator that replies from a script (what a reasoning model said): the partition code runs for real."""
 
