@@ -153,3 +153,16 @@ def test_a_chain_whose_first_call_is_skipped_makes_no_second_call_and_its_row_sa
     assert short_row.status == "" and short_row.output == "is"
     assert sorted(r.key for r in saved) == ["long", "short"]  # both first calls stored, the skip too
     assert sum(done) == 2  # progress counts both rows once
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_the_openai_backend_makes_no_call_for_a_skipped_request(api):
+    # Port 9 on 127.0.0.1 answers nothing: any call would fail after its retries; none is made.
+    spec = dataclasses.replace(SERVED, api=api, tokenizer="tiktoken:cl100k_base", max_model_len=200, max_retries=0,
+                               request_timeout_s=2.0, chat_template=api == "chat")
+    gen = make_generator(spec)
+    done: list[int] = []
+    [r] = gen.generate([GenerationRequest("k", LONG, 16, SKIP)], progress=done.append)
+    assert r.status == "skipped" and (r.output, r.prompt_tokens, r.completion_tokens) == ("", 0, 0)
+    assert r.original_prompt_tokens == len(gen.render(LONG)) > 200
+    assert r.chat_template_source == ("server" if api == "chat" else "none") and done == [1]
