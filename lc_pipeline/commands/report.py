@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import json
 from pathlib import Path
 
 import click
@@ -63,7 +64,13 @@ RATES = ("perfect_rate", "scoring_success")  # benchmark_scores metrics that are
 NUMBER = "number"  # the label column naming a judge rate, in a table that has some
 
 
-def benchmark_pivots(scores: pl.DataFrame) -> list[tuple[str, str, str, pl.DataFrame]]:
+def _score_text(score: float | None, low: float | None, high: float | None) -> str | None:
+    if score is None:
+        return None
+    return f"{score:.2f}" if low is None or high is None else f"{score:.2f} [{low:.1f}, {high:.1f}]"
+
+
+def benchmark_pivots(scores: pl.DataFrame, intervals: bool = False) -> list[tuple[str, str, str, pl.DataFrame]]:
     """Each benchmark's published table as the report shows it: ``(benchmark, table, aggregation, pivot)``.
 
     ``scores``: benchmark_scores rows with their ``model`` (schemas.BENCHMARK_SCORES; score/benchmark_scores.py,
@@ -75,14 +82,20 @@ def benchmark_pivots(scores: pl.DataFrame) -> list[tuple[str, str, str, pl.DataF
     token count. A table with judge-scored cells has a ``number`` column: "score" for the score rows,
     "perfect_rate" / "scoring_success" for the judge's rates below each score (Loong's three numbers). Cells
     are text: 2 decimals (scores 0-100, rates 0-1 as Loong prints its Perfect Rate), "n/a" where a model has no
-    row for that task at that length.
+    row for that task at that length (or its score is null: every instance skipped). With ``intervals``, a score
+    that has a bootstrap interval reads ``"41.20 [35.1, 47.3]"`` (ci_low, ci_high to 1 decimal).
     """
     component = pl.col("level") == "component"  # one metric of a task scored by the mean of its metrics
+    if intervals and {"ci_low", "ci_high"} <= set(scores.columns):
+        text = pl.struct("score", "ci_low", "ci_high").map_elements(
+            lambda r: _score_text(r["score"], r["ci_low"], r["ci_high"]), return_dtype=pl.String)
+    else:
+        text = pl.col("score").map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String)
     rows = scores.with_columns(
         group=pl.col("category").fill_null(""),
         task=pl.when(component).then(pl.col("task") + " / " + pl.col("metric")).otherwise(pl.col("task").fill_null("")),
         column=pl.col("model") + " / " + pl.col("length"),
-        cell=pl.col("score").map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String),
+        cell=text,
         number=pl.when(pl.col("metric").is_in(RATES)).then(pl.col("metric")).otherwise(pl.lit("score")),
     )
     n_rows = rows.filter(pl.col("level") == "overall", pl.col("number") == "score").with_columns(
@@ -112,18 +125,52 @@ def benchmark_pivots(scores: pl.DataFrame) -> list[tuple[str, str, str, pl.DataF
     return out
 
 
+SHARE_COLUMNS = ("ci_low", "ci_high", "skipped_share", "truncated_share", "status_counts")  # newer columns
+STATUS_KEYS = ("answered", "empty", "cut", "unparsable", "skipped", "invalid")  # benchmark_scores.STATUS_KEYS
+
+
+def generation_statuses(scores: pl.DataFrame) -> dict[tuple[str, str], pl.DataFrame]:
+    """Per (benchmark, table): one row per model and length of the overall score row's instances: the scored
+    count ``n``, the share skipped and truncated, and the count of each generation status (benchmark_scores'
+    ``status_counts``); tables whose rows carry no status counts (a lake written before them) are left out."""
+    if "status_counts" not in scores.columns:
+        return {}
+    overall = scores.filter((pl.col("level") == "overall") & ~pl.col("metric").is_in(RATES)
+                            & pl.col("status_counts").is_not_null())
+    out = {}
+    for (benchmark, table), part in overall.sort("benchmark", "table").group_by(["benchmark", "table"],
+                                                                                maintain_order=True):
+        rows = []
+        for r in part.iter_rows(named=True):
+            counts = json.loads(r["status_counts"])
+            rows.append((r["model"], r["length"], r["n"], f"{100 * r['skipped_share']:.1f}%",
+                         f"{100 * r['truncated_share']:.1f}%", *(int(counts.get(k, 0)) for k in STATUS_KEYS)))
+        frame = pl.DataFrame(rows, schema=["model", "length", "n", "skipped %", "truncated %", *STATUS_KEYS],
+                             orient="row")
+        order = {lv: i for i, lv in enumerate(plots.length_order(frame["length"].to_list()))}
+        out[(benchmark, table)] = frame.sort("model", pl.col("length").replace_strict(order, return_dtype=pl.Int32))
+    return out
+
+
 def _benchmarks_section(scores: pl.DataFrame) -> list[str]:
     note = ('<p class="note">Each benchmark\'s published table (scores 0-100): a row per task, per group and '
-            "the overall as the benchmark aggregates it; <code>n</code> = instances scored in the overall; "
-            "breakdown rows: the overall on the records of one field value; judge rates (perfect_rate, "
-            "scoring_success) are shares in 0-1.</p>")
+            "the overall as the benchmark aggregates it, with its 95% bootstrap interval in brackets (instances "
+            "resampled within each task cell, seeded; none for a single instance); <code>n</code> = instances "
+            "scored in the overall; breakdown rows: the overall on the records of one field value; judge rates "
+            "(perfect_rate, scoring_success) are shares in 0-1. Below each table: what happened to the overall's "
+            "generations (skipped: not sent, the prompt did not fit the window; truncated: cut to fit; unparsable: "
+            "no answer the metric could read; invalid: thinking ran out; skipped and invalid ones are not "
+            "scored).</p>")
     parts = [note]
-    for benchmark, table, aggregation, pivot in benchmark_pivots(scores):
+    statuses = generation_statuses(scores)
+    for benchmark, table, aggregation, pivot in benchmark_pivots(scores, intervals=True):
         title = benchmark if table == "all" else f"{benchmark} ({table})"
         parts.append(f"<h3>{html.escape(title)}</h3>")
         parts.append(f'<p class="note">Overall: {html.escape(aggregation.replace("_", " "))}.</p>')
         labels = sum(c in (*BENCHMARK_LABELS, NUMBER) for c in pivot.columns)
         parts.append(html_table(pivot, numeric=frozenset(pivot.columns[labels:])))
+        if (benchmark, table) in statuses:
+            parts.append(html_table(statuses[(benchmark, table)], numeric=frozenset({"skipped %", "truncated %"})))
     return parts
 
 
@@ -152,9 +199,16 @@ def _sections(tables: dict[str, Path], q) -> list[str]:
     if "leaderboard" in tables:
         board = q("select * from leaderboard order by metric, rank_long_score nulls last, model")
         parts.append('<p class="note">Scores 0-100. LongScore = 100 (S<sub>l</sub> - Base) / Base, averaged over the '
-                     "long lengths; old metric = mean raw score over the long lengths.</p>")
-        parts.append(html_table(board.select("metric", "model", "base_ability", "old_metric", "long_score",
-                                             "rank_old_metric", "rank_long_score", "n_instances")))
+                     "long lengths; old metric = mean raw score over the long lengths; ci_low / ci_high: its 95% bootstrap "
+                     "interval (of the old metric on a published table's row); shares: of the model's generations "
+                     "skipped (did not fit the window), truncated and invalid; n_unpaired: instances left out "
+                     "because another model of the board lacks them.</p>")
+        # The interval beside the score it belongs to (long_score; old_metric on a published table's row), the
+        # shares after the counts; columns a lake written before them lacks are left out.
+        extra = [c for c in ("ci_low", "ci_high") if c in board.columns]
+        shares = [c for c in ("skipped_share", "truncated_share", "invalid_share", "n_unpaired") if c in board.columns]
+        parts.append(html_table(board.select("metric", "model", "base_ability", "old_metric", "long_score", *extra,
+                                             "rank_old_metric", "rank_long_score", "n_instances", *shares)))
     else:
         parts.append(_missing("leaderboard"))
 
@@ -184,10 +238,10 @@ def _sections(tables: dict[str, Path], q) -> list[str]:
 
     parts.append("<h2>Benchmarks</h2>")
     if "benchmark_scores" in tables:
-        parts += _benchmarks_section(q(
-            'select model, benchmark, "table", level, task, category, length, metric, score, n, aggregation '
-            "from benchmark_scores"
-        ))
+        scores = q("select * from benchmark_scores")
+        parts += _benchmarks_section(scores.select(
+            "model", "benchmark", "table", "level", "task", "category", "length", "metric", "score", "n",
+            "aggregation", *[c for c in SHARE_COLUMNS if c in scores.columns]))
     else:
         parts.append('<p class="note">No model has <code>benchmark_scores</code> yet.</p>')
 
