@@ -166,3 +166,20 @@ def test_the_openai_backend_makes_no_call_for_a_skipped_request(api):
     assert r.status == "skipped" and (r.output, r.prompt_tokens, r.completion_tokens) == ("", 0, 0)
     assert r.original_prompt_tokens == len(gen.render(LONG)) > 200
     assert r.chat_template_source == ("server" if api == "chat" else "none") and done == [1]
+
+
+def test_lcp_add_model_registers_a_models_truncation_policy(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from lc_pipeline.cli import main
+    from lc_pipeline.generate.registry import ModelRegistry
+
+    (tmp_path / "dagster").mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.setenv("LCP_MODELS", str(tmp_path / "models.yaml"))
+    monkeypatch.setenv("LCP_LAKE", str(tmp_path / "lake"))
+    result = CliRunner().invoke(main, ["add-model", "smollm2-skip", "--truncation", "skip"])
+    assert result.exit_code == 0, result.output
+    assert ModelRegistry(tmp_path / "models.yaml").get("smollm2-skip").truncation == SKIP
+    refused = CliRunner().invoke(main, ["add-model", "smollm2-cut", "--truncation", "sometimes"])
+    assert refused.exit_code != 0 and "sometimes" in refused.output
