@@ -20,6 +20,7 @@ import yaml
 
 from lc_pipeline.assets import benchmarks as benchmark_assets
 from lc_pipeline.assets import generation, instances, lveval, minilongbench, reports, retrieval, scoring, sources
+from lc_pipeline.assets import prompt_guard
 from lc_pipeline.assets import citations as citation_assets
 from lc_pipeline.assets import judge as judge_assets
 from lc_pipeline.config import BenchmarkConfig, load_config
@@ -150,6 +151,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
         *lveval.build(parts),
         *instances.build(parts, released=released),
         *generation.build(parts),
+        *prompt_guard.build(parts),  # blocking check on each generations partition
         *scoring.build(parts),
         *benchmark_assets.build(parts),
         *judge_assets.build(parts),

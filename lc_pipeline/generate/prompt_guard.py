@@ -28,6 +28,7 @@ Pure logic (no Dagster): assets/prompt_guard.py turns the verdict into a blockin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -87,12 +88,13 @@ def _normalized(text: str) -> str:
     return " ".join(text.split())
 
 
-def check_prompt_format(spec: ModelSpec, tok: PromptTokenizer, generations: pl.DataFrame,
-                        instances: pl.DataFrame) -> GuardVerdict:
+def check_prompt_format(spec: ModelSpec, tok: PromptTokenizer | Callable[[], PromptTokenizer],
+                        generations: pl.DataFrame, instances: pl.DataFrame) -> GuardVerdict:
     """The guard's verdict on one generations partition of ``spec`` (rules in the module docstring).
 
     ``tok`` is the tokenizer the backend renders with (prompting.load_tokenizer gives the same vocabulary and
-    template); ``generations`` needs ``generation_id, instance_id, status, bos_tokens, prompt_ids_hash,
+    template), or a function loading it, called only when some row needs checking (a partition of skipped or
+    server-rendered rows needs no tokenizer); ``generations`` needs ``generation_id, instance_id, status, bos_tokens, prompt_ids_hash,
     chat_template_source``; ``instances`` needs ``instance_id, prompt`` and, for rule (b)'s real row,
     ``question``.
     """
@@ -122,6 +124,8 @@ def check_prompt_format(spec: ModelSpec, tok: PromptTokenizer, generations: pl.D
     if verdict.rows_unrecorded:
         verdict.notes.append(f"{verdict.rows_unrecorded} row(s) carry no record of what was fed (generated before "
                              "the guard, or imported predictions): not checked")
+    if checkable and not hasattr(tok, "encode"):
+        tok = tok()
     try:
         _check_records(spec, checkable)
         by_switch = {chat: [r for r in checkable if (r["chat_template_source"] != "none") == chat]
