@@ -5,6 +5,8 @@
     lcp backfill --model NAME     materialize only that model's partitions, then the leaderboard
     lcp import-predictions FILE   register predictions made elsewhere as a model (backend imported)
     lcp models                    list registered models
+    lcp plan [--model M]          instances, prompt tokens, truncations, time and cost of a run, before it runs
+    lcp compare MODEL_A MODEL_B   paired difference of two models on their common instances, interval and p-value
     lcp query "SQL"               DuckDB over every lake table (read-only)
     lcp ui                        the Dagster UI (webserver + daemon) on this project
 """
@@ -47,11 +49,14 @@ def _print_leaderboard(df) -> None:
                    "lcp report shows every task)")
         print_table(shown.columns, shown.rows())
         return
-    cols = ["metric", "model", "base_ability", "old_metric", "long_score", "rank_old_metric", "rank_long_score",
-            "n_instances"]
-    shown = df.select(cols).sort("metric", "rank_long_score", nulls_last=True)
-    click.echo("\nLeaderboard (scores 0-100; LongScore = 100*(S_l - Base)/Base averaged over the long lengths)")
-    print_table(shown.columns, shown.rows())
+    from lc_pipeline.score.board import board_display
+
+    cols, rows, paired = board_display(df)
+    click.echo("\nLeaderboard (scores 0-100; LongScore = 100*(S_l - Base)/Base averaged over the long lengths; "
+               "ci95: bootstrap over items; shares of generations skipped / truncated / invalid)")
+    for line in paired:
+        click.echo(line)
+    print_table(cols, rows)
 
 
 @click.group()
@@ -312,6 +317,10 @@ from lc_pipeline.commands.report import report  # noqa: E402
 
 main.add_command(report)
 
+from lc_pipeline.commands.compare import compare  # noqa: E402
+
+main.add_command(compare)
+
 from lc_pipeline.commands.tasks import tasks  # noqa: E402
 
 main.add_command(tasks)
@@ -319,6 +328,10 @@ main.add_command(tasks)
 from lc_pipeline.commands.imports import import_predictions_command  # noqa: E402
 
 main.add_command(import_predictions_command)
+
+from lc_pipeline.commands.plan import plan  # noqa: E402
+
+main.add_command(plan)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,172 @@
+"""`lcp plan`: what a run will cost, before it runs (nothing is generated).
+
+    lcp plan [--config C] [--model M ...] [--tokens-per-second X] [--format table|json] [--requests]
+
+Per model and benchmark x length: instances, prompt tokens in the model's tokenizer (the backend's own render +
+fit path, so the counts are what the generations rows will say), truncations and ``skip`` policy skips at the
+model's window, max new tokens, requests already in the generation store (reused, free), and estimates of time
+(from the model's earlier generations in the lake, or ``--tokens-per-second``) and cost (the registry entry's
+``price_per_million_input_tokens`` / ``_output_tokens``). See :mod:`lc_pipeline.generate.planning`.
+
+Instances come from the lake when every length partition of the config is there and fresh; otherwise the
+construction part of the graph runs first (sources, retrieval, instances: no generation), said on stderr.
+
+``--format json`` prints one document::
+
+    {"format": 1, "config": ..., "lake": ..., "instances_from": "lake" | "built",
+     "models": [{"model", "backend", "max_model_len", "truncation",
+                 "tokenizer": {"name", "kind": "model"|"tiktoken", "exact", "note"},
+                 "throughput": {"basis": "lake"|"given", "rows", "tokens_per_second", "prefill_tokens_per_second",
+                                "decode_tokens_per_second", "completion_share", "fit_r2", "description"} | null,
+                 "prices_per_million_tokens": {"input", "output"},
+                 "cells": [{"benchmark", "length", ...planning.SUMMARY_FIELDS}],
+                 "totals": {...the same sums...}, "notes": [...],
+                 "requests": [...one per generation row, with --requests (planning.REQUEST_SCHEMA)]}]}
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from lc_pipeline.commands.output import print_table
+
+TABLE_COLUMNS = ("benchmark", "length", "instances", "prompt_tokens", "max_prompt_tokens", "truncated", "skipped",
+                 "max_new_tokens", "reused", "to_generate", "estimated_seconds", "estimated_cost")
+
+
+def _instances(runner, echo) -> tuple[dict, str]:
+    """Each length's instances from the lake, built first when a partition is missing or stale."""
+    import polars as pl
+
+    from lc_pipeline import storage
+    from lc_pipeline.fingerprints import stage_fingerprint
+    from lc_pipeline.resources.parquet_io import partition_path
+
+    cfg = runner.config
+    fp = stage_fingerprint("instances", cfg)
+    stale = [lv for lv in cfg.lengths if not runner.is_fresh("instances", lv, {"length": lv}, fp)]
+    source = "lake"
+    if stale:
+        echo(f"instances for lengths {stale} are not in the lake or are stale: building them first "
+             "(sources, retrieval, instances; nothing is generated)")
+        runner.build_benchmark()
+        source = "built"
+    root = storage.lake_path(runner.lake)
+    out = {}
+    for lv in cfg.lengths:
+        path = partition_path(root, "instances", {"length": lv})
+        out[lv] = storage.read_parquet(path) if path.exists() else pl.DataFrame()
+    return out, source
+
+
+def _lake_generations(lake, slug: str):
+    """Every generations partition of ``slug`` in the lake (any config's lengths), or None."""
+    import polars as pl
+
+    from lc_pipeline import storage
+
+    table = storage.lake_path(lake) / "generations"
+    if not table.exists():
+        return None
+    frames = []
+    for level_dir in sorted(table.glob("length=*")):
+        path = level_dir / f"model={slug}" / "data.parquet"
+        if path.exists():
+            frames.append(storage.read_parquet(path))
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+
+def _lake_budgets(instances: dict):
+    import polars as pl
+
+    frames = [df.select("instance_id", "max_new_tokens") for df in instances.values()
+              if not df.is_empty() and "max_new_tokens" in df.columns]
+    return pl.concat(frames) if frames else None
+
+
+@click.command("plan")
+@click.option("--config", default=None, help="Benchmark config: packaged name (demo, default) or YAML path.")
+@click.option("--model", "models", multiple=True, help="Models to plan for (default: the config's models).")
+@click.option("--tokens-per-second", type=float, default=None,
+              help="Throughput (prompt + completion tokens per second) instead of the one measured in the lake.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--requests", "with_requests", is_flag=True, help="json: also one entry per request (generation row).")
+def plan(config: str | None, models: tuple[str, ...], tokens_per_second: float | None, fmt: str,
+         with_requests: bool) -> None:
+    """Count what a run of the config would generate for each model, and estimate its time and cost."""
+    import dagster as dg
+
+    from lc_pipeline.definitions import build_pipeline
+    from lc_pipeline.generate.checkpoint import GenerationCheckpoint
+    from lc_pipeline.generate.partition import plan_partition
+    from lc_pipeline.generate.planning import (
+        REQUEST_SCHEMA,
+        count_requests,
+        given_throughput,
+        measure_throughput,
+        plan_json,
+        request_fitter,
+        stored_keys,
+        summarize,
+    )
+    from lc_pipeline.partitions import MODEL_DIM
+    from lc_pipeline.runner import Runner
+    from lc_pipeline.settings import cli_settings
+    from lc_pipeline.tasks.catalog import catalog_for
+
+    def echo(message: str) -> None:
+        click.echo(message, err=True)
+
+    s = cli_settings(config)
+    try:
+        given = given_throughput(tokens_per_second) if tokens_per_second is not None else None
+        pipeline = build_pipeline(s)
+        resource = pipeline.resources["models"]
+        slugs = list(models) or list(pipeline.config.models)
+        specs = {slug: resource.spec(slug) for slug in slugs}  # an unknown model fails before anything runs
+    except (KeyError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    runner = Runner(pipeline, dg.DagsterInstance.get(), echo=echo)
+    try:
+        instances, source = _instances(runner, echo)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    import polars as pl
+
+    cfg, lake = pipeline.config, pipeline.resources["lake"]
+    catalog, overrides = catalog_for(cfg), resource.policies()
+    plans = []
+    for slug, spec in specs.items():
+        try:
+            generator = resource.generator(slug)
+            fit, tokenizer = request_fitter(spec, generator)
+            frames = []
+            for level, rows in instances.items():
+                if rows.is_empty():
+                    continue
+                partition = plan_partition(rows, spec, generator, overrides, catalog)
+                store = GenerationCheckpoint(lake.checkpoint_dir("generations", {"length": level, MODEL_DIM: slug}))
+                frames.append(count_requests(partition, rows, level, spec, fit, stored_keys(store.load())))
+        except (KeyError, ValueError, OSError, ImportError) as exc:
+            raise click.ClickException(f"model {slug!r}: {exc}") from exc
+        requests = pl.concat(frames) if frames else pl.DataFrame(schema=REQUEST_SCHEMA)
+        throughput = given
+        if throughput is None:
+            measured = _lake_generations(s.lake_dir, slug)
+            throughput = measure_throughput(measured, _lake_budgets(instances)) if measured is not None else None
+        plans.append(summarize(spec, requests, tokenizer, throughput, list(cfg.lengths)))
+
+    if fmt == "json":
+        meta = {"config": cfg.name, "lake": str(s.lake_dir), "instances_from": source}
+        click.echo(json.dumps(plan_json(plans, meta, with_requests), indent=1))
+        return
+    for p in plans:
+        click.echo(f"\nPlan for {p.model} ({p.backend}, window {p.max_model_len} tokens; counted in "
+                   f"{p.tokenizer.name}{'' if p.tokenizer.exact else ', approximate'}) on config {cfg.name!r}")
+        rows = [tuple(c[k] for k in TABLE_COLUMNS) for c in p.cells]
+        rows.append(("total", "", *(p.totals.get(k) for k in TABLE_COLUMNS[2:])))
+        print_table(list(TABLE_COLUMNS), rows)
+        for note in p.notes:
+            click.echo(f"  - {note}")
