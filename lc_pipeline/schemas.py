@@ -154,7 +154,8 @@ GENERATIONS = _table("generations", {
     "prompt_tokens": (pl.Int64, "Model tokens actually fed (after truncation, chat template included)"),
     "original_prompt_tokens": (pl.Int64, "Model tokens before truncation"),
     "truncated": (pl.Boolean, "Whether truncation_policy cut anything"),
-    "truncation_policy": (Str, '"middle" | "end_of_context" | "drop_documents", chosen per task'),
+    "truncation_policy": (Str, '"middle" | "end_of_context" | "drop_documents" | "skip" (not sent when it does '
+                                'not fit), chosen per task, or per model (models.yaml truncation)'),
     "completion_tokens": (pl.Int64, "Tokens generated"),
     "finish_reason": (Str, '"stop" | "length"'),
     "latency_s": (pl.Float64, "The request's wall time in seconds (batching backends: batch time / batch size)"),

@@ -77,7 +77,8 @@ def build(parts: Partitions) -> list:
                 "truncated_share": float(out["truncated"].mean() or 0.0),
                 "statuses": dg.MetadataValue.json(dict(sorted(out.group_by("status").len().iter_rows()))),
                 "truncation_policies": dg.MetadataValue.json(dict(out.group_by("truncation_policy").len().iter_rows())),
-                "mean_prompt_tokens": float(out["prompt_tokens"].mean() or 0.0),
+                # Over the prompts sent: a skipped row fed nothing (prompt_tokens 0).
+                "mean_prompt_tokens": float(out.filter(pl.col("status") != "skipped")["prompt_tokens"].mean() or 0.0),
                 "completion_tokens": int(out["completion_tokens"].sum()),
                 "mean_latency_s": float(out["latency_s"].mean() or 0.0),
                 "finish_reasons": dg.MetadataValue.json(dict(out.group_by("finish_reason").len().iter_rows())),

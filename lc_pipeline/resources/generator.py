@@ -22,9 +22,9 @@ _LOCK = threading.Lock()
 
 class ModelsResource(dg.ConfigurableResource):
     registry_path: str = "models.yaml"
-    # task -> truncation policy ("middle" | "end_of_context" | "drop_documents"); "*" for every
-    # task. Unlisted tasks use construct/truncation.py's mapping (LongBench/LV-Eval middle,
-    # HELMET end of context, Loong whole documents).
+    # task -> truncation policy ("middle" | "end_of_context" | "drop_documents" | "skip"); "*" for every
+    # task. These win over a model's own ``truncation`` (models.yaml), which wins over the task file's
+    # ``truncation`` (LongBench/LV-Eval middle, HELMET end of context, Loong whole documents).
     truncation_overrides: dict[str, str] = {}
 
     def registry(self) -> ModelRegistry:
