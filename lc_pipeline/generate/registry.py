@@ -204,6 +204,11 @@ class ModelSpec:
         location = thinking.get("location", "text")
         if location not in self.THINKING_LOCATIONS:
             self._fail("thinking", f"location must be one of {list(self.THINKING_LOCATIONS)}, got {location!r}")
+        if location == "field" and (self.backend != "openai" or self.api != "chat"):
+            # Only a server's chat completion returns the thoughts apart (generate/thinking.py check_location).
+            self._fail("thinking", f"location 'field' (the server's reasoning field) needs backend 'openai' with api "
+                                   f"'chat', not backend {self.backend!r} api {self.api!r}; use location 'text' for "
+                                   "thoughts written in the reply")
         for key in ("open", "close"):
             tag = thinking.get(key, f"<{'/' if key == 'close' else ''}think>")
             if not isinstance(tag, str) or not tag:
