@@ -49,15 +49,12 @@ REQUEST_SCHEMA = {
     "original_prompt_tokens": pl.Int64,  # before truncation
     "truncated": pl.Boolean,
     "status": pl.String,  # "" (sent) | "skipped" (policy skip: not sent) | "does_not_fit" (the run will fail)
-    "max_new_tokens": pl.Int64,
-    "output_tokens_max": pl.Int64,  # max_new_tokens + thinking budget (+ a followup's second call)
+    "max_new_tokens": pl.Int64,  # the request's: the task's plus a reasoning model's thinking budget
+    "output_tokens_max": pl.Int64,  # max_new_tokens (+ a followup's second call)
     "followup": pl.Boolean,  # two calls (generate/followup.py): the second prompt's reasoning is not counted
     "reused": pl.Boolean,  # its cache key is in the partition's generation store
     "first_of_key": pl.Boolean,  # the first row of its cache key in the partition (identical prompts run once)
 }
-
-SKIP = "skip"  # the truncation policy that sends nothing that does not fit (piece A, construct/truncation.py)
-
 
 # ------------------------------------------------------------------------------------------ counting
 
@@ -117,49 +114,30 @@ def request_fitter(spec: ModelSpec, generator: Generator) -> tuple[Fitter, Token
         else:
             hf = AutoTokenizer.from_pretrained(path, local_files_only=local)
             name = spec.model_id
-        tok: prompting.PromptTokenizer = prompting.HFTokenizer(hf, name)
+        tok: prompting.PromptTokenizer = prompting.HFTokenizer(hf, name, chat_template=spec.chat_template_text())
     elif spec.backend == "llamacpp":
         if spec.gguf_file is None:
             raise ValueError(f"model {spec.slug!r}: backend 'llamacpp' needs gguf_file (a .gguf inside model_id)")
         gguf = os.path.join(resolve_model_path(spec), spec.gguf_file)
         tok = prompting.LlamaCppTokenizer(prompting.load_llamacpp_vocab(gguf, vocab_only=True),
-                                          f"{spec.model_id}/{spec.gguf_file}")
+                                          f"{spec.model_id}/{spec.gguf_file}", chat_template=spec.chat_template_text())
     else:  # a backend added later: the spec's tokenizer through the shared fit
         tok = prompting.load_tokenizer(spec)
     return (lambda request: prompting.fit_request(spec, tok, request)), TokenizerInfo(tok.name, "model", True)
 
 
-def output_budget(spec: ModelSpec, max_new_tokens: int) -> int:
-    """Most tokens one call may generate: the task's answer tokens plus a reasoning model's thinking budget."""
-    thinking = spec.thinking_settings
-    return max_new_tokens + (int(thinking["budget_tokens"]) if thinking else 0)
-
-
-def _fit_status(fit: Fitter, request: GenerationRequest, spec: ModelSpec) -> tuple[int, int, bool, str]:
-    """(prompt_tokens, original_prompt_tokens, truncated, status) of one request as the backend would feed it."""
-    if request.truncation == SKIP:
-        # Skip sends a prompt that fits unchanged and nothing otherwise: count the whole prompt.
-        try:
-            whole = fit(_as_middle(request))
-        except PromptDoesNotFitError:
-            return 0, 0, False, "skipped"
-        if whole.truncated:
-            return whole.original_tokens, whole.original_tokens, False, "skipped"
-        return len(whole.ids), whole.original_tokens, False, ""
+def _fit_status(fit: Fitter, request: GenerationRequest) -> tuple[int, int, bool, str]:
+    """(prompt_tokens, original_prompt_tokens, truncated, status) of one request as the backend records it: a
+    ``skip`` request over the window is not sent (prompt_tokens 0, its exact length in original_prompt_tokens,
+    prompting.skipped_result)."""
     try:
         fitted = fit(request)
     except PromptDoesNotFitError:
         return 0, 0, False, "does_not_fit"
     if getattr(fitted, "skipped", False):
-        return fitted.original_tokens, fitted.original_tokens, False, "skipped"
+        return 0, fitted.original_tokens, False, "skipped"
     fed = len(fitted.ids) if fitted.ids else fitted.original_tokens
     return fed, fitted.original_tokens, fitted.truncated, ""
-
-
-def _as_middle(request: GenerationRequest) -> GenerationRequest:
-    from dataclasses import replace
-
-    return replace(request, truncation="middle")
 
 
 def count_requests(
@@ -184,15 +162,13 @@ def count_requests(
     for item in plan.items:
         req = item.request
         chain = chains.get(req.key)
-        tokens, original, truncated, status = _fit_status(fit, first_call_by_instance.get(item.instance_id, req),
-                                                          spec)
-        out_max = output_budget(spec, req.max_new_tokens)
-        if chain is not None:
+        tokens, original, truncated, status = _fit_status(fit, first_call_by_instance.get(item.instance_id, req))
+        out_max = req.max_new_tokens  # plan_partition added a reasoning model's thinking budget
+        if chain is not None and not status:  # a skipped first call makes no second call
             second = chain.second("")
-            t2, o2, cut2, status2 = _fit_status(fit, second, spec)
+            t2, o2, cut2, status = _fit_status(fit, second)
             tokens, original, truncated = tokens + t2, original + o2, truncated or cut2
-            status = status or status2
-            out_max += output_budget(spec, second.max_new_tokens)
+            out_max += second.max_new_tokens
         info = meta.get(item.instance_id, {})
         rows.append({
             "length": length, "benchmark": info.get("benchmark"), "task": info.get("task"),
