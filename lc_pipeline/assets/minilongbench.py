@@ -17,13 +17,15 @@ subset's samples it had (``n_observed`` of ``n_subset``) and which tasks were mi
 Options: the ``minilongbench:`` mapping of the benchmark config, every key optional, typed and
 documented by :class:`lc_pipeline.score.minilongbench.options.MiniLongBenchOptions` (scores,
 embeddings, texts, estimate_scores, train_models, metrics, representation, ratio, dims, seed,
-epochs, baseline_draws, subset_candidates); relative paths are resolved against the config
+epochs, baseline_draws, subset_candidates, mode, validation_*); relative paths are resolved against the config
 file's folder. What the assets run (reading the matrix, fitting, saving the model in the lake,
 the tables and their metadata) is :mod:`lc_pipeline.score.minilongbench.pipeline`; this module
 is the Dagster wiring. The subset's metadata carries the honest baseline the paper omits (spec
 §7): the training models' Spearman from the subset beside the median over ``baseline_draws``
-random stratified subsets (in-sample for both; ``benchmarks/minilongbench_cv.py`` measures
-held-out models).
+random stratified subsets (in-sample for both), and the leave-models-out validation of every mode
+on held-out training models beside its own random median (``validation_*``, ``validated_mode_*``;
+:mod:`lc_pipeline.score.minilongbench.validation`; ``benchmarks/minilongbench_cv.py`` runs it at
+full size on the 20 real LLMs).
 """
 
 import dagster as dg
@@ -42,6 +44,10 @@ from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
 
 CODE_VERSION = "2"  # 2: weighted and blend estimates; the subset chosen among K-Means candidates
 MODEL_DIR = mlbp.MODEL_DIR
+
+
+def _float(v: float) -> dg.MetadataValue:
+    return dg.MetadataValue.float(float(v)) if np.isfinite(v) else dg.MetadataValue.text("n/a")
 
 
 def _options(config: BenchmarkConfig, benchmark: BenchmarkResource) -> MiniLongBenchOptions:
@@ -92,15 +98,18 @@ def build(parts: Partitions) -> list:
             raise dg.Failure(str(exc), allow_retries=False) from exc
         context.log.info(run.summary)
         meta = run.metadata()
+        figures, texts, table = mlbp.validation_metadata(run.validation)
         return dg.Output(
             run.table,
             metadata={
                 FINGERPRINT_KEY: _fingerprint("minilongbench_subset", config),
                 **meta,
                 "model_dir": dg.MetadataValue.path(str(run.model_dir)),
-                **{k: (dg.MetadataValue.float(v) if np.isfinite(v) else dg.MetadataValue.text("n/a"))
-                   for k, v in run.quality.items()},
+                **{k: _float(v) for k, v in run.quality.items()},
                 "baseline_draws": run.baseline_draws,
+                **{k: _float(v) for k, v in figures.items()},
+                **texts,
+                **({"validation_table": dg.MetadataValue.md(table)} if table else {}),
                 "task_counts": preview(run.task_counts, n=50),
             },
         )
@@ -139,6 +148,8 @@ def build(parts: Partitions) -> list:
                 "n_subset": int(run.table["n_subset"][0]) if run.table.height else 0,
                 "in_training": run.in_training,
                 "missing_tasks": dg.MetadataValue.json(run.missing_tasks),
+                "mode": run.mode,
+                "estimate": dg.MetadataValue.float(run.estimate),
                 **{f"overall_{mode}": dg.MetadataValue.float(float(e.overall)) for mode, e in run.estimates.items()},
                 "preview": preview(run.table.filter(pl.col("scope") != "task"), n=20),
             },

@@ -1,7 +1,8 @@
 """`lcp minilongbench fit | estimate`: build a MiniLongBench subset and score new models on it.
 
     lcp minilongbench fit --scores FILE.parquet [--embeddings FILE.parquet | --texts FILE.parquet]
-                          [--ratio 0.95] [--dims 10] [--seed 42] [--epochs 2000] [--candidates 8] --out DIR
+                          [--ratio 0.95] [--dims 10] [--seed 42] [--epochs 2000] [--candidates 8]
+                          [--validation-splits 2] [--validation-seeds 2] [--validation-draws 20] --out DIR
     lcp minilongbench estimate --model-dir DIR --scores FILE.parquet [--mode blend|predict|direct|weighted]
 
 ``fit`` reads the training models' per-sample scores (columns ``model, task, category,
@@ -14,7 +15,10 @@ and the fitted parameters (``items.parquet``, ``abilities.parquet``, ``meta.json
 described in :mod:`lc_pipeline.score.minilongbench.persistence`) and prints a JSON summary. Beside the subset
 it reports the honest baseline (``DIR/baseline.json``): per mode, the training models' Spearman
 from the subset against the median of ``--baseline-draws`` random subsets with the same per-task
-counts (in-sample for both; benchmarks/minilongbench_cv.py measures held-out models).
+counts (in-sample for both), and the leave-models-out validation (``--validation-*``; meta.json's
+``validation``, summarized in the printed JSON): every mode on held-out training models beside the
+median of random stratified subsets scored in the same mode, and the modes it trusts for ranking
+and for absolute error (benchmarks/minilongbench_cv.py runs it at full size on the 20 real LLMs).
 
 ``estimate`` reads new models' scores on the subset samples (``model, global_sample, score``;
 rows of other samples are ignored) and prints ``{model: {"overall": x, "categories": {...},
@@ -65,8 +69,16 @@ def minilongbench() -> None:
               help="K-Means runs to choose the subset from (by how well it recovers the training models); 1 = the paper")
 @click.option("--baseline-draws", type=click.IntRange(0), default=50, show_default=True,
               help="random stratified subsets to compare the subset with, on the training models (0: skip)")
+@click.option("--validation-splits", type=click.IntRange(0), default=2, show_default=True,
+              help="leave-models-out validation of every mode against its own random median: fold splits (0: skip)")
+@click.option("--validation-folds", type=click.IntRange(2), default=2, show_default=True)
+@click.option("--validation-seeds", type=click.IntRange(1), default=2, show_default=True,
+              help="K-Means seeds per fold in the validation")
+@click.option("--validation-draws", type=click.IntRange(1), default=20, show_default=True,
+              help="random stratified subsets per subset in the validation")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
-def fit_cmd(scores_path, emb_path, texts_path, ratio, dims, seed, epochs, candidates, baseline_draws, out_dir) -> None:
+def fit_cmd(scores_path, emb_path, texts_path, ratio, dims, seed, epochs, candidates, baseline_draws,
+            validation_splits, validation_folds, validation_seeds, validation_draws, out_dir) -> None:
     """Fit the IRT model on the training models' scores and select the subset."""
     if emb_path and texts_path:
         raise click.UsageError("give --embeddings or --texts, not both")
@@ -91,8 +103,16 @@ def fit_cmd(scores_path, emb_path, texts_path, ratio, dims, seed, epochs, candid
             click.echo("no --embeddings/--texts: alpha starts at 0 (no text signal)", err=True)
         mlb = mlbm.fit(matrix, reps, ratio=ratio, dims=dims, seed=seed, epochs=epochs, representation=label,
                        candidates=candidates)
+        from lc_pipeline.score.minilongbench.pipeline import validate
+
+        opts = mlbm.MiniLongBenchOptions(ratio=ratio, dims=dims, epochs=epochs, subset_candidates=candidates,
+                                         validation_splits=validation_splits, validation_folds=validation_folds,
+                                         validation_seeds=validation_seeds, validation_draws=validation_draws)
+        validation = validate(opts, matrix, reps, seed=seed, label=label)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+    if validation is not None:
+        mlb.meta["validation"] = validation
     out = mlb.save(out_dir)
     # The honest baseline beside the subset (spec §7): in-sample on the training models.
     baseline = mlbm.baseline_report(mlb, matrix, baseline_draws, seed)
@@ -105,7 +125,16 @@ def fit_cmd(scores_path, emb_path, texts_path, ratio, dims, seed, epochs, candid
         "threshold": mlb.threshold,
         "task_counts": mlb.subset_task_counts(),
         "baseline": {"draws": baseline_draws, "in_sample": True, **baseline},
+        "validation": _validation_summary(validation),
     }, indent=1))
+
+
+def _validation_summary(validation: dict | None) -> dict | None:
+    """What the summary prints of the validation (meta.json keeps every unit): settings, per mode
+    its figures beside its own random median, and the modes it trusts."""
+    if validation is None:
+        return None
+    return {k: validation[k] for k in ("settings", "choice", "summary", "skipped") if k in validation}
 
 
 @minilongbench.command("estimate")

@@ -376,6 +376,17 @@ def test_pipeline_fits_an_imported_matrix_saves_it_in_the_lake_and_estimates_a_n
     assert run.source == "imported train.parquet" and run.table.height == 40 and run.mlb.meta["seed"] == 3
     assert run.metadata()["train_models"] == 7 and run.metadata()["representation"] == "embeddings emb.parquet"
     assert set(run.quality) >= {"train_spearman_blend", "random_median_spearman_blend"}
+    # The leave-models-out validation: 7 training models in 2 folds, every mode beside its own random median,
+    # saved with the fitted model and flattened for the asset's metadata.
+    assert run.validation["settings"]["models"] == 7 and set(run.validation["summary"]) == set(mlbm.MODES)
+    figures, texts, table = mlbp.validation_metadata(run.validation)
+    assert {f"validation_random_median_spearman_{m}" for m in mlbm.MODES} <= set(figures)
+    assert texts["validated_mode_error"] in (*mlbm.MODES, "random") and table.count("\n") == 5
+    saved = json.loads((tmp_path / "lake" / "_minilongbench" / "meta.json").read_text())
+    assert saved["validation"]["summary"]["blend"]["mae"] == pytest.approx(run.validation["summary"]["blend"]["mae"])
+    few = mlbp.validate(opts, mlbm.ScoreMatrix.from_frame(df).select_models(["m00", "m01", "m02"]), reps, seed=1)
+    assert few["skipped"] == "3 training models; the validation needs at least 4"
+    assert mlbp.validation_metadata(few)[1] == {"validation": few["skipped"]}
     assert mlbm.MiniLongBench.load(tmp_path / "lake" / "_minilongbench").subset.tolist() == run.mlb.subset.tolist()
 
     est = mlbp.estimate_partition(opts, subset=run.table, slug="m07", **common)
@@ -414,6 +425,9 @@ def test_cli_fit_then_estimate(tmp_path):
     assert res.exit_code == 0, res.output
     summary = json.loads(res.output)
     assert summary["subset"] == 40 and summary["train_models"] == 10
+    # Which mode to trust, from held-out training models, each beside its own random median.
+    assert set(summary["validation"]["summary"]) == set(mlbm.MODES) and summary["validation"]["choice"]["default"]
+    assert json.loads((tmp_path / "model" / "meta.json").read_text())["validation"]["settings"]["splits"] == 2
     # The honest baseline beside the subset: per mode, ours and the median of random stratified subsets.
     baseline = json.loads((tmp_path / "model" / "baseline.json").read_text())
     assert baseline["draws"] == 50 and {k: summary["baseline"][k] for k in baseline} == baseline

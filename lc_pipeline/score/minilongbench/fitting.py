@@ -13,7 +13,7 @@ import numpy as np
 
 from lc_pipeline.score import irt
 from lc_pipeline.score.minilongbench.matrix import ScoreMatrix, aggregate
-from lc_pipeline.score.minilongbench.model import DEFAULT_MODE, MiniLongBench
+from lc_pipeline.score.minilongbench.model import SELECTION_MODE, MiniLongBench
 from lc_pipeline.score.minilongbench.selection import (
     Selection,
     balance_weights,
@@ -30,16 +30,18 @@ def choose_subset(
     k: int,
     seed: int,
     candidates: int = 8,
+    mode: str | None = None,
 ) -> tuple[Selection, list[dict]]:
     """K-Means selections with seeds ``seed .. seed + candidates - 1`` (:func:`select_subset` on
-    [alpha, beta]); keep the one whose ``blend`` estimates of the training models, from their
-    subset scores only, are closest to their true scores (mean absolute error of the overall
+    [alpha, beta]); keep the one whose ``mode`` (default :data:`SELECTION_MODE`) estimates of the
+    training models, from their subset scores only, are closest to their true scores (mean absolute error of the overall
     score). One K-Means run is a draw whose luck moves held-out rank correlations by +-0.05
     (benchmarks/README.md); picking the run that best reconstructs the models it was fitted on
     raised the held-out Spearman's mean and worst case there. Returns the selection and, per
     candidate, its seed and training error."""
     if candidates < 1:
         raise ValueError(f"candidates must be >= 1, got {candidates}")
+    mode = mode or SELECTION_MODE
     features = np.hstack([np.asarray(alpha), np.asarray(beta)[:, None]])
     weights = balance_weights(matrix.tasks, matrix.categories)
     truth = np.array([e.overall for e in aggregate(matrix.scores, matrix.tasks, matrix.categories)])
@@ -52,7 +54,7 @@ def choose_subset(
                               beta=beta, subset=sel.indices, threshold=math.nan, cluster_weight=sel.cluster_weight)
         # Models with no score on this subset can't judge it; the others do.
         rows = [i for i in range(len(matrix.models)) if not np.isnan(matrix.scores[i, sel.indices]).all()]
-        est = np.array([e.overall for e in probe.estimate_many(matrix.scores[rows], DEFAULT_MODE)]) if rows else np.array([])
+        est = np.array([e.overall for e in probe.estimate_many(matrix.scores[rows], mode)]) if rows else np.array([])
         err = float(np.nanmean(np.abs(est - truth[rows]))) if rows else math.inf
         tried.append({"seed": seed + c, "train_mae": err})
         if err < best_err or best is None:
@@ -93,6 +95,7 @@ def fit(
     representation: str | None = None,
     candidates: int = 8,
     subset_ids: Sequence | None = None,
+    selection_mode: str | None = None,
 ) -> MiniLongBench:
     """Build a MiniLongBench from the training models' per-sample scores (steps 2-4 above).
 
@@ -101,6 +104,7 @@ def fit(
     group (default: its category). ``representation`` is a label stored in the metadata.
     ``candidates``: K-Means runs (seeds seed, seed + 1, ...) among which :func:`choose_subset`
     keeps the one that best recovers the training models' scores; 1 is the paper's single run.
+    ``selection_mode``: the estimate that judges the candidates (default :data:`SELECTION_MODE`).
     ``subset_ids``: a subset given, not selected (the released MiniLongBench's 237 samples, spec
     Appendix A: K-Means is not deterministic, §4.3, so the paper's numbers need the released list);
     its samples stand for an even share of their task (no clusters), ``ratio`` is then unused.
@@ -121,7 +125,7 @@ def fit(
     if subset_ids is not None:
         sel, tried = given_subset(matrix, subset_ids, group_of), []
     else:
-        sel, tried = choose_subset(matrix, fitted.alpha, fitted.beta, group_of, k, seed, candidates)
+        sel, tried = choose_subset(matrix, fitted.alpha, fitted.beta, group_of, k, seed, candidates, selection_mode)
     meta = {
         "ratio": ratio,
         "seed": seed,

@@ -25,6 +25,8 @@ from lc_pipeline.score.minilongbench.selection import representative_weights
 
 MODES = ("predict", "direct", "weighted", "blend")
 DEFAULT_MODE = "blend"
+# The estimate whose in-sample error picks the subset among K-Means candidates (fitting.choose_subset).
+SELECTION_MODE = "blend"
 # Share of the weighted (anchor) estimate in "blend". 0.5 measured best in leave-models-out CV
 # (benchmarks/README.md: lambda 0.4-0.6 within noise of each other, 0 and 1 clearly worse).
 BLEND_WEIGHT = 0.5

@@ -18,11 +18,19 @@
       epochs: 2000
       baseline_draws: 50      # random stratified subsets scored on the training models (metadata)
       subset_candidates: 8    # K-Means runs; keep the one that best recovers the training models (1 = paper)
+      mode: blend             # the estimate minilongbench_estimates reports first (default: DEFAULT_MODE);
+                              # every mode's rows are written whatever this says
+      validation_splits: 2    # leave-models-out validation of every mode against its own random median
+                              # (validation.py): fold splits (0 = skip), each fits the IRT model per fold
+      validation_folds: 2     # folds per split (2: train on half the models, estimate the other half)
+      validation_seeds: 2     # K-Means seeds per fold
+      validation_draws: 20    # random stratified subsets per subset
 
 Paths stay as written (the config's fingerprint hashes them so); ``$LCP_DATA`` is the released
 benchmarks' data folder (sources/loader.py, as in source options); relative ones are resolved
 against the config file's folder when used (:meth:`MiniLongBenchOptions.path`). Spec:
-``shared/specs/minilongbench.md`` (§4.3 ratio and K, §4.1 dims, §7 the random baseline).
+``shared/specs/minilongbench.md`` (§4.3 ratio and K, §4.1 dims, §7 the random baseline, §9.12 held-out
+validation).
 """
 
 from __future__ import annotations
@@ -84,6 +92,11 @@ class MiniLongBenchOptions(BaseModel):
     epochs: StrictInt = Field(2000, ge=1)
     baseline_draws: StrictInt = Field(50, ge=0)
     subset_candidates: StrictInt = Field(8, ge=1)
+    mode: Literal["predict", "direct", "weighted", "blend"] | None = None  # None: model.DEFAULT_MODE
+    validation_splits: StrictInt = Field(2, ge=0)
+    validation_folds: StrictInt = Field(2, ge=2)
+    validation_seeds: StrictInt = Field(2, ge=1)
+    validation_draws: StrictInt = Field(20, ge=1)
 
     @classmethod
     def parse(cls, section: MiniLongBenchOptions | Mapping | None, where: str = "minilongbench",

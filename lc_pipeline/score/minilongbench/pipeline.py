@@ -42,12 +42,13 @@ from lc_pipeline.score.minilongbench import persistence
 from lc_pipeline.score.minilongbench.baseline import baseline_report
 from lc_pipeline.score.minilongbench.fitting import fit
 from lc_pipeline.score.minilongbench.matrix import SAMPLE, Estimate, ScoreMatrix
-from lc_pipeline.score.minilongbench.model import MODES, MiniLongBench, estimate_frame
+from lc_pipeline.score.minilongbench.model import DEFAULT_MODE, MODES, MiniLongBench, estimate_frame
 from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
 from lc_pipeline.score.minilongbench.representations import (
     representations_from_frame,
     text_representations,
 )
+from lc_pipeline.score.minilongbench.validation import leave_models_out
 
 __all__ = [
     "MODEL_DIR",
@@ -62,6 +63,8 @@ __all__ = [
     "own_scores",
     "own_texts",
     "released_scores",
+    "validate",
+    "validation_metadata",
 ]
 
 MODEL_DIR = "_minilongbench"  # under the lake; "_" keeps it out of the DuckDB table views
@@ -138,6 +141,7 @@ class SubsetRun:
     quality: dict[str, float]  # baseline_report: train / random-median Spearman per mode
     baseline_draws: int
     model_dir: Path
+    validation: dict | None = None  # validation.Validation.to_json(); None: not run (validation_splits 0)
 
     @property
     def task_counts(self) -> pl.DataFrame:
@@ -159,6 +163,36 @@ class SubsetRun:
             "threshold": float(self.mlb.threshold),
             "representation": str(self.mlb.meta["representation"]),
         }
+
+
+def validation_metadata(validation: dict | None) -> tuple[dict[str, float], dict[str, str], str]:
+    """The validation's figures for a materialization: per mode its held-out Spearman and MAE
+    beside its own random median (flat floats, NaN when not measured), the modes it trusts for
+    ranking and for error and the default (texts), and a Markdown table of every figure."""
+    if not validation or not validation.get("summary"):
+        why = (validation or {}).get("skipped", "not run (minilongbench.validation_splits: 0)")
+        return {}, {"validation": why}, ""
+    figures: dict[str, float] = {}
+    rows = ["| mode | Spearman | random median | margin | beats random | MAE | random median | ratio | beats random |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for mode, s in validation["summary"].items():
+        figures.update({
+            f"validation_spearman_{mode}": s["spearman"],
+            f"validation_random_median_spearman_{mode}": s["random_median_spearman"],
+            f"validation_mae_{mode}": s["mae"],
+            f"validation_random_median_mae_{mode}": s["random_median_mae"],
+        })
+        rows.append(f"| {mode} | {s['spearman']:.3f} | {s['random_median_spearman']:.3f} | {s['spearman_margin']:+.3f} "
+                    f"| {s['beats_spearman']:.0%} | {s['mae']:.4f} | {s['random_median_mae']:.4f} | "
+                    f"{s['mae_ratio']:.2f} | {s['beats_mae']:.0%} |")
+    st, choice = validation["settings"], validation["choice"]
+    texts = {
+        "validated_mode_ranking": choice["ranking"],
+        "validated_mode_error": choice["error"],
+        "validation": (f"{st['folds']}-fold leave-models-out x {st['splits']} split(s) x {st['kmeans_seeds']} K-Means "
+                       f"seed(s), {st['draws']} random draws per subset: {choice['reason']}"),
+    }
+    return figures, texts, "\n".join(rows)
 
 
 def _training_data(
@@ -232,11 +266,40 @@ def fit_subset(
     mlb.meta["source"] = source
     if released_subset:
         mlb.meta["released_subset"] = released_subset
+    validation = validate(opts, matrix, reps, seed=mlb.meta["seed"], subset_ids=given, label=label)
+    if validation is not None:
+        mlb.meta["validation"] = validation
     where = persistence.write_to_lake(mlb, model_dir(lake_dir))
     # In-sample check on the training models, beside random stratified subsets (spec §7).
     quality = baseline_report(mlb, matrix, opts.baseline_draws, seed=mlb.meta["seed"])
     return SubsetRun(mlb=mlb, matrix=matrix, source=source, table=subset_table(mlb), quality=quality,
-                     baseline_draws=opts.baseline_draws, model_dir=where)
+                     baseline_draws=opts.baseline_draws, model_dir=where, validation=validation)
+
+
+def validate(opts: MiniLongBenchOptions, matrix: ScoreMatrix, reps: np.ndarray | None, *, seed: int,
+             subset_ids: Sequence | None = None, label: str | None = None) -> dict | None:
+    """The leave-models-out validation of every mode against its own random median
+    (:func:`lc_pipeline.score.minilongbench.validation.leave_models_out`) on the training models,
+    fitted and selected as the subset itself is; ``None`` when ``validation_splits`` is 0. With
+    too few models (< 2 per fold and 4 in all) the result says so instead of figures."""
+    if not opts.validation_splits:
+        return None
+    n, folds = len(matrix.models), opts.validation_folds
+    if n < max(4, 2 * folds):
+        return {"settings": {"splits": opts.validation_splits, "folds": folds}, "summary": {}, "units": [],
+                "choice": {}, "skipped": f"{n} training models; the validation needs at least {max(4, 2 * folds)}"}
+
+    def fit_fold(train: ScoreMatrix, split_seed: int) -> MiniLongBench:
+        return fit(train, reps, ratio=float(opts.ratio), dims=opts.dims, seed=split_seed, epochs=opts.epochs,
+                   representation=label, candidates=1, subset_ids=subset_ids)
+
+    try:
+        val = leave_models_out(matrix, fit_fold, folds=folds, splits=opts.validation_splits,
+                               kmeans_seeds=opts.validation_seeds, draws=opts.validation_draws, seed=seed,
+                               candidates=opts.subset_candidates, subset_ids=subset_ids)
+    except ValueError as exc:
+        raise MiniLongBenchError(f"minilongbench_subset validation: {exc}") from exc
+    return val.to_json()
 
 
 def _released_subset_ids(released_subset: str | None, matrix: ScoreMatrix | None, source: str) -> list[int] | None:
@@ -289,6 +352,12 @@ class EstimatesRun:
     n_observed: int
     in_training: bool
     missing_tasks: dict[str, int] = field(default_factory=dict)  # released subset: task -> samples not run
+    mode: str = DEFAULT_MODE  # the mode reported first (minilongbench.mode); the table has every mode
+
+    @property
+    def estimate(self) -> float:
+        """The overall estimate in :attr:`mode`."""
+        return float(self.estimates[self.mode].overall)
 
 
 def load_fitted(lake_dir: str | Path, subset: pl.DataFrame, who: str) -> MiniLongBench:
@@ -427,4 +496,5 @@ def estimate_partition(
         pl.lit(in_training).alias("in_training"),
     )
     return EstimatesRun(table=schemas.conform(out, "minilongbench_estimates"), estimates=estimates, scores_from=where,
-                        n_observed=rows.height, in_training=in_training, missing_tasks=missing)
+                        n_observed=rows.height, in_training=in_training, missing_tasks=missing,
+                        mode=opts.mode or DEFAULT_MODE)
