@@ -35,7 +35,12 @@ present; a task of table ``all`` counts in every table of its benchmark (alone, 
 Only ``plain`` instances count: LV-Eval's CFI / KPR variants are an ablation (score/lveval_ablation.py).
 Nothing is dropped silently: instances of a judge-scored task with no verdict (the judge has not run)
 are counted in :attr:`BenchmarkTable.unjudged`, those of a metric-scored task with no score (or of a task
-with neither metric nor rubric) in :attr:`BenchmarkTable.unscored`. Pure: no Dagster.
+with neither metric nor rubric) in :attr:`BenchmarkTable.unscored`.
+
+Every score row carries a seeded 95% bootstrap interval (``ci_low``, ``ci_high``: instances resampled within each
+task cell, the row recomputed with its aggregation's weights, :func:`cell_weights`; issue 21, score/confidence.py)
+and, given the model's generations, the shares of its instances skipped and truncated and their ``status_counts``;
+skipped and invalid instances (schemas.NOT_SCORED) count there, not in the score. Pure: no Dagster.
 """
 
 from __future__ import annotations
@@ -277,8 +282,12 @@ def instance_statuses(scored: Scored, generations: pl.DataFrame | None) -> pl.Da
             raise ValueError(f"benchmark_scores: generations frame lacks column {col!r}")
     derived = (pl.when(pl.col("output").str.strip_chars() == "").then(pl.lit("empty"))
                .when(pl.col("finish_reason") == "length").then(pl.lit("cut")).otherwise(pl.lit("answered")))
-    status = (pl.col("status").fill_null(derived) if {"output", "finish_reason"} <= set(generations.columns)
-              else pl.col("status")) if "status" in generations.columns else derived
+    if "status" not in generations.columns:
+        status = derived
+    elif {"output", "finish_reason"} <= set(generations.columns):
+        status = pl.col("status").fill_null(derived)
+    else:
+        status = pl.col("status")
     gens = (generations.select("instance_id", status.alias("status"), pl.col("truncated").fill_null(False))
             .unique("instance_id", keep="first", maintain_order=True))
     unknown = gens.filter(~pl.col("status").is_in(STATUS_KEYS))
