@@ -1,18 +1,62 @@
 """The reports group: the leaderboard over every model (LongScore and the old metric per metric, spec
-100longbench.md; LLM-judge rubrics beside them as 'judge:<rubric>' rows, score/longscore.py); for a benchmark
-run as released, each model's overall per published table (score/benchmark_scores.py)."""
+100longbench.md; the headline and LLM-judge rubrics beside them as 'judge:<rubric>' rows, score/longscore.py),
+each metric on the instances every model of it answered, with bootstrap intervals and the skipped / truncated /
+invalid shares (score/board.py); for a benchmark run as released, each model's overall per published table
+(score/benchmark_scores.py)."""
 
 import dagster as dg
 import polars as pl
 
 from lc_pipeline import plots, schemas, storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
-from lc_pipeline.resources.parquet_io import read_judge_scores, read_table
+from lc_pipeline.assets.scoring import lake_statuses
+from lc_pipeline.resources.judge import JudgeResource
+from lc_pipeline.resources.parquet_io import partition_path, read_judge_scores, read_model_partitions, read_table
 from lc_pipeline.score.benchmark_scores import benchmark_leaderboard
 from lc_pipeline.fingerprints import stage_fingerprint
-from lc_pipeline.partitions import Partitions
+from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource
-from lc_pipeline.score.longscore import judge_leaderboard, leaderboard_frame
+from lc_pipeline.score.board import ROW_COLUMNS, not_scored_cells, paired_board
+from lc_pipeline.score.longscore import HEADLINE, JUDGE_METRIC_PREFIX, HeadlineUnavailable, headline_rows
+from lc_pipeline.score.per_model import config_headline_sources
+
+
+def lake_drops(lake_dir, models) -> dict[str, list[str]]:
+    """{model: item ids its prior_knowledge partition marks dropped} (none when it has no partition)."""
+    lake = storage.lake_path(lake_dir)
+    out = {}
+    for slug in models:
+        path = partition_path(lake, "prior_knowledge", {MODEL_DIM: slug})
+        if path.exists():
+            pk = storage.read_parquet(path, columns=["item_id", "dropped"])
+            out[slug] = pk.filter(pl.col("dropped"))["item_id"].to_list()
+    return out
+
+
+def board_rows(lake_dir, config, long_scores: pl.DataFrame, rubric_overrides: dict) -> tuple[pl.DataFrame, str]:
+    """The per-instance rows the board pairs (score/board.py ROW_COLUMNS), before drops: every metric of the
+    models with long_scores (their metric_scores), the headline of those whose long_scores has it (each task
+    from its source), and every judged model's parsed verdicts as 'judge:<rubric>'; and a note on the headline."""
+    on_board = sorted(long_scores["model"].unique())
+    metric_rows = read_model_partitions(lake_dir, "metric_scores").filter(pl.col(MODEL_DIM).is_in(on_board))
+    judged = read_judge_scores(lake_dir, respect_drops=False)  # the board drops each model's items itself
+    frames = [metric_rows.select(ROW_COLUMNS)]
+    note = "no model has headline rows"
+    with_headline = sorted(long_scores.filter(pl.col("metric") == HEADLINE)[MODEL_DIM].unique())
+    if with_headline:
+        try:
+            sources = config_headline_sources(config, metric_rows["task"].unique(), rubric_overrides)
+        except HeadlineUnavailable as exc:
+            note = str(exc)
+        else:
+            note = "; ".join(f"{t}: {s}" for t, s in sorted(sources.items()))
+            for slug in with_headline:
+                rows = headline_rows(metric_rows.filter(pl.col(MODEL_DIM) == slug),
+                                     judged.filter(pl.col(MODEL_DIM) == slug), sources)
+                frames.append(rows.with_columns(model=pl.lit(slug), metric=pl.lit(HEADLINE)).select(ROW_COLUMNS))
+    ok = judged.filter(pl.col("parse_status") == "ok")
+    frames.append(ok.with_columns(metric=pl.lit(JUDGE_METRIC_PREFIX) + pl.col("rubric")).select(ROW_COLUMNS))
+    return pl.concat([f.with_columns(pl.col("score").cast(pl.Float64)) for f in frames]), note
 
 
 def build(parts: Partitions, released: bool = False) -> list:
@@ -25,25 +69,38 @@ def build(parts: Partitions, released: bool = False) -> list:
         deps=["judge_scores"],
         group_name="reports",
         kinds={"parquet"},
-        description="One row per model and metric: Base Ability, old metric, LongScore and their ranks; "
-        "LLM-judge rubrics beside the metrics as 'judge:<rubric>' rows",
+        description="One row per model and metric: Base Ability, old metric, LongScore and their ranks, on the "
+        "instances every model of the metric answered (n_unpaired: the model's others), with a 95% bootstrap "
+        "interval (items resampled, seeded) and the skipped / truncated / invalid shares; the headline and "
+        "LLM-judge rubrics beside the metrics ('judge:<rubric>' rows)",
     )
     def leaderboard(context: dg.AssetExecutionContext, long_scores: pl.DataFrame, benchmark: BenchmarkResource,
-                    lake: LakeResource):
+                    lake: LakeResource, judge: JudgeResource):
         config = benchmark.load()
-        judged = read_judge_scores(lake.base_dir)
-        judge_board, judge_left_out = judge_leaderboard(judged, config.base_lengths, config.long_lengths)
-        out = pl.concat([leaderboard_frame(long_scores), judge_board]).sort(
-            ["metric", "rank_long_score", "model"], nulls_last=True)
-        if judge_left_out:
-            context.log.warning(f"judge rubrics left out of the leaderboard: {judge_left_out}")
+        rows, headline_note = board_rows(lake.base_dir, config, long_scores, judge.rubric_overrides)
+        statuses = lake_statuses(lake.base_dir)
+        out, not_scored, left_out = paired_board(
+            rows, config.base_lengths, config.long_lengths, dropped=lake_drops(lake.base_dir, rows["model"].unique()),
+            not_scored=not_scored_cells(statuses), statuses=statuses)
+        judge_left_out = [r for r in left_out if f"/{JUDGE_METRIC_PREFIX}" in r]
+        if left_out:
+            context.log.warning(f"left out of the leaderboard: {left_out}")
+        if not_scored:
+            context.log.warning(f"not scored on the leaderboard: {not_scored}")
+        paired = out.group_by("metric").agg(pl.len().alias("models"), pl.col("n_instances").max().alias("common"))
         return dg.Output(
             out,
             metadata={
                 FINGERPRINT_KEY: stage_fingerprint("leaderboard", config),
                 "models": out["model"].n_unique(),
                 "leaderboard": preview(out.sort("metric", "rank_long_score"), n=50),
-                "judge_metrics": dg.MetadataValue.json(sorted(set(judge_board["metric"]))),
+                "paired_on": dg.MetadataValue.json({m: f"{c} common instances ({n} models)" for m, n, c
+                                                    in paired.sort("metric").iter_rows()}),
+                "not_scored": dg.MetadataValue.json(not_scored),
+                "left_out": dg.MetadataValue.json(left_out),
+                "headline_sources": headline_note,
+                "judge_metrics": dg.MetadataValue.json(sorted(m for m in out["metric"].unique()
+                                                              if m.startswith(JUDGE_METRIC_PREFIX))),
                 "judge_left_out": dg.MetadataValue.json(judge_left_out),
                 **plot_metadata(context, "score_vs_length",
                                 lambda: plots.score_vs_length(plots.leaderboard_points(long_scores), out)),

@@ -486,11 +486,11 @@ def headline_rows(
     sources: dict[str, ScoreSource],
     dropped: Iterable[str] = (),
 ) -> pl.DataFrame:
-    """Per-instance ``task, length, item_id, score`` rows of the headline: each task's rows from its
-    source, less the items in ``dropped`` (the prior-knowledge filter's, spec §5.4: out of numerator and
+    """Per-instance ``task, length, item_id, instance_id, score`` rows of the headline (``instance_id`` null
+    where the frames lack the column): each task's rows from its source, less the items in ``dropped`` (the prior-knowledge filter's, spec §5.4: out of numerator and
     denominator at every length, judge rows as metric rows). Judge verdicts that could not be parsed
     are left out (as ``judge_leaderboard`` does, and as HELMET and Loong do)."""
-    cols = ["task", "length", "item_id", "score"]
+    cols = ["task", "length", "item_id", "instance_id", "score"]
     _require_columns(metric_scores, ("task", "length", "item_id", "metric", "score"), "metric_scores")
     if any(s.kind == "judge" for s in sources.values()):
         _require_columns(judge_scores, ("task", "length", "item_id", "rubric", "parse_status", "score"),
@@ -502,15 +502,18 @@ def headline_rows(
         else:
             rows = judge_scores.filter((pl.col("task") == task) & (pl.col("rubric") == src.name)
                                        & (pl.col("parse_status") == "ok"))
-        frames.append(rows.select(pl.col(cols[:3]), pl.col("score").cast(pl.Float64)))
-    out = pl.concat(frames) if frames else pl.DataFrame(schema={c: pl.String for c in cols[:3]} | {"score": pl.Float64})
+        instance = pl.col("instance_id") if "instance_id" in rows.columns else pl.lit(None, pl.String).alias("instance_id")
+        frames.append(rows.select(pl.col(cols[:3]), instance, pl.col("score").cast(pl.Float64)))
+    out = pl.concat(frames) if frames else pl.DataFrame(schema={c: pl.String for c in cols[:4]} | {"score": pl.Float64})
     left_out = list(dropped)
     return out.filter(~pl.col("item_id").is_in(left_out)) if left_out else out
 
 
-def headline_gaps(rows: pl.DataFrame, sources: dict[str, ScoreSource], lengths: Sequence[str]) -> list[str]:
-    """``"task@length (source)"`` for every (task, length) the headline needs and ``rows`` lack."""
-    have = set(rows.select("task", "length").unique().iter_rows())
+def headline_gaps(rows: pl.DataFrame, sources: dict[str, ScoreSource], lengths: Sequence[str],
+                  not_scored: Iterable[tuple[str, str]] = ()) -> list[str]:
+    """``"task@length (source)"`` for every (task, length) the headline needs and ``rows`` lack (a cell
+    ``not_scored``, its generations all skipped or invalid, lacks nothing)."""
+    have = set(rows.select("task", "length").unique().iter_rows()) | set(not_scored)
     return [f"{t}@{lv} ({sources[t]})" for t in sorted(sources) for lv in lengths if (t, lv) not in have]
 
 
@@ -523,6 +526,7 @@ def headline_long_scores(
     dropped: Iterable[str] = (),
     *,
     round_each: bool = True,
+    not_scored: Iterable[tuple[str, str]] = (),
 ) -> pl.DataFrame:
     """LONG_SCORES rows (metric :data:`HEADLINE`) of the headline: per task, then ``overall``.
 
@@ -530,13 +534,14 @@ def headline_long_scores(
     is the rubric's value mapped to [0, 1]: lb100_qa fluency x correctness / 6, lb100_summ fluency x
     precision); tasks are averaged per length first, Base Ability is the mean over ``base_lengths`` and
     LongScore is taken on that averaged curve (spec §6.2-§6.3), as :func:`long_scores_frame` does. A task
-    with no row at some base or long length is :class:`HeadlineUnavailable` naming them; a zero Base
-    Ability gives a null LongScore.
+    with no row at some base or long length is :class:`HeadlineUnavailable` naming them, unless the cell is
+    ``not_scored`` (null there, as :func:`long_scores_frame`); a zero Base Ability gives a null LongScore.
     """
     base_lengths, long_lengths = check_lengths(base_lengths, long_lengths)
+    not_scored = [cell for cell in not_scored if cell[0] in sources]
     rows = headline_rows(metric_scores, judge_scores, sources, dropped)
-    gaps = headline_gaps(rows, sources, (*base_lengths, *long_lengths))
+    gaps = headline_gaps(rows, sources, (*base_lengths, *long_lengths), not_scored)
     if gaps:
         raise HeadlineUnavailable(f"headline: no scores for {', '.join(gaps)}")
     return long_scores_frame(rows.select("task", "length", "score"), base_lengths, long_lengths, HEADLINE,
-                             round_each=round_each, on_zero_base="null")
+                             round_each=round_each, on_zero_base="null", not_scored=not_scored)

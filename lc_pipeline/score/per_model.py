@@ -10,12 +10,17 @@ judge_scores rows (the headline, and the leaderboard's ``judge:<rubric>`` rows t
 ``resources.parquet_io.read_judge_scores``). The rows themselves stay in metric_scores and judge_scores, which
 are the auditable record of what was generated and judged; the judge is therefore asked about dropped
 items too (at most the QA items a model answers from memory; its replies are cached).
+
+Not scored (issue 21): with truncation policy ``skip`` a model may have no scored instance in a (task, length)
+cell, or at a whole length (every prompt above its window). Such cells, read from its generations
+(``score.board.not_scored_cells``), get null scores (score/longscore.py); a length without metric rows whose
+generations are not all skipped or invalid (not run) is still :func:`missing_lengths`' failure.
 Pure, no Dagster (assets/scoring.py wires them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import polars as pl
 
@@ -89,19 +94,39 @@ def without_dropped(rows: pl.DataFrame, prior_knowledge: pl.DataFrame) -> pl.Dat
     return rows.filter(~pl.col("item_id").is_in(dropped.implode())) if dropped.len() else rows
 
 
-def missing_lengths(metric_scores: pl.DataFrame, base_lengths: Sequence[str], long_lengths: Sequence[str]
-                    ) -> list[str]:
-    """The base and long lengths without metric scores (LongScore needs them all)."""
-    present = set(metric_scores["length"].unique())
+def missing_lengths(metric_scores: pl.DataFrame, base_lengths: Sequence[str], long_lengths: Sequence[str],
+                    not_scored: Iterable[str] = ()) -> list[str]:
+    """The base and long lengths without metric scores (LongScore needs them all), less the lengths
+    ``not_scored`` (the model's generations there all skipped or invalid: null scores, not a gap)."""
+    present = set(metric_scores["length"].unique()) | set(not_scored)
     return [lv for lv in (*base_lengths, *long_lengths) if lv not in present]
 
 
+def not_scored_note(cells: Iterable[tuple[str, str]], base_lengths: Sequence[str], long_lengths: Sequence[str]
+                    ) -> str:
+    """What long_scores' metadata says about the cells not scored: "" when none, else the lengths and
+    (task@length) cells, and that the averages run over the scored lengths."""
+    cells = sorted(cells)
+    needed = (*base_lengths, *long_lengths)
+    cells = [(t, lv) for t, lv in cells if lv in needed]
+    if not cells:
+        return ""
+    lengths = [lv for lv in needed if any(c[1] == lv for c in cells)]
+    return (f"not scored (every generation skipped or invalid) at {', '.join(lengths)}: "
+            f"{', '.join(f'{t}@{lv}' for t, lv in cells)}; scores there are null, Base Ability and the averages "
+            "run over the scored lengths")
+
+
 def model_long_scores(metric_scores: pl.DataFrame, prior_knowledge: pl.DataFrame, base_lengths: Sequence[str],
-                      long_lengths: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
+                      long_lengths: Sequence[str], not_scored: Iterable[tuple[str, str]] = ()
+                      ) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
     """(LONG_SCORES rows of every metric, the metric scores kept, the item ids the prior-knowledge
-    filter dropped)."""
+    filter dropped). ``not_scored``: the (task, length) cells whose generations were all skipped or
+    invalid; each metric gets null rows at those of its tasks (a metric's tasks: those with rows)."""
+    not_scored = list(not_scored)
     dropped = prior_knowledge.filter(pl.col("dropped"))["item_id"]
     kept = metric_scores.filter(~pl.col("item_id").is_in(dropped.implode()))
+    tasks_of = {m: set(t) for m, t in metric_scores.group_by("metric").agg(pl.col("task").unique()).iter_rows()}
     frames = [
         long_scores_frame(
             kept.filter(pl.col("metric") == m).select("task", "length", "score"),
@@ -111,6 +136,7 @@ def model_long_scores(metric_scores: pl.DataFrame, prior_knowledge: pl.DataFrame
             # A model scoring 0 at the base lengths has no defined LongScore (the paper needs a
             # non-trivial base ability): record null rather than fail the whole model.
             on_zero_base="null",
+            not_scored=[c for c in not_scored if c[0] in tasks_of[m]],
         )
         for m in sorted(kept["metric"].unique())
     ]
@@ -118,8 +144,8 @@ def model_long_scores(metric_scores: pl.DataFrame, prior_knowledge: pl.DataFrame
 
 
 def model_headline(metric_scores: pl.DataFrame, judge_scores: pl.DataFrame, prior_knowledge: pl.DataFrame,
-                   sources: dict[str, ScoreSource], base_lengths: Sequence[str], long_lengths: Sequence[str]
-                   ) -> pl.DataFrame:
+                   sources: dict[str, ScoreSource], base_lengths: Sequence[str], long_lengths: Sequence[str],
+                   not_scored: Iterable[tuple[str, str]] = ()) -> pl.DataFrame:
     """LONG_SCORES rows of the headline (metric ``"headline"``, score/longscore.py): every task scored
     by its source (``sources``: judge rubric or metric), the items the prior-knowledge filter dropped
     left out of both kinds of rows. Raises ``HeadlineUnavailable`` naming the (task, length) cells
@@ -131,7 +157,7 @@ def model_headline(metric_scores: pl.DataFrame, judge_scores: pl.DataFrame, prio
                                   "metric rows are the headline")
     dropped = prior_knowledge.filter(pl.col("dropped"))["item_id"].to_list()
     return headline_long_scores(metric_scores, judge_scores, sources, list(base_lengths), list(long_lengths),
-                                dropped)
+                                dropped, not_scored=not_scored)
 
 
 def overall_scores(long_scores: pl.DataFrame) -> pl.DataFrame:
@@ -151,20 +177,27 @@ def judge_no_context(questions: pl.DataFrame, outputs: Sequence[dict], instances
                     "judge_unparsed": sum(score is None for _, score in judged.values())}
 
 
-def config_headline(config, metric_scores: pl.DataFrame, judge_scores: pl.DataFrame, prior_knowledge: pl.DataFrame,
-                    rubric_overrides: dict) -> tuple[pl.DataFrame | None, str]:
-    """long_scores' headline rows for ``config`` (each task scored by its task file's source, spec
-    100longbench.md) and the note the metadata shows: the task -> source list, or why there are none."""
+def config_headline_sources(config, tasks: Iterable[str], rubric_overrides: dict) -> dict[str, ScoreSource]:
+    """{task: headline source} of the scored ``tasks`` under ``config`` (its task files; HeadlineUnavailable
+    when a task cannot be resolved)."""
     from lc_pipeline.construct.builders import build_plan
     from lc_pipeline.score.longscore import headline_sources
     from lc_pipeline.tasks.catalog import catalog_for
 
+    catalog = catalog_for(config)
+    built = [spec for _, specs in build_plan(config, catalog) for spec in specs]
+    return headline_sources(built, tasks, rubric_overrides, catalog.headlines)
+
+
+def config_headline(config, metric_scores: pl.DataFrame, judge_scores: pl.DataFrame, prior_knowledge: pl.DataFrame,
+                    rubric_overrides: dict, not_scored: Iterable[tuple[str, str]] = ()
+                    ) -> tuple[pl.DataFrame | None, str]:
+    """long_scores' headline rows for ``config`` (each task scored by its task file's source, spec
+    100longbench.md) and the note the metadata shows: the task -> source list, or why there are none."""
     try:
-        catalog = catalog_for(config)
-        built = [spec for _, specs in build_plan(config, catalog) for spec in specs]
-        sources = headline_sources(built, metric_scores["task"].unique(), rubric_overrides, catalog.headlines)
+        sources = config_headline_sources(config, metric_scores["task"].unique(), rubric_overrides)
         headline = model_headline(metric_scores, judge_scores, prior_knowledge, sources, config.base_lengths,
-                                  config.long_lengths)
+                                  config.long_lengths, not_scored)
     except HeadlineUnavailable as exc:
         return None, str(exc)
     return headline, "; ".join(f"{t}: {s}" for t, s in sorted(sources.items()))
