@@ -54,6 +54,8 @@ def build(parts: Partitions) -> list:
         }
         if verdict.notes:
             metadata["notes"] = dg.MetadataValue.json(verdict.notes)
+        if not verdict.passed:  # the console (lcp) shows errors; Dagster's failure names only the check
+            context.log.error(verdict.message)
         return dg.AssetCheckResult(passed=verdict.passed, metadata=metadata, description=verdict.message)
 
     return [prompt_format]

@@ -119,3 +119,16 @@ def test_a_template_that_doubles_the_bos_fails_the_guard_and_the_model_job_never
     assert not result.success and not scored
     assert not partition_path(project.settings.lake_dir, "metric_scores",
                               {"length": LEVEL, MODEL_DIM: "smollm2-double-bos"}).exists()
+
+
+def test_lcp_stops_at_the_failed_guard_and_prints_its_verdict(project, capfd):
+    from lc_pipeline.runner import Runner
+
+    # The previous test's generation is in the lake's store: this run reuses it, then checks it again.
+    with dg.instance_for_test() as instance:
+        runner = Runner(project, instance, echo=print)
+        with pytest.raises(Exception, match=r"blocking asset check failed(.|\n)*generations: prompt_format"):
+            runner.evaluate_model("smollm2-double-bos")
+        assert not instance.fetch_materializations(dg.AssetKey("metric_scores"), limit=1).records
+    printed = capfd.readouterr()
+    assert "model 'smollm2-double-bos': doubled BOS" in printed.out + printed.err

@@ -188,3 +188,23 @@ def test_a_relative_template_path_in_the_registry_file_is_read_from_the_registry
     assert spec.chat_template_file == str(tmp_path / "templates" / "t.jinja")
     assert spec.chat_template_text() == DOUBLED_BOS
     assert chat_template_source(spec) == "file:t.jinja" and chat_template_source(spec, chat=False) == "none"
+
+
+def test_lcp_add_model_registers_a_template_file_by_its_absolute_path_and_refuses_a_missing_one(tmp_path,
+                                                                                                monkeypatch):
+    from click.testing import CliRunner
+
+    from lc_pipeline.cli import main
+
+    (tmp_path / "dagster").mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.setenv("LCP_MODELS", str(tmp_path / "models.yaml"))
+    monkeypatch.setenv("LCP_LAKE", str(tmp_path / "lake"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.jinja").write_text(DOUBLED_BOS)
+    result = CliRunner().invoke(main, ["add-model", "smollm2-mine", "--chat-template-file", "mine.jinja"])
+    assert result.exit_code == 0, result.output
+    spec = ModelRegistry(tmp_path / "models.yaml").get("smollm2-mine")
+    assert spec.chat_template_file == str(tmp_path / "mine.jinja") and spec.chat_template_text() == DOUBLED_BOS
+    refused = CliRunner().invoke(main, ["add-model", "smollm2-none", "--chat-template-file", "absent.jinja"])
+    assert refused.exit_code != 0 and "absent.jinja" in refused.output
