@@ -90,7 +90,8 @@ def _lake_budgets(instances: dict):
 @click.option("--config", default=None, help="Benchmark config: packaged name (demo, default) or YAML path.")
 @click.option("--model", "models", multiple=True, help="Models to plan for (default: the config's models).")
 @click.option("--tokens-per-second", type=float, default=None,
-              help="Throughput (prompt + completion tokens per second) instead of the one measured in the lake.")
+              help="The run's throughput (prompt + completion tokens per second, requests in flight included) "
+                   "instead of the one measured from the model's earlier generations in the lake.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--requests", "with_requests", is_flag=True, help="json: also one entry per request (generation row).")
 def plan(config: str | None, models: tuple[str, ...], tokens_per_second: float | None, fmt: str,
@@ -155,7 +156,8 @@ def plan(config: str | None, models: tuple[str, ...], tokens_per_second: float |
         throughput = given
         if throughput is None:
             measured = _lake_generations(s.lake_dir, slug)
-            throughput = measure_throughput(measured, _lake_budgets(instances)) if measured is not None else None
+            throughput = (measure_throughput(measured, _lake_budgets(instances), spec, generator.model_id)
+                          if measured is not None else None)
         plans.append(summarize(spec, requests, tokenizer, throughput, list(cfg.lengths)))
 
     if fmt == "json":

@@ -202,11 +202,16 @@ class Throughput:
     decode_tokens_per_second: float | None = None
     completion_share: float | None = None
     fit_r2: float | None = None
+    # Requests in flight at once whose latencies overlap (an openai server's max_concurrency: each row's latency
+    # is its own wall time); the run's time is the rows' summed time over this. 1: rows' latencies add up.
+    parallel: int = 1
 
     def seconds(self, prompt_tokens: float, completion_tokens: float) -> float:
         if self.prefill_tokens_per_second and self.decode_tokens_per_second:
-            return prompt_tokens / self.prefill_tokens_per_second + completion_tokens / self.decode_tokens_per_second
-        return (prompt_tokens + completion_tokens) / self.tokens_per_second
+            one = prompt_tokens / self.prefill_tokens_per_second + completion_tokens / self.decode_tokens_per_second
+        else:
+            one = (prompt_tokens + completion_tokens) / self.tokens_per_second
+        return one / self.parallel
 
     def describe(self) -> str:
         if self.basis == "given":
@@ -217,6 +222,9 @@ class Throughput:
                      f"{self.decode_tokens_per_second:.1f} tokens/s (least squares over the rows, R² {self.fit_r2:.2f})")
         if self.completion_share is not None:
             what += f"; completions used {100 * self.completion_share:.0f}% of max_new_tokens"
+        if self.parallel > 1:
+            what += (f"; {self.parallel} requests in flight at once (max_concurrency), assuming the server serves "
+                     "them in parallel at that rate")
         return what
 
 
@@ -224,18 +232,24 @@ MIN_ROWS_FOR_SPLIT = 8  # fewer rows: one overall rate (two coefficients from a 
 MIN_R2_FOR_SPLIT = 0.8
 
 
-def measure_throughput(generations: pl.DataFrame, max_new_tokens: pl.DataFrame | None = None) -> Throughput | None:
+def measure_throughput(generations: pl.DataFrame, max_new_tokens: pl.DataFrame | None = None,
+                       spec: ModelSpec | None = None, model_id: str | None = None) -> Throughput | None:
     """The model's rate from its earlier generations rows (any lengths; one row per cache key); None when no
     row has a latency (imported predictions, or nothing generated yet).
 
-    Rows the model did not run (``skipped``) and rows without a latency are left out. ``max_new_tokens``
-    (columns ``instance_id, max_new_tokens``, e.g. the lake's instances) gives the share of the allowed
-    completion the model used.
+    Rows the model did not run (``skipped``) and rows without a latency are left out; with ``spec`` and
+    ``model_id`` (the generator's), rows of another backend or model file are left out when rows of this one
+    exist, and an openai model's rate counts its ``max_concurrency`` requests in flight at once
+    (:attr:`Throughput.parallel`). ``max_new_tokens`` (columns ``instance_id, max_new_tokens``, e.g. the lake's
+    instances) gives the share of the allowed completion the model used.
     """
     needed = ("prompt_tokens", "completion_tokens", "latency_s")
     if generations.is_empty() or any(c not in generations.columns for c in needed):
         return None
     rows = generations
+    if spec is not None and {"backend", "model_id"} <= set(rows.columns):
+        same = rows.filter((pl.col("backend") == spec.backend) & (pl.col("model_id") == (model_id or spec.model_id)))
+        rows = same if not same.is_empty() else rows
     if "status" in rows.columns:
         rows = rows.filter(pl.col("status").fill_null("") != "skipped")  # nothing was sent
     rows = rows.filter(pl.col("latency_s").is_not_null() & (pl.col("latency_s") > 0))
@@ -270,10 +284,12 @@ def measure_throughput(generations: pl.DataFrame, max_new_tokens: pl.DataFrame |
         budget = float(joined["max_new_tokens"].sum() or 0)
         if budget > 0:
             share = min(1.0, float(joined["completion_tokens"].sum()) / budget)
-    return Throughput("lake", rows.height, overall, prefill, decode, share, r2)
+    parallel = spec.max_concurrency if spec is not None and spec.backend == "openai" else 1
+    return Throughput("lake", rows.height, overall, prefill, decode, share, r2, parallel)
 
 
 def given_throughput(tokens_per_second: float) -> Throughput:
+    """A rate the user gives: the run's own prompt + completion tokens per second (requests in flight included)."""
     if not math.isfinite(tokens_per_second) or tokens_per_second <= 0:
         raise ValueError(f"--tokens-per-second must be a positive number, got {tokens_per_second!r}")
     return Throughput("given", 0, float(tokens_per_second))

@@ -122,3 +122,11 @@ def test_no_prices_and_no_rate_say_what_is_missing():
     plan = summarize(spec, rows, request_fitter(spec, make_generator(spec))[1], None, ["1k"])
     assert plan.cells[0]["estimated_seconds"] is None and plan.cells[0]["estimated_cost"] is None
     assert any("--tokens-per-second" in n for n in plan.notes) and any("price_per_million" in n for n in plan.notes)
+
+
+def test_a_served_models_overlapping_requests_and_other_models_rows_are_accounted_for():
+    rows = pl.DataFrame({"prompt_tokens": [900, 100], "completion_tokens": [100, 0], "latency_s": [10.0, 1.0],
+                         "backend": ["openai", "transformers"], "model_id": ["api-model", "other"]})
+    rate = measure_throughput(rows, spec=dataclasses.replace(API, max_concurrency=4), model_id="api-model")
+    assert rate.rows == 1 and rate.tokens_per_second == pytest.approx(100.0)  # the other model's row is left out
+    assert rate.parallel == 4 and rate.seconds(400, 0) == pytest.approx(1.0)  # 4 s of requests, 4 at once
