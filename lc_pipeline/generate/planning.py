@@ -423,6 +423,10 @@ def _notes(plan: ModelPlan, spec: ModelSpec) -> list[str]:
                      "price_per_million_output_tokens")
     else:
         notes.append("cost: output tokens counted as max_new_tokens per request (an upper bound)")
+    thinking = spec.thinking_settings
+    if thinking:
+        notes.append(f"reasoning model: max_new_tokens includes the thinking budget of {thinking['budget_tokens']} "
+                     "tokens per call (the window reserves it; output cost and time count it)")
     if plan.totals.get("does_not_fit"):
         notes.append(f"{plan.totals['does_not_fit']} prompt(s) do not fit max_model_len {spec.max_model_len} even "
                      "after truncation: their partitions will fail")

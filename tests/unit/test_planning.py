@@ -130,3 +130,11 @@ def test_a_served_models_overlapping_requests_and_other_models_rows_are_accounte
     rate = measure_throughput(rows, spec=dataclasses.replace(API, max_concurrency=4), model_id="api-model")
     assert rate.rows == 1 and rate.tokens_per_second == pytest.approx(100.0)  # the other model's row is left out
     assert rate.parallel == 4 and rate.seconds(400, 0) == pytest.approx(1.0)  # 4 s of requests, 4 at once
+
+
+def test_a_reasoning_models_thinking_budget_is_reserved_and_counted_as_output():
+    spec = dataclasses.replace(API, thinking={"budget_tokens": 50})
+    rows = counted(spec, ["a prompt"])
+    assert rows["max_new_tokens"].to_list() == [60] and rows["output_tokens_max"].to_list() == [60]
+    plan = summarize(spec, rows, request_fitter(spec, make_generator(spec))[1], None, ["1k"])
+    assert any("thinking budget of 50" in n for n in plan.notes)
