@@ -8,8 +8,10 @@ dependency the asset does not load through the IO manager (a missing upstream wo
 task of the instances is judge-scored, the model's judge_scores partitions are read from the lake, as the
 leaderboard reads them (spec dagster.md: ``deps`` order without loading). Instances of a judged task with no
 verdict yet are counted in the metadata (``unjudged_instances``) and logged; rematerialize benchmark_scores
-once ``judge_scores`` has run. Likewise ``citation_scores`` (ALCE's citation recall and precision, NLI-judged),
-read when a task declares those metrics: a Cite task's cell needs all three of its numbers.
+once ``judge_scores`` has run. The model's ``generations`` partitions (upstream of metric_scores) are read from
+the lake too, for each row's skipped and truncated shares and status counts. Likewise ``citation_scores``
+(ALCE's citation recall and precision, NLI-judged), read when a task declares those metrics: a Cite task's cell
+needs all three of its numbers.
 """
 
 import dagster as dg
@@ -44,7 +46,8 @@ def build(parts: Partitions) -> list:
             "group (aggregation.group, per aggregation.table: LongBench's en / zh) and an overall per table, as the "
             "task file's headline says (mean of groups, of tasks or of instances), and the overall per value of the "
             "headline's breakdown fields (LongBench v2: difficulty, length); plain instances only; judged tasks "
-            "without verdicts are counted in the metadata"
+            "without verdicts are counted in the metadata; every score row with its seeded bootstrap 95% interval "
+            "(instances resampled within task cells) and the shares of its instances skipped / truncated"
         ),
     )
     def benchmark_scores(
@@ -71,14 +74,19 @@ def build(parts: Partitions) -> list:
                     pl.col(LENGTH_DIM).is_in(instances["length"].unique().to_list()))
                 context.log.info(f"tasks with NLI metrics {cited}: {citations.height} citation_scores rows of {slug}")
                 metric_scores = with_citation_scores(metric_scores, citations)
-            result = benchmark_table(metric_scores, instances, catalog, slug, judgments)
+            # The model's generations (status, truncated) for the shares and status_counts of every row.
+            generations = read_model_partitions(lake.base_dir, "generations", slug).filter(
+                pl.col(LENGTH_DIM).is_in(instances["length"].unique().to_list()))
+            result = benchmark_table(metric_scores, instances, catalog, slug, judgments, generations)
         except ValueError as exc:
             raise dg.Failure(f"benchmark_scores {slug}: {exc}", allow_retries=False) from exc
         if result.unjudged:
             context.log.warning(f"judge-scored tasks without verdicts (materialize judge_scores, then this asset "
                                 f"again): {result.unjudged}")
         out = result.table
-        overall = out.filter(pl.col("level") == "overall").select("benchmark", "table", "length", "metric", "score", "n")
+        overall = out.filter(pl.col("level") == "overall").select(
+            "benchmark", "table", "length", "metric", "score", "ci_low", "ci_high", "n", "skipped_share",
+            "truncated_share")
         return dg.Output(
             out.drop("model"),  # the partition path carries the model
             metadata={
@@ -86,6 +94,7 @@ def build(parts: Partitions) -> list:
                 "rows": out.height,
                 "judge_verdicts": 0 if judgments is None else judgments.height,
                 "citation_rows": 0 if not cited else citations.height,
+                "generation_rows": generations.height,
                 **json_metadata({
                     "benchmarks": sorted(out["benchmark"].unique().to_list()),
                     "judged_tasks": judged,

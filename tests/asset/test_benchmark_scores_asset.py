@@ -64,8 +64,11 @@ def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path):
     lake = settings.lake_dir
     written = read_table(lake / "benchmark_scores")
     expected = benchmark_table(read_table(lake / "metric_scores"), read_table(lake / "instances"),
-                               catalog_for(pipeline.config), MODEL)
+                               catalog_for(pipeline.config), MODEL, generations=read_table(lake / "generations"))
     assert written.select(COLUMNS).equals(expected.table)
+    # Every score row has its interval and the shares of its generations (nothing skipped or truncated here).
+    assert written.filter(pl.col("level") == "overall")["status_counts"].is_not_null().all()
+    assert (written["skipped_share"] == 0).all()
     assert metadata["rows"].value == written.height > 0
     assert metadata["benchmarks"].value == ["qa"]
 
@@ -109,7 +112,8 @@ def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path):
         metadata = event.asset_materialization.metadata
     written = read_table(lake / "benchmark_scores")
     expected = benchmark_table(read_table(lake / "metric_scores"), read_table(lake / "instances"),
-                               catalog_for(judged.config), MODEL, read_table(lake / "judge_scores"))
+                               catalog_for(judged.config), MODEL, read_table(lake / "judge_scores"),
+                               read_table(lake / "generations"))
     assert written.select(COLUMNS).equals(expected.table)
     assert metadata["judge_verdicts"].value == generations.height and metadata["unjudged_instances"].value == {}
     tasks = written.filter(pl.col("level") == "task")
