@@ -62,20 +62,30 @@ def _instances(runner, echo) -> tuple[dict, str]:
 
 
 def _lake_generations(lake, slug: str):
-    """Every generations partition of ``slug`` in the lake (any config's lengths), or None."""
+    """Every generation of ``slug`` in the lake (any config's lengths): its generations partitions and its
+    generation stores (which also hold rows of runs killed before their partition was written); None if none."""
     import polars as pl
 
     from lc_pipeline import storage
+    from lc_pipeline.generate.checkpoint import GenerationCheckpoint
 
-    table = storage.lake_path(lake) / "generations"
-    if not table.exists():
-        return None
+    root = storage.lake_path(lake)
     frames = []
-    for level_dir in sorted(table.glob("length=*")):
-        path = level_dir / f"model={slug}" / "data.parquet"
-        if path.exists():
-            frames.append(storage.read_parquet(path))
-    return pl.concat(frames, how="diagonal_relaxed") if frames else None
+    table = root / "generations"
+    if table.exists():
+        for level_dir in sorted(table.glob("length=*")):
+            path = level_dir / f"model={slug}" / "data.parquet"
+            if path.exists():
+                frames.append(storage.read_parquet(path))
+    stores = root / "_checkpoints" / "generations"
+    if stores.exists():
+        for level_dir in sorted(stores.glob("length=*")):
+            rows = GenerationCheckpoint(level_dir / f"model={slug}").load()
+            if rows is not None:
+                frames.append(rows)
+    if not frames:
+        return None
+    return pl.concat(frames, how="diagonal_relaxed").unique("cache_key", keep="first", maintain_order=True)
 
 
 def _lake_budgets(instances: dict):
@@ -167,8 +177,12 @@ def plan(config: str | None, models: tuple[str, ...], tokens_per_second: float |
     for p in plans:
         click.echo(f"\nPlan for {p.model} ({p.backend}, window {p.max_model_len} tokens; counted in "
                    f"{p.tokenizer.name}{'' if p.tokenizer.exact else ', approximate'}) on config {cfg.name!r}")
-        rows = [tuple(c[k] for k in TABLE_COLUMNS) for c in p.cells]
-        rows.append(("total", "", *(p.totals.get(k) for k in TABLE_COLUMNS[2:])))
+        def shown(cell: dict, key: str):
+            value = cell.get(key)
+            return f"{value:.0f}" if key == "estimated_seconds" and value is not None else value
+
+        rows = [tuple(shown(c, k) for k in TABLE_COLUMNS) for c in p.cells]
+        rows.append(("total", "", *(shown(p.totals, k) for k in TABLE_COLUMNS[2:])))
         print_table(list(TABLE_COLUMNS), rows)
         for note in p.notes:
             click.echo(f"  - {note}")
