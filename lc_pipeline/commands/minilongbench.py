@@ -3,7 +3,7 @@
     lcp minilongbench fit --scores FILE.parquet [--embeddings FILE.parquet | --texts FILE.parquet]
                           [--ratio 0.95] [--dims 10] [--seed 42] [--epochs 2000] [--candidates 8]
                           [--validation-splits 2] [--validation-seeds 2] [--validation-draws 20] --out DIR
-    lcp minilongbench estimate --model-dir DIR --scores FILE.parquet [--mode blend|predict|direct|weighted]
+    lcp minilongbench estimate --model-dir DIR --scores FILE.parquet [--mode predict|blend|direct|weighted]
 
 ``fit`` reads the training models' per-sample scores (columns ``model, task, category,
 global_sample, score``; score in [0, 1]) and sample representations: ``--embeddings`` (columns
@@ -25,9 +25,12 @@ rows of other samples are ignored) and prints ``{model: {"overall": x, "categori
 "tasks": {...}}}``. Modes: ``predict`` (the paper's Eq. 4) fits each model's ability on its
 subset scores and predicts the rest; ``direct`` (the paper's App. G) averages its subset scores;
 ``weighted`` weighs each subset score by the share of the benchmark its K-Means cluster stands
-for; ``blend`` (default) is the mean of ``weighted`` and ``predict`` (tinyBenchmarks' gp-IRT idea),
-the most accurate on held-out models in our cross-validation (benchmarks/README.md). All
-aggregate task -> category -> overall (the mean of the category means).
+for; ``blend`` is the mean of ``weighted`` and ``predict`` (tinyBenchmarks' gp-IRT idea). All
+aggregate task -> category -> overall (the mean of the category means). The default is the mode
+the leave-models-out validation trusts for ranking (``predict``: the only one that ranks held-out
+models better than random subsets scored the same way in most cases); ``blend`` has the smallest
+absolute error (benchmarks/README.md). The fit's own validation (``validation.choice`` in
+meta.json) says the same for the models it was fitted on.
 """
 
 from __future__ import annotations
@@ -143,7 +146,8 @@ def _validation_summary(validation: dict | None) -> dict | None:
 @click.option("--scores", "scores_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Parquet (or CSV): model, global_sample, score (subset samples)")
 @click.option("--mode", type=click.Choice(list(mlbm.MODES)), default=mlbm.DEFAULT_MODE, show_default=True,
-              help="predict / direct: the paper's two; weighted: cluster-weighted subset mean; blend: their mix")
+              help="predict / direct: the paper's two (predict ranks best); weighted: cluster-weighted subset mean; "
+                   "blend: weighted + predict (smallest error)")
 @click.option("--blend-weight", type=click.FloatRange(0, 1), default=mlbm.BLEND_WEIGHT, show_default=True,
               help="share of 'weighted' in 'blend' (the rest is 'predict')")
 def estimate_cmd(model_dir, scores_path, mode, blend_weight) -> None:

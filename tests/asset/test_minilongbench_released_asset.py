@@ -45,7 +45,8 @@ def test_the_minilongbench_config_runs_the_subsets_records_and_estimates_a_model
     raw = yaml.safe_load((PACKAGED_CONFIGS / "minilongbench.yaml").read_text())
     assert raw["released"]["subset"] == "minilongbench"
     # The packaged config, with the training matrix less the held-out LLM and a short fit.
-    raw["minilongbench"].update(scores="train.parquet", epochs=100, baseline_draws=0)
+    raw["minilongbench"].update(scores="train.parquet", epochs=100, baseline_draws=0, validation_splits=1,
+                                validation_draws=3)
     (tmp_path / "minilongbench.yaml").write_text(yaml.safe_dump(raw))
     settings = Settings(project_dir=tmp_path, config=str(tmp_path / "minilongbench.yaml"), lake_dir=tmp_path / "lake",
                         models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
@@ -76,6 +77,10 @@ def test_the_minilongbench_config_runs_the_subsets_records_and_estimates_a_model
         assert materialize(pipeline, instance, ["minilongbench_subset"]).success
         subset = pl.read_parquet(partition_path(settings.lake_dir, "minilongbench_subset", {}))
         assert subset.height == 237  # the released subset, not a K-Means one
+        sub_meta = instance.get_latest_materialization_event(
+            dg.AssetKey("minilongbench_subset")).asset_materialization.metadata
+        # The given subset validated on held-out training models too: one unit per split, no K-Means.
+        assert "x 1 K-Means seed(s)" in sub_meta["validation"].value and "validation_spearman_predict" in sub_meta
         assert materialize(pipeline, instance, ["minilongbench_estimates"], SLUG).success
         meta = instance.get_latest_materialization_event(
             dg.AssetKey("minilongbench_estimates")).asset_materialization.metadata

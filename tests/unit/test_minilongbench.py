@@ -216,7 +216,7 @@ def test_blend_mixes_weighted_and_predict(synth):
         for b, w, p in zip(mlb.estimate_many(held, "blend", blend_weight=lam), weighted, predict):
             assert b.overall == pytest.approx(lam * w.overall + (1 - lam) * p.overall)
             assert b.categories["sum"] == pytest.approx(lam * w.categories["sum"] + (1 - lam) * p.categories["sum"])
-    assert mlbm.DEFAULT_MODE == "blend"
+    assert mlbm.DEFAULT_MODE == "predict"  # what the leave-models-out validation trusts for ranking
     with pytest.raises(ValueError, match="blend_weight"):
         mlb.estimate_many(held, "blend", blend_weight=1.5)
 
@@ -436,7 +436,7 @@ def test_cli_fit_then_estimate(tmp_path):
     subset = pl.read_parquet(tmp_path / "model" / "subset.parquet")
     new = df.filter(pl.col("model") >= "m10").join(subset.select("global_sample"), on="global_sample")
     new.select("model", "global_sample", "score").write_parquet(tmp_path / "new.parquet")
-    for mode in ("predict", "direct", "weighted", None):  # None: the default, blend
+    for mode in ("blend", "direct", "weighted", None):  # None: the default, predict
         res = runner.invoke(main, ["minilongbench", "estimate", "--model-dir", str(tmp_path / "model"), "--scores",
                                    str(tmp_path / "new.parquet")] + (["--mode", mode] if mode else []))
         assert res.exit_code == 0, res.output

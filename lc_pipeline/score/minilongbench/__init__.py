@@ -26,11 +26,14 @@ Dagster. Spec: ``shared/specs/minilongbench.md``. The steps, as the authors' cod
    (:func:`aggregate`). Two more, not in the paper: ``weighted``, each subset sample's score
    weighted by the share of the benchmark it stands for (its K-Means cluster's summed balance
    weight: tinyBenchmarks' anchor-point estimate, Polo et al. 2024, whose IRT MiniLongBench
-   follows); and ``blend`` (the default of the commands), ``BLEND_WEIGHT`` x weighted + (1 -
-   ``BLEND_WEIGHT``) x predict, tinyBenchmarks' gp-IRT idea: the IRT prediction is biased
-   (it predicts P(score > c), not the score) but steady, the anchor estimate unbiased but noisy,
-   and their errors partly cancel. Leave-models-out CV on the 20 real LLMs
-   (``benchmarks/minilongbench_cv.py``): blend has the lowest error and the best rank correlation.
+   follows); and ``blend``, ``BLEND_WEIGHT`` x weighted + (1 - ``BLEND_WEIGHT``) x predict,
+   tinyBenchmarks' gp-IRT idea: the IRT prediction is biased (it predicts P(score > c), not the
+   score) but steady, the anchor estimate unbiased but noisy, and their errors partly cancel.
+   Which to trust is measured, each mode against random stratified subsets scored in the same
+   mode, on held-out models (:mod:`.validation`; ``benchmarks/minilongbench_cv.py`` on the 20
+   real LLMs): ``predict`` is the only mode that ranks held-out models better than its random
+   median in most cases, so it is the default (:data:`DEFAULT_MODE`); ``blend`` has the smallest
+   absolute error, barely below its random median's.
 
 The honest baseline (§7): random subsets with the same number of samples per task
 (:func:`random_stratified_subset`), scored the same way (:func:`random_baseline_estimates`); a
@@ -49,6 +52,7 @@ as mlbm`` is all a caller needs; the re-exports load on first use, so importing
 - :mod:`.fitting`: :func:`fit` (steps 2-4) and :func:`choose_subset`
 - :mod:`.model`: :class:`MiniLongBench` and its estimates (step 5), :func:`estimate_frame`
 - :mod:`.baseline`: random stratified subsets and the baseline report (§7)
+- :mod:`.validation`: leave-models-out validation of every mode against its own random median
 - :mod:`.persistence`: the fitted model's directory, locally and in the lake
 - :mod:`.options`: :class:`MiniLongBenchOptions`, the config's ``minilongbench:`` section
 - :mod:`.pipeline`: what the Dagster assets run (training data from the lake or imported files,

@@ -24,8 +24,15 @@ from lc_pipeline.score.minilongbench.matrix import SAMPLE, Estimate, aggregate
 from lc_pipeline.score.minilongbench.selection import representative_weights
 
 MODES = ("predict", "direct", "weighted", "blend")
-DEFAULT_MODE = "blend"
+# The default estimate: the mode the leave-models-out validation (validation.py) trusts for
+# ranking. benchmarks/minilongbench_cv.py on the 20 real LLMs (2 folds x 4 splits x 3 K-Means
+# seeds, benchmarks/README.md): predict beats its own random-subset median's Spearman in 10 of 12
+# cases (mean margin +0.026); blend in 8 (+0.005), direct 7, weighted 6. blend has the smallest
+# absolute error (MAE 0.0108 vs its random median's 0.0112); predict's is above its random median's.
+DEFAULT_MODE = "predict"
 # The estimate whose in-sample error picks the subset among K-Means candidates (fitting.choose_subset).
+# Validated like DEFAULT_MODE: judged by blend, the 8-candidate choice lifts predict's ranking margin
+# over its random median from +0.002 (one K-Means run) to +0.026; judged by predict it falls to -0.005.
 SELECTION_MODE = "blend"
 # Share of the weighted (anchor) estimate in "blend". 0.5 measured best in leave-models-out CV
 # (benchmarks/README.md: lambda 0.4-0.6 within noise of each other, 0 and 1 clearly worse).

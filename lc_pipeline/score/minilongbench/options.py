@@ -18,7 +18,7 @@
       epochs: 2000
       baseline_draws: 50      # random stratified subsets scored on the training models (metadata)
       subset_candidates: 8    # K-Means runs; keep the one that best recovers the training models (1 = paper)
-      mode: blend             # the estimate minilongbench_estimates reports first (default: DEFAULT_MODE);
+      mode: predict           # the estimate minilongbench_estimates reports first (default: DEFAULT_MODE);
                               # every mode's rows are written whatever this says
       validation_splits: 2    # leave-models-out validation of every mode against its own random median
                               # (validation.py): fold splits (0 = skip), each fits the IRT model per fold
