@@ -63,6 +63,14 @@ def test_demo_query_add_model_backfill(project_env, tmp_path):
                           "--format", "json").stdout)
     assert rows == [{"n": 8, "d": 8}]  # 2 models x 2 lengths x 2 instances, no duplicates
 
+    # lcp compare on the two models: per length their qa scores on the common instances, the paired difference
+    # with its seeded bootstrap interval and the permutation p-value, the same numbers on a second run.
+    args = ("compare", "smollm2-135m", "smollm2-135m-w768", "--draws", "200", "--format", "json")
+    compared = json.loads(lcp(project_env, *args).stdout)
+    assert [(r["benchmark"], r["length"], r["n_common"]) for r in compared] == [("qa", "512", 2), ("qa", "1k", 2)]
+    assert all(r["ci_low"] <= r["diff"] <= r["ci_high"] and 0 < r["p_value"] <= 1 for r in compared)
+    assert json.loads(lcp(project_env, *args).stdout) == compared
+
 
 def test_query_is_read_only(project_env, tmp_path):
     (tmp_path / "data_lake" / "t" / "length=1k").mkdir(parents=True)
