@@ -9,9 +9,9 @@ import polars as pl
 
 from lc_pipeline import plots, schemas, storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
-from lc_pipeline.assets.scoring import lake_statuses
 from lc_pipeline.resources.judge import JudgeResource
-from lc_pipeline.resources.parquet_io import partition_path, read_judge_scores, read_model_partitions, read_table
+from lc_pipeline.resources.parquet_io import (partition_path, read_generation_statuses, read_judge_scores,
+                                             read_model_partitions, read_table)
 from lc_pipeline.score.benchmark_scores import benchmark_leaderboard
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
@@ -78,7 +78,7 @@ def build(parts: Partitions, released: bool = False) -> list:
                     lake: LakeResource, judge: JudgeResource):
         config = benchmark.load()
         rows, headline_note = board_rows(lake.base_dir, config, long_scores, judge.rubric_overrides)
-        statuses = lake_statuses(lake.base_dir)
+        statuses = read_generation_statuses(lake.base_dir)
         out, not_scored, left_out = paired_board(
             rows, config.base_lengths, config.long_lengths, dropped=lake_drops(lake.base_dir, rows["model"].unique()),
             not_scored=not_scored_cells(statuses), statuses=statuses)

@@ -9,42 +9,21 @@ import polars as pl
 from lc_pipeline import schemas
 from lc_pipeline.assets.common import FINGERPRINT_KEY, long_scores_metadata, preview
 from lc_pipeline.assets.generation import GPU_POOL, GPU_STEP_TAGS
-from lc_pipeline.resources.parquet_io import FILE_NAME, read_judge_scores, read_model_partitions
+from lc_pipeline.resources.parquet_io import read_generation_statuses, read_judge_scores
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
 from lc_pipeline.resources.judge import JudgeResource
-from lc_pipeline import storage
-from lc_pipeline.generate.partition import with_stored_defaults
-from lc_pipeline.score.board import not_scored_cells, not_scored_lengths, status_frame
 from lc_pipeline.score.longbench100 import prior_knowledge_frame
 from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.score.per_model import (
-    config_headline,
+    MissingLengths,
     judge_no_context,
-    missing_lengths,
-    model_long_scores,
+    long_scores_of,
     no_context_questions,
     no_context_requests,
-    not_scored_note,
 )
 from lc_pipeline.tasks.catalog import catalog_for
-
-
-def lake_statuses(lake_dir, model: str | None = None) -> pl.DataFrame:
-    """``score.board.status_frame`` of the generations in the lake (``model``'s only, when given): each
-    generation's model, task (its instance's, read from the instances partitions' two columns), length,
-    status and truncated. Stores written before ``status`` existed get it derived (with_stored_defaults)."""
-    generations = read_model_partitions(lake_dir, "generations", model)
-    if generations.is_empty():
-        return pl.DataFrame(schema={"model": pl.String, "task": pl.String, "length": pl.String,
-                                    "status": pl.String, "truncated": pl.Boolean})
-    root = storage.lake_path(lake_dir) / "instances"
-    tasks = [storage.read_parquet(path, columns=["instance_id", "task"])
-             for path in sorted(root.glob(f"*/{FILE_NAME}"), key=str)]
-    instance_tasks = (pl.concat(tasks) if tasks
-                      else pl.DataFrame(schema={"instance_id": pl.String, "task": pl.String}))
-    return status_frame(with_stored_defaults(generations), instance_tasks)
 
 
 def build(parts: Partitions) -> list:
@@ -76,10 +55,8 @@ def build(parts: Partitions) -> list:
                 FINGERPRINT_KEY: stage_fingerprint("metric_scores", config, models.spec(slug).fingerprint()),
                 **{f"mean_{m}": float(v) for m, v in means.items()},
                 "rows": out.height,
-                # Generations left unscored (schemas.NOT_SCORED: skipped, invalid) and scored rows whose answer
-                # did not parse (an MC letter, a label, a ranking: scored 0, counted apart from wrong ones).
-                "not_scored": int(generations["status"].is_in(list(schemas.NOT_SCORED)).sum())
-                if "status" in generations.columns else 0,
+                # Generations left unscored (skipped, invalid) and rows whose answer did not parse (scored 0).
+                "not_scored": int(generations["status"].is_in(list(schemas.NOT_SCORED)).sum()),
                 "unparsable": int((out["status"] == "unparsable").sum()),
             },
         )
@@ -167,29 +144,17 @@ def build(parts: Partitions) -> list:
     ):
         config = benchmark.load()
         slug = context.partition_key
-        # Cells and lengths whose generations were all skipped (truncation policy skip) or invalid have no
-        # metric rows by design: null scores there, named in the metadata; a length never run still fails.
-        statuses = lake_statuses(lake.base_dir, slug)
-        cells = sorted(not_scored_cells(statuses).get(slug, set()))
-        missing = missing_lengths(metric_scores, config.base_lengths, config.long_lengths,
-                                  not_scored_lengths(statuses).get(slug, set()))
-        if missing:
-            raise dg.Failure(f"long_scores {slug}: metric_scores missing for lengths {missing}", allow_retries=False)
-        out, kept, dropped = model_long_scores(metric_scores, prior_knowledge, config.base_lengths,
-                                               config.long_lengths, cells)
-        judged = read_judge_scores(lake.base_dir, slug, respect_drops=False)  # the headline drops them itself
-        headline, headline_note = config_headline(config, metric_scores, judged, prior_knowledge,
-                                                  judge.rubric_overrides, cells)
-        unscored = not_scored_note(cells, config.base_lengths, config.long_lengths)
-        if unscored:
-            context.log.warning(f"long_scores {slug}: {unscored}")
-        if headline is None:
-            context.log.info(f"long_scores {slug}: no headline rows: {headline_note}")
-        else:
-            out = pl.concat([out, headline])
-        return dg.Output(out, metadata=long_scores_metadata(
-            context, out, kept, dropped.len(), headline_note,
+        try:
+            scored = long_scores_of(config, slug, metric_scores, prior_knowledge,
+                                    read_judge_scores(lake.base_dir, slug, respect_drops=False),  # drops: its own
+                                    read_generation_statuses(lake.base_dir, slug), judge.rubric_overrides)
+        except MissingLengths as exc:
+            raise dg.Failure(str(exc), allow_retries=False) from exc
+        if scored.not_scored:
+            context.log.warning(f"long_scores {slug}: {scored.not_scored}")
+        return dg.Output(scored.rows, metadata=long_scores_metadata(
+            context, scored.rows, scored.kept, scored.dropped, scored.headline_note,
             stage_fingerprint("long_scores", config, models.spec(slug).fingerprint()), slug)
-            | {"not_scored": unscored or "none: every base and long length has scores"})
+            | {"not_scored": scored.not_scored or "none: every base and long length has scores"})
 
     return [metric_scores, prior_knowledge, long_scores]

@@ -216,3 +216,22 @@ def read_judge_scores(lake_dir: str | Path, model: str | None = None, *, respect
         kept.append(without_dropped(rows, storage.read_parquet(pk, columns=["item_id", "dropped"]))
                     if pk.exists() else rows)
     return pl.concat(kept)
+
+
+def read_generation_statuses(lake_dir, model: str | None = None) -> pl.DataFrame:
+    """``score.board.status_frame`` of the generations in the lake (``model``'s only, when given): each
+    generation's model, task (its instance's, read from the instances partitions' two columns), length,
+    status and truncated. Stores written before ``status`` existed get it derived (with_stored_defaults)."""
+    from lc_pipeline.generate.partition import with_stored_defaults
+    from lc_pipeline.score.board import status_frame
+
+    generations = read_model_partitions(lake_dir, "generations", model)
+    if generations.is_empty():
+        return pl.DataFrame(schema={"model": pl.String, "task": pl.String, "length": pl.String,
+                                    "status": pl.String, "truncated": pl.Boolean})
+    root = storage.lake_path(lake_dir) / "instances"
+    tasks = [storage.read_parquet(path, columns=["instance_id", "task"])
+             for path in sorted(root.glob(f"*/{FILE_NAME}"), key=str)]
+    instance_tasks = (pl.concat(tasks) if tasks
+                      else pl.DataFrame(schema={"instance_id": pl.String, "task": pl.String}))
+    return status_frame(with_stored_defaults(generations), instance_tasks)

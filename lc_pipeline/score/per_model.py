@@ -21,6 +21,7 @@ Pure, no Dagster (assets/scoring.py wires them).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -201,3 +202,42 @@ def config_headline(config, metric_scores: pl.DataFrame, judge_scores: pl.DataFr
     except HeadlineUnavailable as exc:
         return None, str(exc)
     return headline, "; ".join(f"{t}: {s}" for t, s in sorted(sources.items()))
+
+
+@dataclass(frozen=True)
+class ModelLongScores:
+    """One model's long_scores and what its metadata says: the rows (metrics, then the headline when there is
+    one), the metric scores kept after the prior-knowledge filter, how many items it dropped, the headline's
+    note, and the cells not scored (generations all skipped or invalid: null scores, named)."""
+
+    rows: pl.DataFrame
+    kept: pl.DataFrame
+    dropped: int
+    headline_note: str
+    not_scored: str
+
+
+class MissingLengths(ValueError):
+    """A base or long length has no metric scores and no generations that explain it (not run yet)."""
+
+
+def long_scores_of(config, slug: str, metric_scores: pl.DataFrame, prior_knowledge: pl.DataFrame,
+                   judge_scores: pl.DataFrame, statuses: pl.DataFrame, rubric_overrides: dict) -> ModelLongScores:
+    """The long_scores asset's table for model ``slug`` under ``config``. ``statuses`` is
+    ``score.board.status_frame`` of the model's generations: cells and lengths whose generations were all skipped
+    (truncation policy skip) or invalid have no metric rows by design and get null scores, named in
+    ``not_scored``; a length with neither scores nor such generations raises :class:`MissingLengths`."""
+    from lc_pipeline.score.board import not_scored_cells, not_scored_lengths
+
+    cells = sorted(not_scored_cells(statuses).get(slug, set()))
+    missing = missing_lengths(metric_scores, config.base_lengths, config.long_lengths,
+                              not_scored_lengths(statuses).get(slug, set()))
+    if missing:
+        raise MissingLengths(f"long_scores {slug}: metric_scores missing for lengths {missing}")
+    rows, kept, dropped = model_long_scores(metric_scores, prior_knowledge, config.base_lengths,
+                                            config.long_lengths, cells)
+    headline, note = config_headline(config, metric_scores, judge_scores, prior_knowledge, rubric_overrides, cells)
+    if headline is not None:
+        rows = pl.concat([rows, headline])
+    return ModelLongScores(rows, kept, dropped.len(), note,
+                           not_scored_note(cells, config.base_lengths, config.long_lengths))
