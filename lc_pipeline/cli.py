@@ -42,14 +42,14 @@ def _runner(s: Settings):
 
 
 def _print_leaderboard(df) -> None:
+    from lc_pipeline.score.board import board_display, released_board_display
+
     if df.height and df["base_ability"].is_null().all():  # a benchmark run as released: no LongScore
-        shown = df.rename({"old_metric": "score", "rank_old_metric": "rank"}).select(
-            "metric", "model", "score", "rank", "scores_by_length", "n_instances")
+        cols, rows = released_board_display(df)
         click.echo("\nLeaderboard (each published table's overall, 0-100, averaged over its length partitions; "
-                   "lcp report shows every task)")
-        print_table(shown.columns, shown.rows())
+                   "ci95: bootstrap over instances; lcp report shows every task)")
+        print_table(cols, rows)
         return
-    from lc_pipeline.score.board import board_display
 
     cols, rows, paired = board_display(df)
     click.echo("\nLeaderboard (scores 0-100; LongScore = 100*(S_l - Base)/Base averaged over the long lengths; "

@@ -291,6 +291,17 @@ def _shares(row: Mapping) -> str:
     return "n/a" if any(v is None for v in values) else "/".join(f"{v:.0%}" for v in values)
 
 
+def released_board_display(board: pl.DataFrame) -> tuple[list[str], list[tuple]]:
+    """(columns, rows) of a released config's leaderboard (each published table's overall, no LongScore) as
+    ``lcp demo`` prints it: the score with its 95% interval and the shares, as :func:`board_display` does."""
+    board = board.sort("metric", "rank_old_metric", nulls_last=True)
+    columns = ["metric", "model", "score", "ci95", "rank", "scores_by_length", "n_instances", "skip/trunc/invalid"]
+    rows = [(r["metric"], r["model"], r["old_metric"], _interval(r.get("ci_low"), r.get("ci_high")),
+             r["rank_old_metric"], r["scores_by_length"], r["n_instances"], _shares(r))
+            for r in board.iter_rows(named=True)]
+    return columns, rows
+
+
 def board_display(board: pl.DataFrame) -> tuple[list[str], list[tuple], list[str]]:
     """(columns, rows, header lines) of the leaderboard as ``lcp demo`` prints it: the scores, the 95% interval
     of LongScore (of the old metric where there is none) as ``[low, high]``, the skipped / truncated / invalid
