@@ -50,6 +50,8 @@ def lake(tmp_path_factory):
             "generation_id": [f"g-{i}" for i in ids], "instance_id": ids, "truncated": [cut] * len(rows),
             "truncation_policy": ["middle"] * len(rows), "prompt_tokens": [min(TARGET[length], 8192)] * len(rows),
             "original_prompt_tokens": [TARGET[length]] * len(rows),
+            # the last prompt of each length was not sent (policy skip); the others answered
+            "status": ["answered"] * (len(rows) - 1) + ["skipped"],
         }), partition_path(lake, "generations", {"length": length, "model": MODEL}))
     write_parquet_atomic(pl.DataFrame({"model": [MODEL], "metric": ["subem"], "long_score": [-50.0]}),
                          partition_path(lake, "leaderboard", {}))
@@ -57,17 +59,17 @@ def lake(tmp_path_factory):
 
 
 def test_the_readme_has_its_queries():
-    assert len(readme_queries()) == 8  # two basics, the EXPLAIN, five questions
+    assert len(readme_queries()) == 9  # two basics, the EXPLAIN, six questions
 
 
-@pytest.mark.parametrize("index", range(8))
+@pytest.mark.parametrize("index", range(9))
 def test_each_readme_query_runs_and_returns_rows(lake, index):
     cols, rows = query(lake, readme_queries()[index])
     assert cols and rows
 
 
 def test_readme_questions_give_the_expected_answers(lake):
-    _, _, explain, degradation, depth, cfi, judge, truncation = readme_queries()
+    _, _, explain, degradation, depth, cfi, judge, truncation, statuses = readme_queries()
     plan = "\n".join(r[1] for r in query(lake, explain)[1])
     assert "Scanning Files: 1/3" in plan
     # Plain and CFI rows pooled: 50 at 1k, 25 at 2k, 0 at 16k, in token order.
@@ -79,3 +81,6 @@ def test_readme_questions_give_the_expected_answers(lake):
     assert (rubric, metric, n, agreement) == ("helmet_longqa", "subem", 3 * 8 - 3, 1.0)
     assert {r[1]: (r[3], r[4], r[5]) for r in query(lake, truncation)[1]} == {
         "1k": (0, 8, None), "2k": (0, 8, None), "16k": (8, 8, 8192.0)}
+    assert {(r[1], r[2]): (r[3], r[4]) for r in query(lake, statuses)[1]} == {
+        (length, status): (n, TARGET[length]) for length in ("1k", "2k", "16k")
+        for status, n in (("answered", 7), ("skipped", 1))}
