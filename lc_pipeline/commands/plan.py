@@ -63,7 +63,8 @@ def _instances(runner, echo) -> tuple[dict, str]:
 
 def _lake_generations(lake, slug: str):
     """Every generation of ``slug`` in the lake (any config's lengths): its generations partitions and its
-    generation stores (which also hold rows of runs killed before their partition was written); None if none."""
+    generation stores (which also hold rows of runs killed before their partition was written); None if none.
+    ``slug`` "*": every model's (the ``backend`` / ``model_id`` columns tell them apart)."""
     import polars as pl
 
     from lc_pipeline import storage
@@ -74,18 +75,38 @@ def _lake_generations(lake, slug: str):
     table = root / "generations"
     if table.exists():
         for level_dir in sorted(table.glob("length=*")):
-            path = level_dir / f"model={slug}" / "data.parquet"
-            if path.exists():
+            for path in sorted(level_dir.glob(f"model={slug}/data.parquet"), key=str):  # a slug has no glob characters
                 frames.append(storage.read_parquet(path))
     stores = root / "_checkpoints" / "generations"
     if stores.exists():
         for level_dir in sorted(stores.glob("length=*")):
-            rows = GenerationCheckpoint(level_dir / f"model={slug}").load()
-            if rows is not None:
-                frames.append(rows)
+            for store_dir in sorted(level_dir.glob(f"model={slug}"), key=str):
+                rows = GenerationCheckpoint(store_dir).load()
+                if rows is not None:
+                    frames.append(rows)
     if not frames:
         return None
     return pl.concat(frames, how="diagonal_relaxed").unique("cache_key", keep="first", maintain_order=True)
+
+
+def _same_weights_rate(lake, spec, model_id: str, budgets):
+    """The measured rate of the lake's other models with ``spec``'s backend and weights (``model_id`` as the
+    generator reports it, and its GGUF file), e.g. a second registration of the same model with another window;
+    None when there are none. A new slug then still gets a time estimate, said to come from those models."""
+    import dataclasses
+
+    import polars as pl
+
+    from lc_pipeline.generate.planning import measure_throughput
+
+    rows = _lake_generations(lake, "*")
+    if rows is None or not {"backend", "model_id"} <= set(rows.columns):
+        return None
+    same = rows.filter((pl.col("backend") == spec.backend) & (pl.col("model_id") == model_id))
+    measured = measure_throughput(same, budgets, spec, model_id) if not same.is_empty() else None
+    if measured is None:
+        return None
+    return dataclasses.replace(measured, source=f"other models with the same backend and weights ({model_id})")
 
 
 def _lake_budgets(instances: dict):
@@ -168,6 +189,8 @@ def plan(config: str | None, models: tuple[str, ...], tokens_per_second: float |
             measured = _lake_generations(s.lake_dir, slug)
             throughput = (measure_throughput(measured, _lake_budgets(instances), spec, generator.model_id)
                           if measured is not None else None)
+            if throughput is None:  # a new slug: the rate of the models run with the same backend and weights
+                throughput = _same_weights_rate(s.lake_dir, spec, generator.model_id, _lake_budgets(instances))
         plans.append(summarize(spec, requests, tokenizer, throughput, list(cfg.lengths)))
 
     if fmt == "json":

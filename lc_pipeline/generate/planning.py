@@ -205,6 +205,8 @@ class Throughput:
     # Requests in flight at once whose latencies overlap (an openai server's max_concurrency: each row's latency
     # is its own wall time); the run's time is the rows' summed time over this. 1: rows' latencies add up.
     parallel: int = 1
+    # Whose rows: "this model", or (a new slug with no rows yet) the models run with the same backend and weights.
+    source: str = "this model"
 
     def seconds(self, prompt_tokens: float, completion_tokens: float) -> float:
         if self.prefill_tokens_per_second and self.decode_tokens_per_second:
@@ -216,7 +218,7 @@ class Throughput:
     def describe(self) -> str:
         if self.basis == "given":
             return f"--tokens-per-second {self.tokens_per_second:g} (prompt + completion tokens)"
-        what = f"{self.rows} earlier generations of this model in the lake: {self.tokens_per_second:.1f} tokens/s"
+        what = f"{self.rows} earlier generations of {self.source} in the lake: {self.tokens_per_second:.1f} tokens/s"
         if self.prefill_tokens_per_second and self.decode_tokens_per_second:
             what += (f" overall; prefill {self.prefill_tokens_per_second:.1f} tokens/s, decode "
                      f"{self.decode_tokens_per_second:.1f} tokens/s (least squares over the rows, R² {self.fit_r2:.2f})")

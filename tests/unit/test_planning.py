@@ -138,3 +138,24 @@ def test_a_reasoning_models_thinking_budget_is_reserved_and_counted_as_output():
     assert rows["max_new_tokens"].to_list() == [60] and rows["output_tokens_max"].to_list() == [60]
     plan = summarize(spec, rows, request_fitter(spec, make_generator(spec))[1], None, ["1k"])
     assert any("thinking budget of 50" in n for n in plan.notes)
+
+
+def test_a_new_slug_is_timed_by_the_models_with_the_same_backend_and_weights(tmp_path):
+    from lc_pipeline.commands.plan import _same_weights_rate
+    from lc_pipeline.resources.parquet_io import partition_path, write_parquet_atomic
+
+    def generations(backend: str, model_id: str, seconds: float) -> pl.DataFrame:
+        return pl.DataFrame({"cache_key": [f"{backend}{k}" for k in range(3)], "instance_id": ["a", "b", "c"],
+                             "prompt_tokens": [900, 900, 900], "completion_tokens": [100, 100, 100],
+                             "latency_s": [seconds] * 3, "status": ["answered"] * 3, "backend": [backend] * 3,
+                             "model_id": [model_id] * 3})
+
+    # The lake holds an earlier registration of the same API model (1,000 tokens in 2 s) and another model.
+    write_parquet_atomic(generations("openai", "api-model", 2.0),
+                         partition_path(tmp_path, "generations", {"length": "1k", "model": "api-old"}))
+    write_parquet_atomic(generations("transformers", "other", 20.0),
+                         partition_path(tmp_path, "generations", {"length": "1k", "model": "other"}))
+    rate = _same_weights_rate(tmp_path, API, "api-model", None)
+    assert rate.rows == 3 and rate.tokens_per_second == pytest.approx(500.0)
+    assert "other models with the same backend and weights (api-model)" in rate.describe()
+    assert _same_weights_rate(tmp_path, API, "never-run", None) is None
