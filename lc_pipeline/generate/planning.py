@@ -104,17 +104,8 @@ def request_fitter(spec: ModelSpec, generator: Generator) -> tuple[Fitter, Token
         return generator.fit, TokenizerInfo(tok.name, "tiktoken" if tiktoken else "model", exact,  # type: ignore[attr-defined]
                                             note)
     if spec.backend == "transformers":
-        from transformers import AutoTokenizer
-
-        path = resolve_model_path(spec)
-        local = os.path.isdir(path)
-        if spec.gguf_file is not None:
-            hf = AutoTokenizer.from_pretrained(path, gguf_file=spec.gguf_file, local_files_only=True)
-            name = f"{spec.model_id}/{spec.gguf_file}"
-        else:
-            hf = AutoTokenizer.from_pretrained(path, local_files_only=local)
-            name = spec.model_id
-        tok: prompting.PromptTokenizer = prompting.HFTokenizer(hf, name, chat_template=spec.chat_template_text())
+        name = f"{spec.model_id}/{spec.gguf_file}" if spec.gguf_file is not None else spec.model_id
+        tok: prompting.PromptTokenizer = prompting.hf_tokenizer(spec, name)
     elif spec.backend == "llamacpp":
         if spec.gguf_file is None:
             raise ValueError(f"model {spec.slug!r}: backend 'llamacpp' needs gguf_file (a .gguf inside model_id)")

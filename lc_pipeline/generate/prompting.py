@@ -212,16 +212,26 @@ def load_tokenizer(spec: ModelSpec) -> PromptTokenizer:
                 return LlamaCppTokenizer(load_llamacpp_vocab(gguf, vocab_only=True), f"gguf:{spec.gguf_file}",
                                          chat_template=template)
             except ImportError:
-                from transformers import AutoTokenizer
-
-                tok = AutoTokenizer.from_pretrained(path, gguf_file=spec.gguf_file, local_files_only=True)
-                return HFTokenizer(tok, f"gguf:{spec.gguf_file}", chat_template=template)
+                return hf_tokenizer(spec, f"gguf:{spec.gguf_file}")
     else:
         path = os.path.expanduser(source)
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(path, local_files_only=os.path.isdir(path))
     return HFTokenizer(tok, path, chat_template=template)
+
+
+def hf_tokenizer(spec: ModelSpec, name: str) -> HFTokenizer:
+    """``spec``'s Hugging Face tokenizer without its weights: converted from its GGUF when it has one, else from
+    its directory (never the Hub for a local one) or id; rendering with its ``chat_template_file`` when set."""
+    from transformers import AutoTokenizer
+
+    path = resolve_model_path(spec)
+    if spec.gguf_file is not None:
+        tok = AutoTokenizer.from_pretrained(path, gguf_file=spec.gguf_file, local_files_only=True)
+    else:
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=os.path.isdir(path))
+    return HFTokenizer(tok, name, chat_template=spec.chat_template_text())
 
 
 def messages_for(spec: ModelSpec, user_text: str) -> list[dict[str, str]]:
