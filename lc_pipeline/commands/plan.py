@@ -69,14 +69,11 @@ def _lake_generations(lake, slug: str):
 
     from lc_pipeline import storage
     from lc_pipeline.generate.checkpoint import GenerationCheckpoint
+    from lc_pipeline.resources.parquet_io import read_model_partitions
 
     root = storage.lake_path(lake)
-    frames = []
-    table = root / "generations"
-    if table.exists():
-        for level_dir in sorted(table.glob("length=*")):
-            for path in sorted(level_dir.glob(f"model={slug}/data.parquet"), key=str):  # a slug has no glob characters
-                frames.append(storage.read_parquet(path))
+    written = read_model_partitions(lake, "generations", None if slug == "*" else slug)
+    frames = [written] if not written.is_empty() else []
     stores = root / "_checkpoints" / "generations"
     if stores.exists():
         for level_dir in sorted(stores.glob("length=*")):
