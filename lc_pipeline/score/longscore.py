@@ -17,6 +17,18 @@ Pure logic (no Dagster). Formulas from the 100-LongBench spec (§6, §10):
   at that length is null too (averaging the other tasks would change what the number is); Base Ability is the
   mean over the base lengths that have a score, and the averages over the long lengths that have one. A cell
   missing for any other reason (not run) is still an error. Neither the paper nor its code has this case.
+* Comparable input (issue 22, :func:`check_score_values`, :func:`comparable_scores`): scores computed elsewhere
+  (``lcp longscore``) are ranked only when the models can be compared. Every score is a finite number, >= 0
+  and <= 100 (the paper's S_l is a percentage, §6.1); every model has the same tasks (Tables 4/7 average the
+  same 8 tasks per model; a model averaged over 4 of them is another benchmark), unless the caller asks to
+  rank on the tasks every model has and says which were dropped; all models on one scale (below); one
+  score per (model, task, length).
+* Scale rule: the paper's scores are 0-100, but 0-1 accuracies are common. LongScore itself is a ratio and
+  does not depend on the scale, Base Ability and the old metric do, so mixing them misranks. With
+  ``scale="auto"`` a model whose every score (at the base and long lengths) is <= 1 and one of them > 0 looks
+  0-1; a model with a score > 1 looks 0-100; a model scoring 0 everywhere is either. Models of both kinds
+  together are refused. A model that truly scores at most 1 of 100 is declared with ``scale="100"`` (no
+  guess; only > 100 is refused); ``scale="1"`` refuses any score above 1.
 """
 
 from __future__ import annotations
@@ -36,6 +48,10 @@ __all__ = [
     "AVG",
     "ZeroBaseError",
     "LongScoreSummary",
+    "SCALES",
+    "ComparableScores",
+    "check_score_values",
+    "comparable_scores",
     "check_lengths",
     "long_score",
     "long_score_summary",
@@ -110,6 +126,138 @@ def check_lengths(
     if overlap:
         raise ValueError(f"lengths {overlap} are both base and long lengths")
     return tuple(base_lengths), tuple(long_lengths)
+
+
+SCALES = ("auto", "1", "100")  # scale="auto" guesses each model's scale and refuses a mix (module docstring)
+
+
+@dataclass(frozen=True)
+class ComparableScores:
+    """The rows :func:`comparable_scores` lets through: ``scores`` (at the base and long lengths; with
+    ``common_tasks`` only the tasks every model has), ``tasks`` (the tasks ranked on, in first-seen order)
+    and ``dropped`` ({model: its tasks left out}; only with ``common_tasks``, models that lost none absent)."""
+
+    scores: pl.DataFrame
+    tasks: tuple[str, ...]
+    dropped: dict[str, tuple[str, ...]]
+
+
+def _with_row_names(scores: pl.DataFrame) -> pl.DataFrame:
+    """``scores`` with a ``_where`` column naming each row: ``line N`` from a ``line`` column (the CSV's line,
+    as ``lcp longscore`` reads it), else ``row N`` (1-based)."""
+    if "line" in scores.columns:
+        where = pl.format("line {}", pl.col("line"))
+    else:
+        where = pl.format("row {}", pl.int_range(1, pl.len() + 1))
+    return scores.with_columns(where.alias("_where"))
+
+
+def _describe(row: dict) -> str:
+    return (f"{row['_where']}: model {row['model']!r}, task {row['task']!r}, length {row['length']!r}, "
+            f"column 'score' = {row['score']!r}")
+
+
+def check_score_values(scores: pl.DataFrame, *, scale: str = "auto", label: str = "scores") -> None:
+    """Refuse score rows that cannot be ranked (module docstring, "Comparable input"): no rows; a null, NaN or
+    infinite score; a negative score; a score above 100 (above 1 with ``scale="1"``). Every row is checked,
+    also those at lengths outside the averages. The ValueError names the first offending row (its ``line``
+    when the frame has one), its model, task and length, the column and the value, and how many rows fail."""
+    _require_columns(scores, ("task", "model", "length", "score"), label)
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, not {scale!r}")
+    if scores.is_empty():
+        raise ValueError(f"{label}: no score rows; expected one row per task, model and length")
+    top = 1.0 if scale == "1" else 100.0
+    score = pl.col("score").cast(pl.Float64)
+    checks = [
+        (score.is_null() | score.is_nan(), "is missing or NaN; every score must be a number"),
+        (score.is_infinite(), "is not finite; every score must be a finite number"),
+        (score < 0, ("is negative; scores are >= 0 (LongScore's Base Ability and S_l are shares of the "
+                     "maximum, 100 x (S_l - B) / B has no meaning below 0)")),
+        (score > top, f"is above {top:g}; scores are on a 0-100 scale (the paper's) or a 0-1 one"
+                      + (" (--scale 1 was given)" if scale == "1" else "")),
+    ]
+    named = _with_row_names(scores)
+    for bad, why in checks:
+        rows = named.filter(bad)
+        if rows.height:
+            more = f" ({rows.height} rows like it)" if rows.height > 1 else ""
+            raise ValueError(f"{label} {_describe(rows.row(0, named=True))} {why}{more}")
+
+
+def comparable_scores(
+    scores: pl.DataFrame,
+    needed: Sequence[str],
+    *,
+    common_tasks: bool = False,
+    scale: str = "auto",
+    label: str = "scores",
+) -> ComparableScores:
+    """The rows of ``scores`` (columns ``task, model, length, score``, optionally ``line``) at the ``needed``
+    lengths, once the models are known to be comparable (module docstring, "Comparable input"); call
+    :func:`check_score_values` first. Each refusal is a ValueError naming what to fix:
+
+    * two rows for one (model, task, length): both rows and values;
+    * with ``scale="auto"``, models that look 0-1 beside models that look 0-100 (the scale rule): both lists;
+    * a model without every task some model has: ``model 'b' has scores for 4 of 8 tasks; missing: ...``.
+      With ``common_tasks`` the models are instead ranked on the tasks every model has at every needed length
+      (``tasks``), the others left out (``dropped``); none in common is an error.
+    """
+    _require_columns(scores, ("task", "model", "length", "score"), label)
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, not {scale!r}")
+    needed = list(needed)
+    rows = _with_row_names(scores).filter(pl.col("length").is_in(needed))
+    if rows.is_empty():
+        raise ValueError(f"{label}: no rows at the lengths {needed}")
+
+    dup = (rows.group_by("model", "task", "length", maintain_order=True)
+           .agg(pl.col("_where"), pl.col("score"), pl.len().alias("n")).filter(pl.col("n") > 1))
+    if dup.height:
+        d = dup.row(0, named=True)
+        values = d["score"]
+        what = (f"the same score {values[0]!r} on {', '.join(d['_where'])}" if len(set(values)) == 1
+                else "different scores: " + ", ".join(f"{v!r} on {w}" for v, w in zip(values, d["_where"])))
+        raise ValueError(f"{label}: more than one score for model {d['model']!r}, task {d['task']!r}, "
+                         f"length {d['length']!r}: {what}; keep one row per model, task and length"
+                         + (f" ({dup.height} such groups)" if dup.height > 1 else ""))
+
+    models = scores["model"].unique(maintain_order=True).to_list()  # a model with no row at a needed length too
+    if scale == "auto":
+        tops = dict(rows.group_by("model").agg(pl.col("score").cast(pl.Float64).max()).iter_rows())
+        unit = [m for m in sorted(tops) if 0 < tops[m] <= 1]
+        percent = [m for m in sorted(tops) if tops[m] > 1]
+        if unit and percent:
+            raise ValueError(
+                f"{label}: the models are on different scales: 0-1 (no score above 1): {', '.join(map(repr, unit))}; "
+                f"0-100 (scores above 1): {', '.join(f'{m!r} (up to {tops[m]:g})' for m in percent)}. Put every model "
+                "on one scale (the paper's is 0-100). Rule: a model whose every score is <= 1 (one > 0) looks 0-1; "
+                "if such a model really is on 0-100, say so with --scale 100")
+
+    order = rows["task"].unique(maintain_order=True).to_list()
+    has = {m: set() for m in models}
+    complete = {m: set() for m in models}
+    for (model, task), lengths in rows.group_by("model", "task").agg(pl.col("length")).rows_by_key(
+            ["model", "task"], unique=True).items():
+        has[model].add(task)
+        if set(lengths[0]) >= set(needed):
+            complete[model].add(task)
+    if not common_tasks:
+        short = [m for m in sorted(models) if has[m] != set(order)]
+        if short:
+            raise ValueError(
+                f"{label}: the models do not have the same tasks, so their averages are not comparable: "
+                + "; ".join(f"model {m!r} has scores for {len(has[m])} of {len(order)} tasks; missing: "
+                            + ", ".join(t for t in order if t not in has[m]) for m in short)
+                + ". Score the missing tasks, or rank on the tasks every model has with --common-tasks")
+        return ComparableScores(scores=rows.drop("_where"), tasks=tuple(order), dropped={})
+    common = [t for t in order if all(t in complete[m] for m in models)]
+    if not common:
+        raise ValueError(f"{label}: --common-tasks: no task has scores at every length {needed} for every model "
+                         f"({'; '.join(f'{m!r}: {len(complete[m])} task(s)' for m in sorted(models))})")
+    dropped = {m: tuple(t for t in order if t in has[m] and t not in common) for m in sorted(models)}
+    return ComparableScores(scores=rows.filter(pl.col("task").is_in(common)).drop("_where"), tasks=tuple(common),
+                            dropped={m: ts for m, ts in dropped.items() if ts})
 
 
 def _require_columns(df: pl.DataFrame, cols: Iterable[str], label: str) -> None:
