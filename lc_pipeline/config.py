@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -40,6 +39,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
+from lc_pipeline.yaml_files import read_yaml
 
 PACKAGED_CONFIGS = Path(__file__).parent / "configs"
 _LEVEL = re.compile(r"^(\d+(?:\.\d+)?)(k?)$")
@@ -466,6 +466,13 @@ class BenchmarkConfig(_Model):
             unknown = [lv for lv in getattr(self, group) if lv not in self.lengths]
             if unknown:
                 raise ConfigError(f"config {self.name!r}: {group} {unknown} are not in lengths {list(self.lengths)}")
+        first: dict[str, int] = {}
+        for i, source in enumerate(self.sources):
+            if source.name in first:  # assets/sources.py keys the sources by name: the first would be lost
+                raise ConfigError(f"config {self.name!r}: sources: two sources are named {source.name!r} "
+                                  f"(sources[{first[source.name]}] and sources[{i}], counting from 0); each source "
+                                  f"needs its own name, the name of its partition source={source.name}")
+            first[source.name] = i
         if len(set(self.lengths)) != len(self.lengths):
             raise ConfigError(f"config {self.name!r}: duplicate length levels in {list(self.lengths)}")
         for d in self.depths:
@@ -646,10 +653,8 @@ def load_config(path: str | Path) -> BenchmarkConfig:
         p = PACKAGED_CONFIGS / f"{path}.yaml"
     if not p.exists():
         raise ConfigError(f"config {str(path)!r} not found (packaged configs: {packaged_config_names()})")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+    # UTF-8 only, no duplicate keys, no anchors; a folder or bad YAML is a ConfigError naming file and line.
+    raw = read_yaml(p, "config", ConfigError)
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: expected a mapping at the top level")
     raw.setdefault("sources", [])

@@ -43,6 +43,7 @@ import yaml
 
 from lc_pipeline import storage
 from lc_pipeline.generate.backends import GENERATORS
+from lc_pipeline.yaml_files import StrictLoader, parse_yaml, read_text
 
 MODEL_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
@@ -401,14 +402,23 @@ class ModelRegistry:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else None
 
-    def _load_file(self) -> dict[str, ModelSpec]:
-        if self.path is None or not self.path.exists():
-            return {}
-        raw = yaml.safe_load(self.path.read_text(encoding="utf-8"))
+    def _read(self) -> tuple[str, dict[str, Any]]:
+        """The file's text and its mapping slug -> settings as written ("" and {} when there is no file).
+
+        Read by yaml_files: UTF-8 only, a key given twice or an anchor refused, a folder or bad YAML a
+        ModelSpecError naming the file (and the line)."""
+        if self.path is None or not (self.path.exists() or self.path.is_symlink()):
+            return "", {}
+        text = read_text(self.path, "model registry", ModelSpecError)
+        raw = parse_yaml(text, f"model registry {self.path}", ModelSpecError)
         if raw is None:
-            return {}
+            return text, {}
         if not isinstance(raw, dict):
             raise ModelSpecError(f"model registry {self.path}: expected a mapping slug -> settings, got {type(raw).__name__}")
+        return text, raw
+
+    def _load_file(self) -> dict[str, ModelSpec]:
+        _, raw = self._read()
         specs = {}
         for slug, settings in raw.items():
             try:
@@ -453,16 +463,90 @@ class ModelRegistry:
                 f"model {spec.slug!r} is already defined with different settings {diff} (old, new); "
                 "pass overwrite=True to replace it"
             )
-        entries = {s: m.settings() for s, m in self._load_file().items()}  # keyed by slug
-        entries[spec.slug] = spec.settings()
-        self._write(dict(sorted(entries.items())))
+        text, raw = self._read()
+        self._write(with_entry(text, raw, spec.slug, spec.settings(), f"model registry {self.path}"))
 
-    def _write(self, entries: dict[str, dict[str, Any]]) -> None:
+    def _write(self, text: str) -> None:
         # Temp file in the same directory + os.replace: readers see the old or the new file,
         # never a half-written one.
         assert self.path is not None
         with storage.replacing(self.path) as tmp:
-            tmp.write_text(yaml.safe_dump(entries, sort_keys=False, allow_unicode=True), encoding="utf-8")
+            tmp.write_bytes(text.encode("utf-8"))
 
     def resolve_model_path(self, spec: ModelSpec) -> str:
         return resolve_model_path(spec)
+
+
+def with_entry(text: str, raw: dict[str, Any], slug: str, settings: dict[str, Any], where: str) -> str:
+    """The registry file ``text`` (parsed: ``raw``) with ``slug``'s entry set to ``settings``, every other
+    byte kept: comments, order, quoting and spacing of the other entries (issue 22, item 9).
+
+    A new slug is appended at the end; an existing one is replaced where it stands (the comments on its own
+    lines go with it; the comment lines after it, which belong to the next entry, stay). The edit is parsed
+    again and must give ``raw`` with that one entry changed. A file where a text edit cannot do that (a flow
+    mapping ``{...}``, a document end marker) is written anew from its data when it has no comments, and
+    refused when it has some: rewriting it would lose them.
+    """
+    expected = {**raw, slug: settings}
+    newline = "\r\n" if "\r\n" in text else "\n"
+    entry = yaml.safe_dump({slug: settings}, sort_keys=False, allow_unicode=True).replace("\n", newline)
+    edited = _spliced(text, slug, entry, newline)
+    if edited is not None:
+        try:
+            if parse_yaml(edited, where, ModelSpecError) == expected:
+                return edited
+        except ModelSpecError:
+            pass
+    if _has_comments(text):
+        raise ModelSpecError(f"{where}: cannot set model {slug!r} and keep the file's comments (its top level is "
+                             "not a block mapping of one slug per line); nothing was written: add the entry by hand, "
+                             "or remove the comments and run the command again")
+    return yaml.safe_dump(expected, sort_keys=False, allow_unicode=True)
+
+
+def _spliced(text: str, slug: str, entry: str, newline: str) -> str | None:
+    """``text`` with ``entry`` appended, or put in place of ``slug``'s entry; None when the file's top level
+    is not a block mapping with its keys at column 0."""
+    root = yaml.compose(text, Loader=StrictLoader) if text.strip() else None
+    if root is None:
+        return text + ("" if not text or text.endswith("\n") else newline) + entry
+    if not isinstance(root, yaml.MappingNode) or root.flow_style:
+        return None
+    keys = [key for key, _ in root.value]
+    if any(key.start_mark.column != 0 for key in keys):
+        return None
+    lines = text.splitlines(keepends=True)
+    mine = [i for i, key in enumerate(keys) if key.value == slug]
+    if not mine:  # a new model: at the end, spaced like the entries before it
+        spaced = any(_blank_above(lines, key.start_mark.line) for key in keys[1:])
+        sep = "" if text.endswith("\n") else newline
+        blank = newline if spaced and not text.endswith(newline * 2) else ""
+        return text + sep + blank + entry
+    i = mine[0]
+    first, after = keys[i].start_mark.line, (keys[i + 1].start_mark.line if i + 1 < len(keys) else len(lines))
+    last = after
+    # Blank and comment lines just before the next key belong to it (or to the end of the file): kept.
+    while last > first + 1 and (not lines[last - 1].strip() or lines[last - 1].lstrip().startswith("#")):
+        last -= 1
+    tail = "".join(lines[last:])
+    return "".join(lines[:first]) + entry + tail
+
+
+def _blank_above(lines: list[str], line: int) -> bool:
+    """Whether a blank line comes before ``line``, over the comment lines just above it."""
+    line -= 1
+    while line >= 0 and lines[line].lstrip().startswith("#"):
+        line -= 1
+    return line >= 0 and not lines[line].strip()
+
+
+def _has_comments(text: str) -> bool:
+    """Whether ``text`` has a YAML comment: a ``#`` that starts a line or follows a blank, outside every
+    scalar (a quoted ``"a # b"`` or a block scalar's lines are not comments)."""
+    spans = [(t.start_mark.index, t.end_mark.index) for t in yaml.scan(text, Loader=StrictLoader)
+             if isinstance(t, yaml.ScalarToken)]
+    for match in re.finditer(r"(?:^|[ \t])#", text, flags=re.MULTILINE):
+        at = match.end() - 1
+        if not any(start <= at < end for start, end in spans):
+            return True
+    return False

@@ -27,10 +27,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from lc_pipeline.tasks.spec import Headline, TaskSpec
+from lc_pipeline.yaml_files import read_yaml
 
 PACKAGED_DIR = Path(__file__).parent / "packaged"
 FILE_KEYS = {"benchmark", "description", "headline", "defaults", "tasks"}
@@ -104,10 +104,8 @@ class TaskCatalog:
 
 
 def _read_yaml(path: Path) -> dict:
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise TaskFileError(f"{path}: cannot read the task file: {exc}") from exc
+    # UTF-8 only, no duplicate keys, no anchors; a folder or bad YAML is a TaskFileError naming file and line.
+    raw = read_yaml(path, "task file", TaskFileError)
     if not isinstance(raw, dict):
         raise TaskFileError(f"{path}: expected a mapping with 'benchmark' and 'tasks'")
     unknown = sorted(set(raw) - FILE_KEYS)
