@@ -17,6 +17,20 @@ downloads it from its own extension site at first use, which a machine that reac
 package registries cannot do, and there is no pip wheel of it for this DuckDB version. Such a
 lake has no ``lake.duckdb`` (a database file cannot live in a bucket): the views are built in
 memory for each connection.
+
+A connection reads only the lake (issue 22, item 4). It opens with extension autoinstall and
+autoload off, so no query installs an extension under ``~/.duckdb`` or reaches the network (an
+``https://`` path or ``sqlite_scan`` would otherwise fetch httpfs / sqlite_scanner); once the views
+exist, ``allowed_directories`` is set to the lake, ``enable_external_access`` is turned off and the
+configuration is locked, and only then does the caller's SQL run. ``read_csv('/etc/passwd')``,
+``read_blob('/proc/self/environ')``, ``ATTACH``, ``COPY ... TO`` or a URL outside the lake then fail
+in DuckDB itself (``Permission Error: Cannot access file ...``), whatever :func:`check_read_only`
+lets through; :func:`query` and :func:`frame` raise :class:`OutsideLake` for them. DuckDB's
+``allowed_directories`` compares normalized paths, so ``<lake>/../x`` is refused too.
+
+A table whose files cannot be read (a truncated Parquet file) breaks only its own view: when its
+view cannot be created, a stand-in view of the same name raises ``table T cannot be read: ...``
+naming the file, and every other table reads as before.
 """
 
 from __future__ import annotations
@@ -42,8 +56,23 @@ _EXPLAIN = re.compile(r"^\s*explain\s+(analy[sz]e\s+)?", re.IGNORECASE)
 _PIVOT = re.compile(r"^[\s(]*(pivot\b|(select|with|from)\b.*\bpivot\b)", re.IGNORECASE | re.DOTALL)
 
 
+# Set when a connection opens, before any view exists: nothing the SQL names is installed or loaded
+# behind its back, and no persistent secret is read from the home folder.
+CONNECT_CONFIG = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "allow_persistent_secrets": False,
+}
+SHOW_TABLES = 'lcp query "show tables"'
+
+
 class QueryRefused(ValueError):
-    """A statement that could write was given to a read-only query."""
+    """A statement that could write, or read outside the lake, was given to a lake query."""
+
+
+class OutsideLake(QueryRefused):
+    """The query read a file, URL or extension outside the lake, which the locked connection refuses."""
 
 
 def table_dirs(lake_dir: Path) -> dict[str, Path]:
@@ -68,13 +97,55 @@ def view_source(table_dir: Path) -> str:
     return f"read_parquet({_quote(pattern)}, {READ_OPTIONS})"
 
 
-def create_views(con: duckdb.DuckDBPyConnection, tables: dict[str, Path]) -> None:
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def create_views(con: duckdb.DuckDBPyConnection, tables: dict[str, Path]) -> dict[str, str]:
+    """One view per table; returns ``{table: DuckDB's reason}`` for the tables whose files cannot
+    be read (a corrupt Parquet file), which get no view: the other tables are not held back."""
+    unreadable: dict[str, str] = {}
     for name, d in tables.items():
         storage.register_filesystem(con, d)  # a no-op for local folders
         source = view_source(d)
-        con.execute(f'create or replace view "{name}" as select * from {source}')
+        try:  # DuckDB reads every file's footer here (union_by_name): a truncated file fails now
+            con.execute(f'create or replace view "{name}" as select * from {source}')
+        except duckdb.Error as exc:
+            unreadable[name] = re.sub(r"^[A-Za-z ]*Error: ", "", _first_line(exc))
+            continue
         # The comment records the source so a later refresh can tell whether the view is current.
         con.execute(f'comment on view "{name}" is {_quote(source)}')
+    return unreadable
+
+
+def _stand_in_views(con: duckdb.DuckDBPyConnection, unreadable: dict[str, str]) -> None:
+    """A temporary view for each unreadable table that has no view, raising DuckDB's reason (which
+    names the file) whenever a query reads it. The filter keeps ``count(*)`` from skipping the error."""
+    have = {r[0] for r in con.execute("select view_name from duckdb_views() where not internal").fetchall()}
+    for name, why in unreadable.items():
+        if name in have:  # a view made while its files were whole: DuckDB's own error names the file
+            continue
+        message = _quote(f"table {name} cannot be read: {why}")
+        con.execute(f'create or replace temp view "{name}" as select error({message}) as unreadable '
+                    f"from range(1) where error({message}) is null")
+
+
+def allowed_directories(lake_dir: Path) -> list[str]:
+    """The prefixes DuckDB may read once locked: the lake's folder, as DuckDB spells its files
+    (fsspec's ``memory:///b`` has three slashes where the URL has two)."""
+    p = storage.lake_path(lake_dir)
+    if storage.is_local(p):
+        return [str(Path(p).resolve()) + "/"]
+    return list(dict.fromkeys([storage.url(p).rstrip("/") + "/", p.fs.unstrip_protocol(p.path).rstrip("/") + "/"]))
+
+
+def lock_down(con: duckdb.DuckDBPyConnection, lake_dir: Path) -> None:
+    """From now on ``con`` reads the lake's folder only and its settings cannot change
+    (``SET enable_external_access = true`` fails: the configuration is locked)."""
+    dirs = ", ".join(_quote(d) for d in allowed_directories(lake_dir))
+    con.execute(f"set allowed_directories = [{dirs}]")
+    con.execute("set enable_external_access = false")
+    con.execute("set lock_configuration = true")
 
 
 def _current_views(db: Path) -> dict[str, str] | None:
@@ -87,6 +158,12 @@ def _current_views(db: Path) -> dict[str, str] | None:
 
 def refresh_views(lake_dir: Path) -> Path:
     """Bring ``lake.duckdb`` up to date with the lake's tables; writes only when they changed."""
+    return _refresh_views(lake_dir)[0]
+
+
+def _refresh_views(lake_dir: Path) -> tuple[Path, dict[str, str]]:
+    """``lake.duckdb`` and the tables whose view could not be made (see :func:`create_views`); a
+    table that stays unreadable makes each call try again, so a repaired file is picked up."""
     if not storage.is_local(lake_dir):
         raise ValueError(f"{lake_dir}: a lake on an object store has no views file; use lake.connect()")
     lake_dir = Path(lake_dir).resolve()
@@ -94,14 +171,14 @@ def refresh_views(lake_dir: Path) -> Path:
     tables = table_dirs(lake_dir)
     wanted = {name: view_source(d) for name, d in tables.items()}
     if _current_views(db) == wanted:
-        return db
+        return db, {}
     lake_dir.mkdir(parents=True, exist_ok=True)
-    with duckdb.connect(str(db)) as con:
+    with duckdb.connect(str(db), config=CONNECT_CONFIG) as con:
         existing = {r[0] for r in con.execute("select view_name from duckdb_views() where not internal").fetchall()}
-        create_views(con, tables)
+        unreadable = create_views(con, tables)
         for stale in existing - set(tables):
             con.execute(f'drop view if exists "{stale}"')
-    return db
+    return db, unreadable
 
 
 def check_read_only(sql: str) -> None:
@@ -114,7 +191,8 @@ def check_read_only(sql: str) -> None:
             continue
         if st.type not in READ_STATEMENTS:
             raise QueryRefused(
-                f"refused: {st.type.name} statements can change data; lcp query runs SELECT / EXPLAIN only "
+                f"refused: {st.type.name} statements can change data or reach outside the lake; lcp query "
+                f"runs SELECT / EXPLAIN over the lake's tables only ({SHOW_TABLES} lists them) "
                 f"(statement: {st.query.strip()[:80]!r})"
             )
         if st.type == duckdb.StatementType.EXPLAIN:
@@ -123,35 +201,73 @@ def check_read_only(sql: str) -> None:
 
 
 def connect(lake_dir: Path) -> duckdb.DuckDBPyConnection:
-    """A connection with one view per lake table: ``lake.duckdb`` opened read-only, or the same
-    views in memory when another process holds that file for writing. Close it when done."""
+    """A connection with one view per lake table that reads nothing but the lake (see the module
+    docstring): ``lake.duckdb`` opened read-only, or the same views in memory when another process
+    holds that file for writing. Close it when done."""
     lake_dir = storage.lake_path(lake_dir)
     tables = table_dirs(lake_dir)
     if not tables:
         raise FileNotFoundError(f"the lake {lake_dir} has no tables yet: run `lcp demo` (or materialize assets) first")
-    if not storage.is_local(lake_dir):
-        con = duckdb.connect()
-        create_views(con, tables)
-        return con
+    con = None
+    if storage.is_local(lake_dir):
+        try:
+            db, unreadable = _refresh_views(lake_dir)
+            con = duckdb.connect(str(db), read_only=True, config=CONNECT_CONFIG)
+        except duckdb.IOException:  # "Could not set lock on file": someone else is writing to it
+            pass
+        except duckdb.ConnectionException:  # this process holds the file open with other settings
+            pass
+    if con is None:
+        con = duckdb.connect(config=CONNECT_CONFIG)
+        unreadable = create_views(con, tables)
     try:
-        return duckdb.connect(str(refresh_views(lake_dir)), read_only=True)
-    except duckdb.IOException:  # "Could not set lock on file": someone else is writing to it
-        con = duckdb.connect()
-        create_views(con, tables)
-        return con
+        _stand_in_views(con, unreadable)
+        lock_down(con, lake_dir)
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
-def query(lake_dir: Path, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run read-only ``sql`` over the lake's views; returns (column names, rows)."""
+def _outside_lake(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> OutsideLake | None:
+    """The error to raise instead of DuckDB's when ``exc`` is the lock refusing a read outside the
+    lake, or a function that lives in an extension (which the connection will not install)."""
+    text = _first_line(exc)
+    extension = isinstance(exc, duckdb.CatalogException) and re.search(r"exists in the \w+ extension", text)
+    if not (isinstance(exc, duckdb.PermissionException) or extension):
+        return None
+    names = [r[0] for r in con.execute("select view_name from duckdb_views() where not internal "
+                                       "order by view_name").fetchall()]
+    return OutsideLake(f"lcp query reads only the lake's tables ({', '.join(names)}; {SHOW_TABLES} lists them), "
+                       f"no other file, URL or extension: {text}")
+
+
+def query(lake_dir: Path, sql: str, max_rows: int | None = None) -> tuple[list[str], list[tuple]]:
+    """Run read-only ``sql`` over the lake's views; returns (column names, rows).
+
+    With ``max_rows`` at most ``max_rows + 1`` rows are fetched (DuckDB streams the rest away
+    unread), so a caller can tell that there were more without holding them all."""
     check_read_only(sql)
     with connect(lake_dir) as con:
-        cur = con.execute(sql)
-        columns = [d[0] for d in cur.description] if cur.description else []
-        return columns, cur.fetchall()
+        try:
+            cur = con.execute(sql)
+            columns = [d[0] for d in cur.description] if cur.description else []
+            return columns, (cur.fetchall() if max_rows is None else cur.fetchmany(max_rows + 1))
+        except duckdb.Error as exc:
+            outside = _outside_lake(con, exc)
+            if outside is None:
+                raise
+            raise outside from exc
 
 
 def frame(lake_dir: Path, sql: str):
     """Run read-only ``sql`` and return a polars DataFrame."""
     check_read_only(sql)
     with connect(lake_dir) as con:
-        return con.sql(sql).pl()
+        try:
+            return con.sql(sql).pl()
+        except duckdb.Error as exc:
+            outside = _outside_lake(con, exc)
+            if outside is None:
+                raise
+            raise outside from exc

@@ -1,0 +1,35 @@
+"""`lcp query`: read-only SQL over the lake's tables, and nothing else (issue 22, item 4).
+
+    lcp query "SQL" [--format table|csv|json] [--max-rows N]
+
+The SQL runs on a connection locked to the lake (:func:`lc_pipeline.lake.connect`): a file, URL
+or extension outside it, or a write, exits 1 with a message naming the lake's tables. At most
+``--max-rows`` rows (default 10,000) are printed; when the query returns more, the rest is never
+fetched and stderr says so, so ``select * from range(10000000)`` prints its first rows instead of
+running out of memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import duckdb
+
+from lc_pipeline import lake
+from lc_pipeline.commands.output import print_table
+
+DEFAULT_MAX_ROWS = 10_000
+
+
+def print_query(lake_dir: Path, sql: str, fmt: str = "table", max_rows: int = DEFAULT_MAX_ROWS) -> None:
+    """Print ``sql``'s result over the lake; a refused or failing query raises ``click.ClickException``
+    with the reason (no traceback), a longer result is cut at ``max_rows`` with a note on stderr."""
+    try:
+        columns, rows = lake.query(lake_dir, sql, max_rows=max_rows)
+    except (duckdb.Error, FileNotFoundError, lake.QueryRefused) as exc:
+        raise click.ClickException(str(exc)) from exc
+    more = len(rows) > max_rows
+    print_table(columns, rows[:max_rows], fmt)
+    if more:
+        click.echo(f"showing the first {max_rows} of more rows; add LIMIT or --max-rows", err=True)
