@@ -272,20 +272,15 @@ def sources_validate(paths: tuple[Path, ...], kind: str | None, fmt: str, reason
 @main.command()
 @click.argument("sql")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
-def query(sql: str, fmt: str) -> None:
+@click.option("--max-rows", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Print at most this many rows; a longer result says so on stderr and is not fetched.")
+def query(sql: str, fmt: str, max_rows: int) -> None:
     """Run read-only SQL (SELECT / EXPLAIN) over every lake table (each a DuckDB view, hive columns length/model
-    included); bad SQL exits 1 with DuckDB's message, write statements are refused."""
-    import duckdb
+    included) and nothing else: writes, files, URLs and extensions outside the lake are refused (exit 1),
+    bad SQL exits 1 with DuckDB's message."""
+    from lc_pipeline.commands.query import print_query
 
-    from lc_pipeline.lake import QueryRefused
-    from lc_pipeline.lake import query as run_query
-
-    s = Settings.from_env()
-    try:
-        columns, rows = run_query(s.lake_dir, sql)
-    except (duckdb.Error, FileNotFoundError, QueryRefused) as exc:
-        raise click.ClickException(str(exc)) from exc
-    print_table(columns, rows, fmt)
+    print_query(Settings.from_env().lake_dir, sql, fmt, max_rows)
 
 
 @main.command()
