@@ -4,6 +4,7 @@
                           [--ratio 0.95] [--dims 10] [--seed 42] [--epochs 2000] [--candidates 8]
                           [--validation-splits 2] [--validation-seeds 2] [--validation-draws 20] --out DIR
     lcp minilongbench estimate --model-dir DIR --scores FILE.parquet [--mode predict|blend|direct|weighted]
+                               [--allow-partial [--min-coverage 0.5]]
 
 ``fit`` reads the training models' per-sample scores (columns ``model, task, category,
 global_sample, score``; score in [0, 1]) and sample representations: ``--embeddings`` (columns
@@ -31,6 +32,14 @@ the leave-models-out validation trusts for ranking (``predict``: the only one th
 models better than random subsets scored the same way in most cases); ``blend`` has the smallest
 absolute error (benchmarks/README.md). The fit's own validation (``validation.choice`` in
 meta.json) says the same for the models it was fitted on.
+
+``estimate`` checks its input first (issue 22; :mod:`lc_pipeline.score.minilongbench.estimate_input`): no rows,
+a score outside [0, 1] or not a number, or an unknown sample is an error naming the row (the CSV line); two rows
+for one model and sample with different scores are an error naming both (identical ones are collapsed, said on
+stderr). Every model must have a score on every subset sample; otherwise it exits non-zero naming each model's
+covered/total subset samples per category. ``--allow-partial`` estimates only the categories with at least
+``--min-coverage`` (default half) of their subset samples covered, prints each model's coverage (stderr, and
+``coverage`` / ``not_estimated`` in the JSON) and leaves ``overall`` null unless every category is estimated.
 """
 
 from __future__ import annotations
@@ -42,10 +51,13 @@ import click
 import polars as pl
 
 from lc_pipeline.score import minilongbench as mlbm
+from lc_pipeline.score.minilongbench import estimate_input
 
 
 def read_table(path: str | Path) -> pl.DataFrame:
     p = Path(path)
+    if p.is_file() and p.stat().st_size == 0:
+        raise click.ClickException(f"{p}: the file is empty")
     try:
         return pl.read_csv(p) if p.suffix.lower() == ".csv" else pl.read_parquet(p)
     except Exception as exc:  # noqa: BLE001  (polars raises several error types for unreadable files)
@@ -150,11 +162,31 @@ def _validation_summary(validation: dict | None) -> dict | None:
                    "blend: weighted + predict (smallest error)")
 @click.option("--blend-weight", type=click.FloatRange(0, 1), default=mlbm.BLEND_WEIGHT, show_default=True,
               help="share of 'weighted' in 'blend' (the rest is 'predict')")
-def estimate_cmd(model_dir, scores_path, mode, blend_weight) -> None:
+@click.option("--allow-partial", is_flag=True, default=False,
+              help="estimate models that lack some subset samples: only the categories with at least --min-coverage "
+                   "of theirs covered, the coverage printed, overall null unless every category is estimated")
+@click.option("--min-coverage", type=click.FloatRange(0, 1, min_open=True), default=estimate_input.MIN_COVERAGE,
+              show_default=True, help="with --allow-partial: the share of a category's subset samples it needs")
+def estimate_cmd(model_dir, scores_path, mode, blend_weight, allow_partial, min_coverage) -> None:
     """Estimate new models' full-benchmark scores from their scores on the subset."""
+    csv = Path(scores_path).suffix.lower() == ".csv"
     try:
         mlb = mlbm.MiniLongBench.load(model_dir)
-        est = mlbm.estimate_frame(mlb, read_table(scores_path), mode, blend_weight=blend_weight)
+        scores, notes = estimate_input.clean_scores(
+            mlb, read_table(scores_path), label=scores_path,
+            row_label=(lambda i: f"line {i + 2}") if csv else (lambda i: f"row {i + 1}"))
+        coverages = estimate_input.coverage(mlb, scores)
+        estimate_input.check_coverage(coverages, allow_partial=allow_partial, min_coverage=min_coverage)
+        est = mlbm.estimate_frame(mlb, scores, mode, blend_weight=blend_weight)
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(json.dumps({m: e.to_json() for m, e in est.items()}, indent=1))
+    for note in notes:
+        click.echo(note, err=True)
+    if allow_partial:
+        out = {m: estimate_input.partial_json(e, coverages[m], min_coverage) for m, e in est.items()}
+        for m, row in out.items():
+            left = f"; not estimated: {', '.join(row['not_estimated'])}" if row["not_estimated"] else ""
+            click.echo(f"--allow-partial: {coverages[m].describe()}{left}", err=True)
+    else:
+        out = {m: e.to_json() for m, e in est.items()}
+    click.echo(json.dumps(out, indent=1, allow_nan=False))
