@@ -14,6 +14,7 @@ from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
 from lc_pipeline.resources.judge import JudgeResource
+from lc_pipeline.score.fallbacks import FallbackZeros
 from lc_pipeline.score.longbench100 import prior_knowledge_frame
 from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.score.per_model import (
@@ -44,10 +45,13 @@ def build(parts: Partitions) -> list:
     ):
         config = benchmark.load()
         slug = context.partition_key.keys_by_dimension[MODEL_DIM]
+        fallbacks = FallbackZeros()  # official zeros that are not the answer's (ROUGE failed, NFD vs NFC)
         out = score_frame(
             generations.select(schemas.GENERATIONS.names()), instances.select(schemas.INSTANCES.names()),
-            catalog_for(config), lveval_variant=config.lveval.metric_variant,
+            catalog_for(config), lveval_variant=config.lveval.metric_variant, fallbacks=fallbacks,
         )
+        for line in fallbacks.lines("instance ids"):
+            context.log.warning(f"metric_scores {context.partition_key}: {line}")
         means = dict(out.group_by("metric").agg(pl.col("score").mean()).sort("metric").iter_rows())
         return dg.Output(
             out,
@@ -58,6 +62,10 @@ def build(parts: Partitions) -> list:
                 # Generations left unscored (skipped, invalid) and rows whose answer did not parse (scored 0).
                 "not_scored": int(generations["status"].is_in(list(schemas.NOT_SCORED)).sum()),
                 "unparsable": int((out["status"] == "unparsable").sum()),
+                # Rows scored 0 by the official fallback, kept as the official number but counted (issue 22):
+                # {metric: rows} and {"metric: reason": first instance ids} (reasons: score/fallbacks.py).
+                "fallback_zeros": fallbacks.counts(),
+                "fallback_examples": fallbacks.examples(),
             },
         )
 

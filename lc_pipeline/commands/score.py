@@ -16,7 +16,11 @@ Metric names:
   chooses the released code's metric (default, comparable with published numbers) or the paper's.
 
 Every record is checked before any is scored: a bad record stops the command with its line,
-its ``_id`` and the field.
+its ``_id`` and the field; so does a line that is not UTF-8 (Latin-1, UTF-16), with the byte.
+
+Scores are the official ones. Records whose 0 is the official code's fallback (LongBench's ROUGE
+failed on them; the texts differ from the gold only in Unicode normalization) are counted on stderr
+with their first ids (score/fallbacks.py, issue 22).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+
+from lc_pipeline.score.fallbacks import FallbackZeros, score_noted
 
 __all__ = ["read_records", "resolve_metric", "score"]
 
@@ -63,41 +69,70 @@ def _where(line_no: int, rec: dict | None) -> str:
     return f"line {line_no}" + (f" (_id {rid!r})" if rid is not None else "")
 
 
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+         (b"\xfe\xff", "UTF-16"))
+
+
+def _decode(path: Path, line_no: int, raw: bytes, data: bytes) -> str:
+    """One line as text; a line that is not UTF-8 (or holds NUL bytes: UTF-16/32) is a RecordProblem naming
+    the line, the byte and, when the line still parses as JSON with the bad bytes replaced, its ``_id``."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        try:
+            guess = json.loads(raw.decode("utf-8", errors="replace"))
+        except ValueError:
+            guess = None
+        bom = next((name for mark, name in _BOMS if data.startswith(mark)), None)
+        hint = (f"the file starts with a {bom} byte-order mark" if bom else
+                "NUL bytes: UTF-16 or UTF-32 without a byte-order mark?" if b"\x00" in raw else
+                "Latin-1 or another 8-bit encoding?")
+        raise RecordProblem(f"{path}: {_where(line_no, guess)}: not UTF-8 (byte 0x{raw[exc.start]:02x} at byte "
+                            f"{exc.start + 1} of the line; {hint}): save the file as UTF-8") from None
+    if "\x00" in line:
+        raise RecordProblem(f"{path}: line {line_no}: holds NUL bytes (UTF-16 or UTF-32 without a byte-order "
+                            f"mark?): save the file as UTF-8")
+    return line
+
+
 def read_records(path: Path, prediction_field: str) -> list[tuple[int, dict]]:
     """Parse and check every record; (line number, record) in file order, blank lines skipped."""
     records: list[tuple[int, dict]] = []
     seen: dict[str, int] = {}
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RecordProblem(f"{path}: line {line_no}: not valid JSON ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise RecordProblem(f"{path}: line {line_no}: expected a JSON object, got {type(rec).__name__}")
-            where = f"{path}: {_where(line_no, rec)}"
-            rid = rec.get("_id")
-            if not isinstance(rid, (str, int)) or isinstance(rid, bool) or rid == "":
-                raise RecordProblem(f"{where}: field '_id': missing or not a string/integer")
-            if str(rid) in seen:
-                raise RecordProblem(f"{where}: field '_id': duplicate of line {seen[str(rid)]}")
-            seen[str(rid)] = line_no
-            if not isinstance(rec.get(prediction_field), str):
-                raise RecordProblem(f"{where}: field {prediction_field!r}: missing or not a string")
-            answers = rec.get("answers")
-            if not isinstance(answers, list) or not answers or not all(isinstance(a, str) for a in answers):
-                raise RecordProblem(f"{where}: field 'answers': expected a non-empty list of strings, got {answers!r}")
-            kw = rec.get("answer_keywords")
-            if kw is not None and not isinstance(kw, str) and not (
-                isinstance(kw, list) and all(isinstance(k, str) for k in kw)
-            ):
-                raise RecordProblem(f"{where}: field 'answer_keywords': expected a string, a list of strings or null")
-            classes = rec.get("all_classes")
-            if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
-                raise RecordProblem(f"{where}: field 'all_classes': expected a list of strings or null")
-            records.append((line_no, rec))
+    data = path.read_bytes()
+    for line_no, raw in enumerate(data.splitlines(), start=1):  # \n, \r\n and \r: text mode's universal newlines
+        line = _decode(path, line_no, raw, data)
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RecordProblem(f"{path}: line {line_no}: not valid JSON ({exc.msg})") from None
+        if not isinstance(rec, dict):
+            raise RecordProblem(f"{path}: line {line_no}: expected a JSON object, got {type(rec).__name__}")
+        where = f"{path}: {_where(line_no, rec)}"
+        rid = rec.get("_id")
+        if not isinstance(rid, (str, int)) or isinstance(rid, bool) or rid == "":
+            raise RecordProblem(f"{where}: field '_id': missing or not a string/integer")
+        if isinstance(rid, str) and any("\ud800" <= ch <= "\udfff" for ch in rid):  # JSON's "\ud800" escape
+            raise RecordProblem(f"{where}: field '_id': holds a lone UTF-16 surrogate, which no UTF-8 output can carry")
+        if str(rid) in seen:
+            raise RecordProblem(f"{where}: field '_id': duplicate of line {seen[str(rid)]}")
+        seen[str(rid)] = line_no
+        if not isinstance(rec.get(prediction_field), str):
+            raise RecordProblem(f"{where}: field {prediction_field!r}: missing or not a string")
+        answers = rec.get("answers")
+        if not isinstance(answers, list) or not answers or not all(isinstance(a, str) for a in answers):
+            raise RecordProblem(f"{where}: field 'answers': expected a non-empty list of strings, got {answers!r}")
+        kw = rec.get("answer_keywords")
+        if kw is not None and not isinstance(kw, str) and not (
+            isinstance(kw, list) and all(isinstance(k, str) for k in kw)
+        ):
+            raise RecordProblem(f"{where}: field 'answer_keywords': expected a string, a list of strings or null")
+        classes = rec.get("all_classes")
+        if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
+            raise RecordProblem(f"{where}: field 'all_classes': expected a list of strings or null")
+        records.append((line_no, rec))
     if not records:
         raise RecordProblem(f"{path}: no records")
     return records
@@ -118,12 +153,17 @@ def score(file: Path, metric: str, variant: str | None, prediction_field: str) -
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     total = 0.0
+    fallbacks = FallbackZeros()
     for line_no, rec in records:
         try:
-            value = float(scorer(rec, rec[prediction_field]))
+            value, fallback = score_noted(lambda output, record: scorer(record, output), rec[prediction_field], rec)
         except ValueError as exc:
             raise click.ClickException(f"{file}: {_where(line_no, rec)}: {exc}") from exc
-        total += value
-        click.echo(json.dumps({"_id": rec["_id"], "score": value}, ensure_ascii=False))
+        if fallback is not None:
+            fallbacks.add(metric, fallback, rec["_id"])
+        total += float(value)
+        click.echo(json.dumps({"_id": rec["_id"], "score": float(value)}, ensure_ascii=False))
     shown = f"{metric}" + (f" ({variant or 'code'} variant)" if metric.startswith("lveval:") else "")
     click.echo(f"{len(records)} records, {shown}: mean x 100 = {100 * total / len(records):.2f}", err=True)
+    for line in fallbacks.lines("ids"):  # the official 0s kept above, counted (issue 22)
+        click.echo(line, err=True)

@@ -5,7 +5,8 @@ Behaviour follows ``THUDM/LongBench`` ``metrics.py`` + ``eval.py`` (spec ``longb
 * a record scores the **max over its gold answers** (starting from 0.0);
 * trec, triviaqa, samsum and lsht score only the first line of the prediction;
 * QA F1 (en): ``normalize_answer`` tokens; QA F1 (zh): jieba tokens, each normalized;
-* ROUGE-L F from the ``rouge`` package (1.0.1, as the official requirements), any exception -> 0;
+* ROUGE-L F from the ``rouge`` package (1.0.1, as the official requirements), any exception -> 0
+  (the official number, counted as a fallback zero: score/fallbacks.py);
   Chinese strings are jieba-tokenized and space-joined first;
 * classification, retrieval, count and code similarity as in the official code, quirks included
   (see each function).
@@ -25,6 +26,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from lc_pipeline.score import fallbacks
 from lc_pipeline.text import jieba_tokenizer, normalize_answer
 
 __all__ = [
@@ -123,6 +125,11 @@ def _remaining_recursion() -> int:
 def rouge_l(prediction: str, ground_truth: str, *, language: str = "en") -> float:
     """``Rouge().get_scores([pred], [gold], avg=True)["rouge-l"]["f"]``, 0.0 on any exception.
 
+    That 0 is noted as a fallback (``fallbacks.note``: counted by ``metric_scores`` and ``lcp score``,
+    issue 22) when the prediction has text between its '.': RecursionError on a sentence of ~990 words
+    or more (``rouge_recursion``), any other error (``rouge_error``, e.g. a gold with no sentence). An
+    empty or dot-only prediction's 0 is its own.
+
     Only ROUGE-L is computed: ROUGE-1/2, which the official call also computes, fail exactly
     when ROUGE-L does (an empty hypothesis or reference), so the value is the same.
     """
@@ -134,10 +141,16 @@ def rouge_l(prediction: str, ground_truth: str, *, language: str = "en") -> floa
         sys.setrecursionlimit(previous + _OFFICIAL_BUDGET[language] - _remaining_recursion())
         try:
             return float(rouge.get_scores([prediction], [ground_truth], avg=True)["rouge-l"]["f"])
-        except Exception:  # the official bare `except:` (empty hypothesis, RecursionError, ...)
-            return 0.0
+        except Exception as exc:  # the official bare `except:` (empty hypothesis, RecursionError, ...)
+            failed = exc
         finally:
             sys.setrecursionlimit(previous)
+    # The official 0, counted as a fallback (score/fallbacks.py) unless the prediction has nothing to score.
+    if isinstance(failed, RecursionError):
+        fallbacks.note(fallbacks.ROUGE_RECURSION)
+    elif any(prediction.split(".")):
+        fallbacks.note(fallbacks.ROUGE_ERROR)
+    return 0.0
 
 
 def rouge_score(prediction: str, ground_truth: str) -> float:

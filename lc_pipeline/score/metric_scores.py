@@ -18,6 +18,7 @@ import polars as pl
 
 from lc_pipeline import schemas
 from lc_pipeline.fingerprints import short_id
+from lc_pipeline.score.fallbacks import FallbackZeros, score_noted
 from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
 from lc_pipeline.tasks.registry import METRICS
 from lc_pipeline.tasks.spec import MetricRef, TaskSpec
@@ -46,7 +47,17 @@ def score_instance_parsed(spec: TaskSpec, instance: Mapping[str, Any], output: s
                           extra: tuple[MetricRef, ...] = ()) -> dict[str, tuple[float, bool]]:
     """{metric label: (score, parsed)}: ``parsed`` is False when the metric parses an answer (``Metric.parses``)
     and the output holds none."""
-    values: dict[str, tuple[float, bool]] = {}
+    return {label: (value, parsed) for label, (value, parsed, _) in score_instance_noted(
+        spec, instance, output, run_options, extra).items()}
+
+
+def score_instance_noted(spec: TaskSpec, instance: Mapping[str, Any], output: str,
+                         run_options: Mapping[str, Any] | None = None,
+                         extra: tuple[MetricRef, ...] = ()) -> dict[str, tuple[float, bool, str | None]]:
+    """{metric label: (score, parsed, fallback)}: ``fallback`` says why a 0 is a fallback zero (a
+    ``score.fallbacks.REASONS`` key: the official ROUGE failed, or the texts differ only in Unicode
+    normalization), else None. The score is the metric's, unchanged."""
+    values: dict[str, tuple[float, bool, str | None]] = {}
     refs = (*spec.metrics, *(m for m in extra if m.name not in spec.metric_names))
     for ref in refs:
         metric = METRICS.get(ref.name, where=f"task {spec.qualified_name}, field metrics")
@@ -55,9 +66,10 @@ def score_instance_parsed(spec: TaskSpec, instance: Mapping[str, Any], output: s
         if metric.label in values:
             raise ValueError(f"task {spec.qualified_name}: metrics {[m.name for m in refs]} write the label "
                              f"{metric.label!r} twice")
-        value = metric(output, instance, spec, {**(run_options or {}), **ref.options})
+        options = {**(run_options or {}), **ref.options}
+        value, fallback = score_noted(lambda o, i, m=metric, opts=options: m(o, i, spec, opts), output, instance)
         parsed = metric.parses is None or bool(metric.parses(output, instance, spec))
-        values[metric.label] = (value, parsed)
+        values[metric.label] = (value, parsed, fallback)
     return values
 
 
@@ -66,6 +78,7 @@ def score_frame(
     instances: pl.DataFrame,
     catalog: TaskCatalog | None = None,
     lveval_variant: str = "code",
+    fallbacks: FallbackZeros | None = None,
 ) -> pl.DataFrame:
     """METRIC_SCORES rows: per generation, one row per metric of its instance's task, in generation order.
 
@@ -78,6 +91,10 @@ def score_frame(
     A generation's ``status`` (GENERATIONS) is kept on its rows; rows ``skipped`` (not sent) or ``invalid``
     (thinking ran out) are not scored and get no row (they are counted where scores are shown); a metric that
     parses an answer and finds none marks its row ``unparsable`` (scored as the metric scores it: 0).
+
+    ``fallbacks``, when given, receives each row whose 0 is a fallback zero (metric, reason, instance_id;
+    score/fallbacks.py): the score and the status stay the official ones, the metric_scores asset reports
+    the count in its metadata (issue 22).
     """
     catalog = catalog or load_catalog()
     for frame, label, cols in ((generations, "generations", ("generation_id", "instance_id", "output")),
@@ -115,10 +132,12 @@ def score_frame(
             if key not in specs:
                 specs[key] = catalog.resolve(*key)
             extra = (VARIANT_METRIC,) if inst["item_id"] in with_variants else ()
-            values = score_instance_parsed(specs[key], inst, output, run_options, extra)
+            values = score_instance_noted(specs[key], inst, output, run_options, extra)
         except ValueError as exc:
             raise ValueError(f"generation {gid!r} (instance {iid!r}): {exc}") from exc
-        for metric, (value, parsed) in values.items():
+        for metric, (value, parsed, fallback) in values.items():
+            if fallback is not None and fallbacks is not None:
+                fallbacks.add(metric, fallback, iid)
             rows["score_id"].append(score_id(gid, metric))
             rows["generation_id"].append(gid)
             rows["instance_id"].append(iid)
