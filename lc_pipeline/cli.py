@@ -59,7 +59,22 @@ def _print_leaderboard(df) -> None:
     print_table(cols, rows)
 
 
-@click.group()
+class _Commands(click.Group):
+    """A bad file the user gave (a config, models.yaml, a task file) ends any command with its error, which
+    names the file and the line, and exit status 1: never a traceback (issue 22, item 7)."""
+
+    def invoke(self, ctx: click.Context):
+        from lc_pipeline.config import ConfigError
+        from lc_pipeline.generate.registry import ModelSpecError
+        from lc_pipeline.tasks.catalog import TaskFileError
+
+        try:
+            return super().invoke(ctx)
+        except (ConfigError, ModelSpecError, TaskFileError) as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=_Commands)
 def main() -> None:
     """Build long-context benchmarks and evaluate models on them (Dagster assets over a Parquet lake)."""
 
