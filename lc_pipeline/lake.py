@@ -142,6 +142,8 @@ def allowed_directories(lake_dir: Path) -> list[str]:
 def lock_down(con: duckdb.DuckDBPyConnection, lake_dir: Path) -> None:
     """From now on ``con`` reads the lake's folder only and its settings cannot change
     (``SET enable_external_access = true`` fails: the configuration is locked)."""
+    if con.execute("select current_setting('lock_configuration')").fetchone()[0]:
+        return  # another open connection of this process already locked the same lake.duckdb
     dirs = ", ".join(_quote(d) for d in allowed_directories(lake_dir))
     con.execute(f"set allowed_directories = [{dirs}]")
     con.execute("set enable_external_access = false")
