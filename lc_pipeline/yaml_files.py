@@ -84,8 +84,10 @@ def decode_utf8(data: bytes, where: str, error: type[Exception] = YamlFileError)
         line = data.count(b"\n", 0, data.index(b"\x00")) + 1
         raise error(f"{where}: not UTF-8 text: NUL bytes at line {line} (UTF-16 without a "
                     "byte-order mark, or not a text file); save it as UTF-8")
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line_start = data.rfind(b"\n", 0, exc.start) + 1
         column = len(data[line_start:exc.start].decode("utf-8", errors="replace")) + 1

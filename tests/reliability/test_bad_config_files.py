@@ -7,6 +7,7 @@ were. ``lcp add-model`` keeps the comments of models.yaml byte for byte.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 
 import pytest
@@ -82,6 +83,11 @@ def test_a_config_not_in_utf8_is_refused_naming_the_encoding_found(tmp_path, enc
     path = config_file(tmp_path, DEMO.replace("name: demo\n", "name: démo\n", 1).encode(encoding))
     message = error_of(lambda: load_config(path), ConfigError)
     assert message.startswith(f"config {path}: ") and found in message
+
+
+def test_a_utf8_config_with_a_byte_order_mark_loads_like_one_without(tmp_path):
+    path = config_file(tmp_path, codecs.BOM_UTF8 + DEMO.encode("utf-8"))
+    assert load_config(path) == load_config("demo")
 
 
 @pytest.mark.parametrize(("text", "where"), [
