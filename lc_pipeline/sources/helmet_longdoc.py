@@ -66,6 +66,7 @@ from lc_pipeline.sources.validation import (
     accepted,
     input_files,
     source_frames,
+    source_stem,
     validate_file,
 )
 
@@ -211,7 +212,7 @@ def load_narrativeqa(test: Any, train: Any = None, *, source: str, min_document_
         for path in input_files(paths, label="NarrativeQA", caller="load_narrativeqa"):
             stats: Counter = Counter()
             parsed, report = validate_file(path, lambda r: _narrativeqa_record(  # noqa: B023
-                r, source=source, split=split, stem=Path(path).stem, language=language, lengths=lengths,  # noqa: B023
+                r, source=source, split=split, stem=source_stem(path), language=language, lengths=lengths,  # noqa: B023
                 docs=docs, stats=stats), on_error=on_error)  # noqa: B023
             for value in parsed:
                 if value is not None:
@@ -239,7 +240,7 @@ INFBENCH_QA, INFBENCH_CHOICE, INFBENCH_SUM = "qa", "choice", "sum"
 
 def infbench_file_kind(path: str | Path) -> str:
     """What a ∞Bench file holds, from its name: ``longbook_choice_eng`` MC, ``longbook_sum_eng`` Sum, else QA."""
-    stem = Path(path).stem.lower()
+    stem = source_stem(path).lower()
     return INFBENCH_CHOICE if "choice" in stem else INFBENCH_SUM if "sum" in stem else INFBENCH_QA
 
 
@@ -331,7 +332,7 @@ def load_infbench(paths: Any, *, source: str, keypoints: str | Path | None = Non
         stats: Counter = Counter()
         kind = infbench_file_kind(path)
         parsed, report = validate_file(path, lambda r: _infbench_record(  # noqa: B023
-            r, source=source, task=Path(path).stem, file_kind=kind, language=language, lengths=lengths,  # noqa: B023
+            r, source=source, task=source_stem(path), file_kind=kind, language=language, lengths=lengths,  # noqa: B023
             keypoints=points, docs=docs, seen=seen, stats=stats), on_error=on_error)  # noqa: B023
         for value in parsed:
             if value is not None:

@@ -71,6 +71,8 @@ from lc_pipeline.sources.validation import (
     input_files,
     read_records,
     source_frames,
+    source_stem,
+    source_suffix,
     validate_file,
 )
 
@@ -223,7 +225,7 @@ def load_passages(
     files = input_files(paths_or_dir, label="passage", caller="load_passages")
     if collection is None:
         given = Path(paths_or_dir) if isinstance(paths_or_dir, str | Path) else None
-        collection = given.name if given is not None and given.is_dir() else files[0].stem
+        collection = given.name if given is not None and given.is_dir() else source_stem(files[0])
     domain = f"kilt/{collection}"
     index = PassageCollection(source=source, files=[display_name(f) for f in files])
     rows: list[tuple] = []
@@ -422,10 +424,10 @@ def load_qa(
     seen: dict[str, str] = {}
     for path in input_files(paths_or_dir, label="KILT QA", caller="load_qa"):
         stats: Counter = Counter()
-        task = path.stem
+        task = source_stem(path)
         parsed, report = validate_file(
             path, lambda r: _parse_qa(r, source=source, task=task, language=language,  # noqa: B023
-                                      collection=collection, csv=path.suffix.lower() == ".csv",  # noqa: B023
+                                      collection=collection, csv=source_suffix(path) == ".csv",  # noqa: B023
                                       seen=seen, stats=stats, max_popularity=max_popularity),  # noqa: B023
             on_error=on_error)
         parsed = [row for row in parsed if row is not None]  # PopQA's popularity filter, counted in stats

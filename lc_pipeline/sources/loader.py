@@ -2,13 +2,19 @@
 
 Every adapter returns (documents, items, reports): the two source tables and one
 :class:`ValidationReport` per file read, whose rejected records (config ``on_error: reject``)
-become rows of the ``rejected_records`` table. Nothing is skipped silently.
+become rows of the ``rejected_records`` table. Nothing is skipped silently: the entries of a
+source folder that are not read (a subfolder, an unknown extension) are the load's ``skipped``,
+in its notes and in the asset's metadata.
+
+`lcp sources validate` (:func:`check_paths`) runs the same adapter loaders on the same file
+listing (:func:`validation.list_folder`), a folder's files of one kind loaded together, so ids
+repeated across files are caught as a run catches them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +23,15 @@ import polars as pl
 
 from lc_pipeline import schemas
 from lc_pipeline.config import SourceConfig
-from lc_pipeline.sources.validation import ValidationReport, read_records
+from lc_pipeline.sources.validation import (
+    RecordError,
+    Skipped,
+    ValidationReport,
+    collect_skipped,
+    display_name,
+    list_folder,
+    read_records,
+)
 
 Adapter = Callable[[SourceConfig], tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]]
 
@@ -27,6 +41,11 @@ class SourceLoad:
     documents: pl.DataFrame
     items: pl.DataFrame
     reports: list[ValidationReport] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)  # entries of a source folder not read, with the reason
+
+    def notes(self) -> list[str]:
+        """Each report's notes (``file: note``), then each skipped entry (``file: skipped (reason)``)."""
+        return [f"{r.file}: {note}" for r in self.reports for note in r.notes] + [str(s) for s in self.skipped]
 
     def rejected(self, source: str) -> pl.DataFrame:
         rows = [
@@ -114,55 +133,71 @@ def load_source(source: SourceConfig) -> SourceLoad:
         adapter = SOURCE_KINDS[source.kind]
     except KeyError:
         raise ValueError(f"source {source.name!r}: unknown kind {source.kind!r}; known kinds: {sorted(SOURCE_KINDS)}") from None
-    try:
-        return SourceLoad(*adapter(source))
-    except TypeError as exc:  # unknown option names surface here
-        raise ValueError(f"source {source.name!r} (kind {source.kind!r}): {exc}") from exc
+    with collect_skipped() as skipped:
+        try:
+            loaded = SourceLoad(*adapter(source))
+        except TypeError as exc:  # unknown option names surface here
+            raise ValueError(f"source {source.name!r} (kind {source.kind!r}): {exc}") from exc
+    loaded.skipped = list(skipped)
+    return loaded
 
 
 # -- `lcp sources validate` ---------------------------------------------------------------
+# Each validator loads a group of files of its format as a run loads a source's ``paths`` (the same loader, in
+# reject mode: every record checked), so the rules across files (an id already loaded from another file) apply.
 
-def _validate_longbench(path: Path) -> list[ValidationReport]:
+def _validate_longbench(paths: list[Path]) -> list[ValidationReport]:
     from lc_pipeline.sources.longbench import load_longbench
 
-    return load_longbench(path, source="validate", on_error="reject")[2]
+    return load_longbench(paths, source="validate", on_error="reject")[2]
 
 
-def _validate_longbench_v2(path: Path) -> list[ValidationReport]:
-    from lc_pipeline.sources.longbench_v2 import validate_longbench_v2_file
+def _validate_longbench_v2(paths: list[Path]) -> list[ValidationReport]:
+    from lc_pipeline.sources.longbench_v2 import load_longbench_v2
 
-    return validate_longbench_v2_file(path)
+    return load_longbench_v2(paths, source="validate", on_error="reject")[2]
 
 
-def _validate_lveval(path: Path) -> list[ValidationReport]:
+def _validate_lveval(paths: list[Path]) -> list[ValidationReport]:
     from lc_pipeline.sources.lveval import load_lveval
 
-    return load_lveval(path, source="validate", on_error="reject")[2]
+    return load_lveval(paths, source="validate", on_error="reject")[2]
 
 
-def _validate_loong(path: Path) -> list[ValidationReport]:
+def _validate_loong(paths: list[Path]) -> list[ValidationReport]:
     from lc_pipeline.sources.loong import load_loong
 
-    # Items only: a documents folder is a property of a benchmark config, not of the file.
-    return load_loong(path, source="validate", on_error="reject")[2]
+    # Items only: a documents folder is a property of a benchmark config, not of the file. A run loads one file.
+    return [report for path in paths for report in load_loong(path, source="validate", on_error="reject")[2]]
 
 
-def _validate_kilt(path: Path) -> list[ValidationReport]:
-    from lc_pipeline.sources.kilt import validate_kilt_file
-
-    # A passages file or a QA file alone: gold passages are checked for shape, not looked up.
-    return validate_kilt_file(path)
-
-
-def _validate_multihop(path: Path) -> list[ValidationReport]:
-    from lc_pipeline.sources.multihop import validate_multihop_file
-
-    return validate_multihop_file(path)
+def _kilt_passages_file(path: Path) -> bool:
+    _, records = read_records(path)
+    first = next((r for _, r in records if isinstance(r, dict)), None)
+    return first is not None and "text" in first and not {"input", "output", "question"} & set(first)
 
 
-# Kind -> (fields whose presence identifies the format, validator of one file in reject mode).
+def _validate_kilt(paths: list[Path]) -> list[ValidationReport]:
+    from lc_pipeline.sources.kilt import load_passages, load_qa
+
+    # Passages files and QA files (option ``passages`` and ``qa`` of a run): gold passages are checked for shape,
+    # not looked up.
+    passages = [p for p in paths if _kilt_passages_file(p)]
+    qa = [p for p in paths if p not in passages]
+    return ((load_passages(passages, source="validate", on_error="reject")[2] if passages else [])
+            + (load_qa(qa, None, source="validate", on_error="reject")[1] if qa else []))
+
+
+def _validate_multihop(paths: list[Path]) -> list[ValidationReport]:
+    from lc_pipeline.sources.multihop import load_multihop
+
+    # The loader detects each file's format (HotpotQA, 2Wiki, MuSiQue) itself.
+    return load_multihop(paths, source="validate", on_error="reject")[2]
+
+
+# Kind -> (fields whose presence identifies the format, validator of a group of files in reject mode).
 # When several match, the kind with the most identifying fields wins.
-FILE_KINDS: dict[str, tuple[frozenset[str], Callable[[Path], list[ValidationReport]]]] = {
+FILE_KINDS: dict[str, tuple[frozenset[str], Callable[[list[Path]], list[ValidationReport]]]] = {
     "longbench": (frozenset({"_id", "dataset", "context", "input", "answers"}), _validate_longbench),
     "longbench_v2": (frozenset({"_id", "domain", "difficulty", "length", "question", "choice_A", "answer"}),
                      _validate_longbench_v2),
@@ -181,7 +216,10 @@ FILE_KINDS: dict[str, tuple[frozenset[str], Callable[[Path], list[ValidationRepo
 
 
 def detect_kind(path: Path) -> str | None:
-    """The adapter whose identifying fields the file's first readable record has."""
+    """The adapter whose identifying fields the file's first readable record has.
+
+    A file-level problem (empty, UTF-16, CR-only lines, a JSON array named .jsonl) raises the reader's
+    :class:`RecordError` saying what was found."""
     _, records = read_records(path)
     for _, rec in records:
         if isinstance(rec, dict):
@@ -191,11 +229,106 @@ def detect_kind(path: Path) -> str | None:
     return None
 
 
+def _detected(path: Path) -> str:
+    """:func:`detect_kind`, or a ValueError saying what the file holds instead of a known format."""
+    kind = detect_kind(path)
+    if kind is not None:
+        return kind
+    _, records = read_records(path)
+    first_error = None
+    found = "no record could be read"
+    for _, rec in records:
+        if isinstance(rec, dict):
+            found = f"its first record has the fields {sorted(map(str, rec))[:20]}"
+            break
+        first_error = first_error or rec
+    if first_error is not None and "fields" not in found:
+        found += f" (first: {first_error})"
+    raise ValueError(f"{path}: no known source format matches its records: {found} (known: {sorted(FILE_KINDS)})")
+
+
 def validate_path(path: Path, kind: str | None = None) -> tuple[str | None, list[ValidationReport]]:
     """Validate one file with every record checked (reject mode); returns (kind, reports)."""
-    kind = kind or detect_kind(path)
-    if kind is None:
-        raise ValueError(f"{path}: no known source format matches its records (known: {sorted(FILE_KINDS)})")
+    kind = kind or _detected(path)
     if kind not in FILE_KINDS:
         raise ValueError(f"{path}: unknown kind {kind!r} (known: {sorted(FILE_KINDS)})")
-    return kind, FILE_KINDS[kind][1](path)
+    return kind, FILE_KINDS[kind][1]([Path(path)])
+
+
+@dataclass
+class FileCheck:
+    """One line of `lcp sources validate`: a file read (its report), a file that could not be, or a skipped entry."""
+
+    file: str
+    status: str = "read"  # "read", "error" (the file could not be read) or "skipped" (not read, reasons say why)
+    kind: str | None = None
+    format: str | None = None
+    records: int = 0
+    accepted: int = 0
+    rejected: int | None = None
+    reasons: list[str] = field(default_factory=list)  # every rejected record, the file's error or why it is skipped
+    notes: list[str] = field(default_factory=list)  # the loader's notes (e.g. "fields ignored: all_clases")
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "error" or bool(self.rejected)
+
+
+def check_paths(paths: Iterable[str | Path], kind: str | None = None) -> list[FileCheck]:
+    """`lcp sources validate`: every file of ``paths`` checked as a run would load it (nothing is written).
+
+    A folder is listed as a run lists it (:func:`validation.list_folder`: its own files, not subfolders; each
+    entry not read is a ``skipped`` line); an empty folder, or one with nothing to read, is an ``error`` line.
+    The files of one argument are grouped by detected format and each group loaded together, in reject mode.
+    """
+    if kind is not None and kind not in FILE_KINDS:
+        raise ValueError(f"unknown kind {kind!r} (known: {sorted(FILE_KINDS)})")
+    out: list[FileCheck] = []
+    for given in map(Path, paths):
+        if not given.is_dir():
+            out.extend(_check_files([given], kind))
+            continue
+        try:
+            listing = list_folder(given)
+        except ValueError as exc:
+            out.append(FileCheck(str(given), "error", reasons=[str(exc)]))
+            continue
+        out.extend(FileCheck(str(given / s.file.rsplit("/", 1)[-1]), "skipped", reasons=[s.reason])
+                   for s in listing.skipped)
+        if not listing.files:
+            held = "the folder is empty" if not listing.skipped else f"{len(listing.skipped)} entries, none readable"
+            out.append(FileCheck(str(given), "error", reasons=[f"{given}: no source files to read: {held}"]))
+            continue
+        out.extend(_check_files(listing.files, kind))
+    return out
+
+
+def _check_files(files: list[Path], kind: str | None) -> list[FileCheck]:
+    checks: dict[Path, list[FileCheck]] = {f: [] for f in files}
+    groups: dict[Callable, list[tuple[Path, str]]] = {}
+    for f in files:
+        try:
+            detected = kind or _detected(f)
+        except (RecordError, ValueError) as exc:  # file-level problems: unreadable, empty, unknown format
+            checks[f].append(FileCheck(str(f), "error", kind=kind, reasons=[str(exc)]))
+            continue
+        groups.setdefault(FILE_KINDS[detected][1], []).append((f, detected))
+    for validator, pending in groups.items():
+        while pending:
+            try:
+                reports = validator([f for f, _ in pending])
+            except (RecordError, ValueError) as exc:
+                # A file-level error stops a load, as in a run; the others of the group are loaded again without it.
+                culprit = next((m for m in pending if isinstance(exc, RecordError) and exc.file == display_name(m[0])), None)
+                for f, k in [culprit] if culprit else pending:
+                    checks[f].append(FileCheck(str(f), "error", kind=k, reasons=[str(exc)]))
+                pending = [m for m in pending if m is not culprit] if culprit else []
+                continue
+            by_name = {display_name(f): (f, k) for f, k in pending}
+            for r in reports:
+                f, k = by_name.get(r.file, (pending[0][0], pending[0][1]))
+                checks[f].append(FileCheck(str(f), kind=k, format=r.format, records=r.records, accepted=r.accepted,
+                                           rejected=len(r.rejected), reasons=[str(x) for x in r.rejected],
+                                           notes=list(r.notes)))
+            break
+    return [c for f in files for c in checks[f]]

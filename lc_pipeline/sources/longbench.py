@@ -35,6 +35,7 @@ from lc_pipeline.sources.validation import (
     accepted,
     input_files,
     source_frames,
+    source_stem,
     validate_file,
 )
 
@@ -217,12 +218,12 @@ def load_longbench(
         raise ValueError(f"LongBench option variant {variant!r}: expected one of {list(VARIANTS)}")
     files = input_files(paths_or_dir, label="LongBench", caller="load_longbench")
     if variant:
-        files = [f for f in files if f.stem.endswith("_e") == (variant == "e")]
+        files = [f for f in files if source_stem(f).endswith("_e") == (variant == "e")]
         if not files:
             raise ValueError(f"{paths_or_dir}: no {VARIANTS[variant]} files")
     for path in files:
         notes: set[str] = set()
-        variant = "_e" if path.stem.endswith("_e") else ""
+        variant = "_e" if source_stem(path).endswith("_e") else ""
         parsed, report = validate_file(
             path,
             lambda r: _parse(r, source=source, file_variant=variant, seen_items=seen_items, notes=notes),  # noqa: B023

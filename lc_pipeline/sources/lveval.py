@@ -46,6 +46,7 @@ from lc_pipeline.sources.validation import (
     accepted,
     input_files,
     source_frames,
+    source_stem,
     validate_file,
 )
 
@@ -171,7 +172,7 @@ def _parse(rec: Record, *, source: str, file_task: str | None, file_level: str |
         notes.add(f"fields ignored: {', '.join(extra)}")
     # Run as released (construct/released.py): the record's id (the release has none: its file and 0-based
     # position), its context verbatim (confusing facts already inside) and the fields its table is cut by.
-    record_id = raw_id if isinstance(raw_id, str) and raw_id else f"{Path(rec.file).stem}-{rec.index:05d}"
+    record_id = raw_id if isinstance(raw_id, str) and raw_id else f"{source_stem(rec.file)}-{rec.index:05d}"
     fields = {"dataset": task, "level": level, "index": rec.index, **({"length": length} if length is not None else {})}
     item = (item_id, source, task, CATEGORIES.get(task, "single-hop QA"), language, question, answers, keywords,
             doc_ids, 2 if CATEGORIES.get(task) == "multi-hop QA" else 1, [], facts, record_id, context,
@@ -196,7 +197,7 @@ def load_lveval(
     reports: list[ValidationReport] = []
     seen: dict[str, str] = {}
     for path in input_files(paths_or_dir, label="LV-Eval", caller="load_lveval"):
-        task, level = split_name(path.stem)
+        task, level = split_name(source_stem(path))
         file_task = task if level is not None else None
         stats: dict[str, Counter] = {"level": Counter(), "passages": Counter(), "confusing_facts": Counter(),
                                      "length": Counter()}

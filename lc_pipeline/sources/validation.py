@@ -11,19 +11,33 @@ lists each bad record with its reason. Either way nothing is skipped silently: e
 record of the file ends up accepted or rejected, so
 ``report.records == report.accepted + len(report.rejected)``.
 
-File-level problems (unknown extension, no records, a JSON document that does not parse)
-always raise, whatever the policy: there is no record to reject, and an empty source must
-not pass for a valid one.
+File-level problems (unknown extension, no records, a JSON document that does not parse, a
+UTF-16 file, CR-only line endings, a JSON array named ``.jsonl``) always raise, whatever the
+policy, saying what was found: there is no record to reject, and an empty source must not pass
+for a valid one.
+
+Files may be compressed (``.jsonl.gz``, ``.json.bz2``, ``.csv.xz``; stdlib ``gzip`` / ``bz2`` /
+``lzma``). A folder given as a source is listed by :func:`list_folder`: its files in name order,
+each one read or counted as skipped with its name and the reason (a subfolder, an unknown
+extension, a broken link); subfolders are not read (no adapter reads them, :func:`input_files`).
 """
 
 from __future__ import annotations
 
+import bz2
 import csv
+import errno
+import gzip
 import io
 import json
+import lzma
+import os
+import re
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Literal, TypeVar
 
 __all__ = [
@@ -33,11 +47,18 @@ __all__ = [
     "Record",
     "RecordError",
     "Rejected",
+    "Skipped",
+    "SourceListing",
     "ValidationReport",
+    "collect_skipped",
     "display_name",
     "input_files",
+    "list_folder",
+    "note_skipped",
     "read_records",
     "source_frames",
+    "source_stem",
+    "source_suffix",
     "validate_file",
 ]
 
@@ -53,6 +74,12 @@ FILE = "<file>"  # field name for errors about the whole file
 MAX_FIELD_CHARS = 16 * 1024 * 1024
 
 _FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+# Outer suffix -> (stdlib opener, name in messages). Parquet compresses itself: only text formats are compressed.
+_COMPRESSIONS: dict[str, tuple[Callable[..., Any], str]] = {".gz": (gzip.open, "gzip"), ".bz2": (bz2.open, "bzip2"),
+                                                          ".xz": (lzma.open, "xz")}
+_TEXT_FORMATS = ("jsonl", "json", "csv")
+_ARCHIVES = (".zip", ".tar", ".tgz", ".7z", ".rar")
+_SNIFF_BYTES = 64 * 1024
 
 
 def display_name(path: str | Path) -> str:
@@ -181,47 +208,174 @@ def _types_text(types: type | tuple[type, ...]) -> str:
     return " or ".join(t.__name__ for t in ts)
 
 
+# --------------------------------------------------------------------------- file names
+
+
+def _name_parts(path: str | Path) -> tuple[str, str, str | None]:
+    """(stem, format suffix, compression suffix) of a file name: ``hotpotqa_e.jsonl.gz`` ->
+    ``("hotpotqa_e", ".jsonl", ".gz")``; ``trec.jsonl`` -> ``("trec", ".jsonl", None)``."""
+    name = PurePath(str(path)).name
+    outer = PurePath(name).suffix.lower()
+    compression = outer if outer in _COMPRESSIONS else None
+    inner = PurePath(name[: -len(outer)]) if compression else PurePath(name)
+    return inner.stem, inner.suffix.lower(), compression
+
+
+def source_stem(path: str | Path) -> str:
+    """The file name without its format and compression suffixes: what adapters read a task or variant from
+    (``qasper_e.jsonl.gz`` -> ``qasper_e``, as ``qasper_e.jsonl``)."""
+    return _name_parts(path)[0]
+
+
+def source_suffix(path: str | Path) -> str:
+    """The format suffix, lower case, under any compression suffix (``x.CSV.gz`` -> ``.csv``)."""
+    return _name_parts(path)[1]
+
+
+def _unsupported(path: Path) -> str | None:
+    """Why a file of a source folder is not read (None: it is)."""
+    _, suffix, compression = _name_parts(path)
+    if suffix in _FORMATS and not (compression and _FORMATS[suffix] not in _TEXT_FORMATS):
+        return None
+    outer = path.suffix.lower()
+    if outer in _ARCHIVES or suffix == ".tar":
+        return "an archive: unpack it into the folder"
+    if compression:
+        return (f"compressed file of unknown format ({path.name!r}); expected one of "
+                f"{', '.join(s + compression for s in _FORMATS if _FORMATS[s] in _TEXT_FORMATS)}")
+    return f"unknown extension {outer!r}" if outer else "no extension"
+
+
+def _supported_text() -> str:
+    return ", ".join(SUPPORTED_EXTENSIONS) + " (JSONL, JSON and CSV also compressed: .gz, .bz2, .xz)"
+
+
 # --------------------------------------------------------------------------- reading
 
 
-def _detect_format(path: Path, name: str) -> str:
-    fmt = _FORMATS.get(path.suffix.lower())
-    if fmt is None:
-        raise RecordError(name, None, None, FILE, f"unknown extension {path.suffix!r}; expected one of {sorted(_FORMATS)}")
-    if fmt == "json":
+def _open(path: Path) -> io.BufferedIOBase:
+    """The file's bytes, decompressed when its name ends in .gz / .bz2 / .xz."""
+    compression = _name_parts(path)[2]
+    return _COMPRESSIONS[compression][0](path, "rb") if compression else path.open("rb")
+
+
+def _where(path: Path) -> str:
+    compression = _name_parts(path)[2]
+    return f" after {_COMPRESSIONS[compression][1]} decompression" if compression else ""
+
+
+def _decompression_error(name: str, path: Path, exc: Exception) -> RecordError:
+    compression = _name_parts(path)[2]
+    return RecordError(name, None, None, FILE, f"not readable as {_COMPRESSIONS[compression][1]}: {exc}")
+
+
+_DECOMPRESSION_ERRORS = (OSError, EOFError, lzma.LZMAError)  # gzip.BadGzipFile is an OSError
+
+
+def _read_bytes(path: Path, name: str, limit: int = -1) -> bytes:
+    try:
+        with _open(path) as fh:
+            return fh.read(limit)
+    except _DECOMPRESSION_ERRORS as exc:
+        if _name_parts(path)[2] is None:
+            raise
+        raise _decompression_error(name, path, exc) from None
+
+
+def _utf16(head: bytes) -> str | None:
+    """How a file's first bytes show UTF-16 / UTF-32 text (None: they do not)."""
+    for bom, what in ((b"\xff\xfe\x00\x00", "UTF-32 encoded (BOM FF FE 00 00)"),
+                      (b"\x00\x00\xfe\xff", "UTF-32 encoded (BOM 00 00 FE FF)"),
+                      (b"\xff\xfe", "UTF-16 encoded (BOM FF FE, little-endian)"),
+                      (b"\xfe\xff", "UTF-16 encoded (BOM FE FF, big-endian)")):
+        if head.startswith(bom):
+            return what
+    sample = head[:2048]
+    if b"\x00" not in sample:
+        return None  # JSON and CSV text never holds a NUL byte: UTF-8 text has none
+    even, odd = sample[0::2].count(0), sample[1::2].count(0)
+    if odd > len(sample) // 4 and even < odd // 8:
+        return "UTF-16 encoded (little-endian, no BOM)"
+    if even > len(sample) // 4 and odd < even // 8:
+        return "UTF-16 encoded (big-endian, no BOM)"
+    return "binary, not text (it holds NUL bytes)"
+
+
+def _sniff(path: Path, name: str, fmt: str) -> str:
+    """File-level checks of a text file before its records are read; returns the format (a ``.json``
+    file holding JSON Lines is ``jsonl``). Raises a :class:`RecordError` saying what was found."""
+    head = _read_bytes(path, name, _SNIFF_BYTES)
+    if not head:
+        raise RecordError(name, None, None, FILE, f"no records: file is empty (0 bytes{_where(path)})")
+    encoding = _utf16(head)
+    if encoding is not None:
+        raise RecordError(name, None, None, FILE, f"file is {encoding}; save it as UTF-8")
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if fmt == "json" and stripped.startswith(b"{"):
         # Some dumps call JSON Lines ".json": a first value that is an object, followed by more
         # content, means JSONL (a JSON file holding one bare object is not a record list anyway).
-        head = path.read_bytes()[:4096].lstrip()
-        if head.startswith(b"{"):
-            fmt = "jsonl"
+        fmt = "jsonl"
+    if fmt == "jsonl" and b"\n" not in head and len([x for x in head.split(b"\r") if x.strip()]) > 1:
+        raise RecordError(name, None, None, FILE, "lines end with CR only (classic Mac line endings), so the file "
+                          "reads as one line; convert the line endings to LF (or CRLF)")
+    if fmt == "jsonl" and stripped.startswith(b"[") and source_suffix(path) != ".json":
+        try:
+            whole = json.loads(_read_bytes(path, name).decode("utf-8-sig"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            whole = None  # lines that are each a list: rejected one by one
+        if isinstance(whole, list):
+            raise RecordError(name, None, None, FILE, f"a JSON array in a {source_suffix(path)} file (one document, "
+                              f"{len(whole)} elements): rename it .json or write one object per line")
     return fmt
+
+
+def _detect_format(path: Path, name: str) -> str:
+    _, suffix, compression = _name_parts(path)
+    fmt = _FORMATS.get(suffix)
+    if fmt is None or (compression and fmt not in _TEXT_FORMATS):
+        reason = _unsupported(path) or ""
+        if not compression:
+            reason = f"{reason}; expected one of {_supported_text()}"
+        raise RecordError(name, None, None, FILE, reason)
+    return _sniff(path, name, fmt) if fmt in _TEXT_FORMATS else fmt
 
 
 def _jsonl(path: Path, name: str) -> Iterator[tuple[int, dict | RecordError]]:
     # Bytes are decoded per line so one bad byte costs one record, not the file. The index is
     # the 0-based line number (blank lines count) so it points straight at the line.
-    with path.open("rb") as fh:
-        for index, raw in enumerate(fh):
-            if not raw.strip():
-                continue  # a blank line holds no record
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield index, RecordError(name, index, None, RECORD, f"undecodable bytes (not UTF-8) at byte {exc.start} of the line")
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield index, RecordError(name, index, None, RECORD, f"invalid JSON: {exc.msg} at column {exc.colno}")
-                continue
-            yield index, value
+    index = -1
+    try:
+        with _open(path) as fh:
+            for index, raw in enumerate(fh):
+                if not raw.strip():
+                    continue  # a blank line holds no record
+                try:
+                    line = raw.decode("utf-8-sig" if index == 0 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    yield index, RecordError(name, index, None, RECORD,
+                                             f"undecodable bytes (not UTF-8) at byte {exc.start} of line {index + 1}")
+                    continue
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    hint = " (the line holds CR characters: do lines end with CR only?)" if "\r" in line.rstrip() else ""
+                    yield index, RecordError(name, index, None, RECORD, f"invalid JSON: {exc.msg} at column {exc.colno}{hint}")
+                    continue
+                yield index, value
+    except _DECOMPRESSION_ERRORS as exc:
+        if _name_parts(path)[2] is None:
+            raise
+        raise RecordError(name, None, None, FILE, f"not readable as {_COMPRESSIONS[_name_parts(path)[2]][1]} after "
+                          f"line {index + 1}: {exc}") from None
 
 
 def _json(path: Path, name: str) -> Iterator[tuple[int, Any]]:
+    raw = _read_bytes(path, name)
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
-        raise RecordError(name, None, None, FILE, f"undecodable bytes (not UTF-8) at byte {exc.start}") from None
+        line = raw[: exc.start].count(b"\n") + 1
+        raise RecordError(name, None, None, FILE, f"undecodable bytes (not UTF-8) on line {line} (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise RecordError(name, None, None, FILE, f"invalid JSON: {exc.msg} at line {exc.lineno}") from None
     if not isinstance(data, list):
@@ -240,7 +394,7 @@ def _parquet(path: Path, name: str) -> Iterator[tuple[int, Any]]:
 
 
 def _csv(path: Path, name: str) -> Iterator[tuple[int, Any]]:
-    raw = path.read_bytes()
+    raw = _read_bytes(path, name)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -252,22 +406,68 @@ def _csv(path: Path, name: str) -> Iterator[tuple[int, Any]]:
 
 _READERS = {"jsonl": _jsonl, "json": _json, "parquet": _parquet, "csv": _csv}
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
-def read_records(path: str | Path) -> tuple[str, Iterator[tuple[int, dict | RecordError]]]:
+
+def _plain(text: str) -> str:
+    """``text`` with any lone surrogate written as ``\\udXXX``: safe to print and to store."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _lone_surrogate(value: Any, where: str = "") -> tuple[str, str] | None:
+    """(where, reason) of the first lone UTF-16 surrogate in a JSON value's strings or keys, or None.
+
+    JSON text may escape half of a surrogate pair (``"\\ud800"``); Python's ``json`` decodes it to a
+    str that is not valid Unicode and cannot be written as UTF-8 (Parquet, logs), so the record is refused.
+    """
+    if isinstance(value, str):
+        m = _SURROGATE.search(value)
+        return None if m is None else (where, f"lone surrogate U+{ord(m.group()):04X} at character {m.start()} "
+                                              "(half of a UTF-16 pair, escaped in the JSON; not valid Unicode text)")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            key = _plain(str(k))
+            if isinstance(k, str) and _SURROGATE.search(k):
+                return f"{where}.{key}" if where else key, "lone surrogate in the field name (not valid Unicode text)"
+            found = _lone_surrogate(v, f"{where}.{key}" if where else key)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _lone_surrogate(v, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def read_records(path: str | Path, *, id_field: str | None = None) -> tuple[str, Iterator[tuple[int, dict | RecordError]]]:
     """Return (format, iterator of (index, record)).
 
-    A record that cannot be read (bad UTF-8, bad JSON, not an object) comes out as a
-    :class:`RecordError` in place of the dict, so the caller decides fail or reject.
+    A record that cannot be read (bad UTF-8, bad JSON, not an object, a lone surrogate in a
+    JSON string) comes out as a :class:`RecordError` in place of the dict, so the caller decides
+    fail or reject; ``id_field`` names the record's id in those errors. File-level problems raise here,
+    before any record is read.
     """
     p = Path(path)
     name = display_name(p)
     if not p.is_file():
-        raise RecordError(name, None, None, FILE, "no such file")
+        problem = _link_problem(p) or ("a folder, not a file" if p.is_dir() else "no such file")
+        raise RecordError(name, None, None, FILE, problem)
     fmt = _detect_format(p, name)
 
     def records() -> Iterator[tuple[int, dict | RecordError]]:
         for index, value in _READERS[fmt](p, name):
-            if not isinstance(value, dict | RecordError):
+            if isinstance(value, dict) and fmt in ("jsonl", "json"):
+                found = _lone_surrogate(value)
+                if found is not None:
+                    rid = value.get(id_field) if id_field else None
+                    rid = rid if isinstance(rid, str) and rid and not _SURROGATE.search(rid) else None
+                    field_path, reason = found
+                    top = field_path.split(".")[0].split("[")[0]
+                    if field_path != top:
+                        reason = f"{field_path}: {reason}"
+                    value = RecordError(name, index, rid, top, reason)
+            elif not isinstance(value, dict | RecordError):
                 value = RecordError(name, index, None, RECORD, f"expected an object (mapping), got {_type_name(value)}")
             yield index, value
 
@@ -292,7 +492,7 @@ def validate_file(
     """
     if on_error not in ("fail", "reject"):
         raise ValueError(f"on_error must be 'fail' or 'reject', got {on_error!r}")
-    fmt, records = read_records(path)
+    fmt, records = read_records(path, id_field=id_field)
     report = ValidationReport(file=display_name(path), format=fmt)
     accepted: list[T] = []
     first_seen: dict[str, int] = {}
@@ -314,7 +514,8 @@ def validate_file(
             report.rejected.append(Rejected.from_error(err))
     report.accepted = len(accepted)
     if report.records == 0:
-        raise RecordError(report.file, None, None, FILE, "no records (empty file)")
+        what = {"jsonl": "only blank lines", "json": "an empty JSON list", "csv": "a header and no rows"}
+        raise RecordError(report.file, None, None, FILE, f"no records ({what.get(fmt, 'no rows')})")
     assert report.consistent, report  # the contract the policy promises
     return accepted, report
 
@@ -324,24 +525,106 @@ def check_all(reports: Iterable[ValidationReport]) -> list[Rejected]:
     return [r for rep in reports for r in rep.rejected]
 
 
-# Extensions a directory is scanned for (read_records also accepts ".pq" when named directly).
-SUPPORTED_EXTENSIONS = (".jsonl", ".ndjson", ".json", ".parquet", ".csv")
+# Extensions a folder is read for, each also compressed (.gz, .bz2, .xz) except Parquet.
+SUPPORTED_EXTENSIONS = (".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".csv")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file or folder of a source folder that is not read, and why."""
+
+    file: str  # display name, as in reports
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: skipped ({self.reason})"
+
+
+@dataclass
+class SourceListing:
+    files: list[Path]  # read, in name order
+    skipped: list[Skipped]
+
+
+def _link_problem(entry: Path) -> str | None:
+    if not entry.is_symlink():
+        return None
+    try:
+        os.stat(entry)
+    except OSError as exc:
+        return "a symlink loop" if exc.errno == errno.ELOOP else f"a broken symlink (target {os.readlink(entry)!r} missing)"
+    return None
+
+
+def list_folder(folder: str | Path) -> SourceListing:
+    """The files a source folder gives, and the entries it does not (with the reason).
+
+    Only the folder's own files are read, in name order, symlinks to files included: no adapter reads
+    subfolders (Loong's ``doc/`` is its documents folder, read by that adapter). Every other entry (a
+    subfolder, an unsupported extension, a broken or looping link) is a :class:`Skipped`, never dropped silently.
+    """
+    folder = Path(folder)
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        raise ValueError(f"{folder}: cannot list the folder: {exc.strerror or exc}") from None
+    files: list[Path] = []
+    skipped: list[Skipped] = []
+    for entry in entries:
+        reason = _link_problem(entry)
+        if reason is None:
+            if entry.is_dir():
+                reason = "a folder: only the files directly in a source folder are read"
+            elif not entry.is_file():
+                reason = "not a regular file"
+            else:
+                reason = _unsupported(entry)
+        if reason is None:
+            files.append(entry)
+        else:
+            skipped.append(Skipped(display_name(entry), reason))
+    return SourceListing(files, skipped)
+
+
+_SKIPPED: ContextVar[list[Skipped] | None] = ContextVar("lcp_skipped_files", default=None)
+
+
+@contextmanager
+def collect_skipped() -> Iterator[list[Skipped]]:
+    """Collect what :func:`input_files` skips while an adapter runs (``loader.load_source`` wraps each load),
+    so skipped files reach the load's notes and the asset's metadata without every adapter returning them."""
+    found: list[Skipped] = []
+    token = _SKIPPED.set(found)
+    try:
+        yield found
+    finally:
+        _SKIPPED.reset(token)
+
+
+def note_skipped(skipped: Iterable[Skipped]) -> None:
+    """Add to the skipped files of the load under way (see :func:`collect_skipped`); no-op outside one."""
+    found = _SKIPPED.get()
+    if found is not None:
+        found.extend(s for s in skipped if s not in found)
 
 
 def input_files(paths_or_dir: str | Path | Iterable[str | Path], *, label: str, caller: str) -> list[Path]:
-    """Files to read: each path as given, each directory's supported files in name order.
+    """Files to read: each path as given, each folder's files as :func:`list_folder` lists them.
 
-    A missing or odd file is kept: the reader reports it with its name. ``label`` names the
-    format in the error for an empty directory (e.g. "LongBench").
+    A missing or odd file given by name is kept: the reader reports it with its name. A folder's
+    skipped entries are noted (:func:`note_skipped`); a folder with no file to read is an error naming
+    what it holds. ``label`` names the format in that error (e.g. "LongBench").
     """
     given = [paths_or_dir] if isinstance(paths_or_dir, str | Path) else list(paths_or_dir)
     files: list[Path] = []
     for p in map(Path, given):
         if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.suffix.lower() in SUPPORTED_EXTENSIONS)
-            if not found:
-                raise ValueError(f"{p}: no {label} files ({', '.join(SUPPORTED_EXTENSIONS)})")
-            files.extend(found)
+            listing = list_folder(p)
+            note_skipped(listing.skipped)
+            if not listing.files:
+                held = "; ".join(map(str, listing.skipped)) if listing.skipped else "the folder is empty"
+                raise ValueError(f"{p}: no {label} files ({_supported_text()}): {held}")
+            files.extend(listing.files)
         else:
             files.append(p)
     if not files:
