@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import sys
@@ -253,35 +252,11 @@ def sources() -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @click.option("--reasons", default=5, show_default=True, help="How many rejection reasons to show per file.")
 def sources_validate(paths: tuple[Path, ...], kind: str | None, fmt: str, reasons: int) -> None:
-    """Check every record of each file (nothing is written); exit 1 if any record is rejected."""
-    from lc_pipeline.sources.loader import validate_path
-    from lc_pipeline.sources.validation import RecordError
+    """Check every record of each file as a run would load it (nothing is written); folders as a run lists them
+    (skipped entries shown), the loader's notes printed; exit 1 if any record is rejected or a file is unreadable."""
+    from lc_pipeline.commands.sources import validate_sources
 
-    files = [f for p in paths for f in (sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p])]
-    out, bad = [], False
-    for f in files:
-        try:
-            detected, reports = validate_path(f, kind)
-        except (RecordError, ValueError) as exc:  # file-level problems: unreadable, empty, unknown format
-            out.append({"file": str(f), "kind": kind, "format": None, "records": 0, "accepted": 0, "rejected": None,
-                        "reasons": [str(exc)]})
-            bad = True
-            continue
-        for r in reports:
-            out.append({"file": str(f), "kind": detected, "format": r.format, "records": r.records,
-                        "accepted": r.accepted, "rejected": len(r.rejected),
-                        "reasons": [str(x) for x in r.rejected[:reasons]]})
-            bad = bad or bool(r.rejected)
-    if fmt == "json":
-        click.echo(json.dumps(out, indent=1, ensure_ascii=False))
-    else:
-        print_table(["file", "kind", "format", "records", "accepted", "rejected"],
-                     [(o["file"], o["kind"], o["format"], o["records"], o["accepted"], o["rejected"]) for o in out])
-        for o in out:
-            for reason in o["reasons"]:
-                click.echo(f"  {reason}")
-    if bad:
-        sys.exit(1)
+    sys.exit(validate_sources(paths, kind, fmt, reasons))
 
 
 @main.command()

@@ -263,8 +263,8 @@ class FileCheck:
     status: str = "read"  # "read", "error" (the file could not be read) or "skipped" (not read, reasons say why)
     kind: str | None = None
     format: str | None = None
-    records: int = 0
-    accepted: int = 0
+    records: int | None = None  # counts of a file read; None for the others
+    accepted: int | None = None
     rejected: int | None = None
     reasons: list[str] = field(default_factory=list)  # every rejected record, the file's error or why it is skipped
     notes: list[str] = field(default_factory=list)  # the loader's notes (e.g. "fields ignored: all_clases")
@@ -293,13 +293,13 @@ def check_paths(paths: Iterable[str | Path], kind: str | None = None) -> list[Fi
         except ValueError as exc:
             out.append(FileCheck(str(given), "error", reasons=[str(exc)]))
             continue
-        out.extend(FileCheck(str(given / s.file.rsplit("/", 1)[-1]), "skipped", reasons=[s.reason])
-                   for s in listing.skipped)
+        skipped = [FileCheck(str(given / s.file.rsplit("/", 1)[-1]), "skipped", reasons=[s.reason])
+                   for s in listing.skipped]
         if not listing.files:
-            held = "the folder is empty" if not listing.skipped else f"{len(listing.skipped)} entries, none readable"
-            out.append(FileCheck(str(given), "error", reasons=[f"{given}: no source files to read: {held}"]))
+            held = "the folder is empty" if not listing.skipped else f"all {len(listing.skipped)} entries skipped"
+            out.extend([*skipped, FileCheck(str(given), "error", reasons=[f"{given}: no source files to read: {held}"])])
             continue
-        out.extend(_check_files(listing.files, kind))
+        out.extend(sorted([*skipped, *_check_files(listing.files, kind)], key=lambda c: c.file))  # stable: name order
     return out
 
 
