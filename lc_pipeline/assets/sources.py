@@ -44,10 +44,12 @@ def build(parts: Partitions) -> list:
             "records_read": sum(r.records for r in loaded.reports) if loaded.reports else items.height,
             "records_accepted": sum(r.accepted for r in loaded.reports) if loaded.reports else items.height,
             "records_rejected": rejected.height,
+            "files_read": len(loaded.reports),
+            # every entry of a source folder not read, with the reason (a subfolder, an unknown extension)
+            "files_skipped": dg.MetadataValue.json([str(s) for s in loaded.skipped]),
         }
-        for report in loaded.reports:
-            for note in report.notes:
-                context.log.info(f"{report.file}: {note}")
+        for note in loaded.notes():
+            context.log.info(note)
         yield dg.Output(
             documents,
             "source_documents",
