@@ -50,9 +50,11 @@ from lc_pipeline.sources.validation import (
     OnError,
     Record,
     RecordError,
+    Skipped,
     ValidationReport,
     accepted,
     display_name,
+    note_skipped,
     validate_file,
 )
 
@@ -327,6 +329,8 @@ def load_loong(
         path = folder / "loong.jsonl"
         if documents_dir is None and (folder / "doc").is_dir():
             documents_dir = folder / "doc"
+        note_skipped(Skipped(display_name(e), "not read: a Loong folder gives loong.jsonl and its doc/ folder")
+                     for e in sorted(folder.iterdir()) if e.name not in ("loong.jsonl", "doc"))
     docs = LoongDocuments(documents_dir) if documents_dir is not None else None
     doc_rows: dict[str, tuple] = {}
     stats: dict[str, Counter] = {"task": Counter(), "type": Counter(), "set": Counter()}

@@ -243,3 +243,16 @@ def test_a_file_of_no_known_format_says_which_fields_it_has(tmp_path):
     result = validate(str(path))
     assert result.exit_code == 1
     assert "no known source format matches its records: its first record has the fields ['body', 'title']" in result.output
+
+
+SHARED_LOONG = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "loong" / "loong.jsonl"
+
+
+@pytest.mark.skipif(not SHARED_LOONG.exists(), reason="../shared/data/loong is not beside the checkout")
+def test_a_loong_release_folder_names_what_it_does_not_read(tmp_path):
+    write(tmp_path / "loong" / "loong.jsonl", SHARED_LOONG.read_bytes().split(b"\n", 1)[0] + b"\n")
+    write(tmp_path / "loong" / "loong_v2.jsonl", b"")
+    loaded = load_source(SourceConfig(name="loong", kind="loong", options={"path": str(tmp_path / "loong")}))
+    assert loaded.items.height == 1
+    assert [str(s) for s in loaded.skipped] == [
+        "loong/loong_v2.jsonl: skipped (not read: a Loong folder gives loong.jsonl and its doc/ folder)"]
