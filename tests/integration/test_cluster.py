@@ -1,68 +1,51 @@
 """The demo graph on cluster storage: a real PostgreSQL server holds the Dagster instance, a real
-S3-compatible server (moto) holds the lake, and every run executes with the multiprocess
-executor, each step in its own process, as steps do on separate machines. Both servers listen
-on 127.0.0.1 only and are started and stopped by this module.
+S3-compatible server (moto) holds the lake, and the same runs execute twice: with the multiprocess
+executor, each step in its own process, as steps do on separate machines; and with dagster-celery's
+executor on a real Redis broker, every step on one of two Celery workers (separate processes), one
+of which is killed mid-step. All servers listen on 127.0.0.1 only and are started and stopped by
+this module (tests/cluster_servers.py).
 
-The instance is deploy/postgres/dagster.yaml (the deployment guide's file) and the executor
-config deploy/postgres/executor.yaml; connection settings and credentials come from the
-environment only, as on a cluster. Afterwards DuckDB (``lcp query``) reads the results straight
-from the object store, and nothing was written to the local disk's lake.
+The instance is deploy/postgres/dagster.yaml (deploy/celery/dagster.yaml for the Celery runs) and
+the executor config deploy/postgres/executor.yaml (deploy/celery/executor.yaml); connection
+settings and credentials come from the environment only, as on a cluster. Afterwards DuckDB
+(``lcp query``) reads the results straight from the object store, nothing was written to the local
+disk's lake, and the Celery lake equals the multiprocess one.
 """
 
 from __future__ import annotations
 
-import glob
 import importlib.util
 import os
-import pwd
-import secrets
-import shutil
+import re
+import signal
 import subprocess
 import sys
-import tempfile
 import time
+from collections import Counter
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import dagster as dg
 import pytest
 import yaml
-from conftest import free_port
+from cluster_servers import create_database, postgres_bin, postgres_server, redis_server, s3_server
+from lc_pipeline import storage
 from lc_pipeline.lake import query
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
-DAGSTER = Path(sys.executable).with_name("dagster")
+BIN = Path(sys.executable).parent
+DAGSTER = BIN / "dagster"
 MODEL = "smollm2-135m"
 BUCKET = "lcp-lake"
 LAKE = f"s3://{BUCKET}/demo"
+CELERY_BUCKET = "lcp-lake-celery"  # the Celery runs' lake: same layout and prefix, another bucket
+CELERY_LAKE = f"s3://{CELERY_BUCKET}/demo"
 
 
 def _missing(*modules: str) -> list[str]:
     return [m for m in modules if importlib.util.find_spec(m) is None]
-
-
-def postgres_bin() -> Path | None:
-    """Debian keeps the server binaries out of PATH, in /usr/lib/postgresql/<version>/bin."""
-    found = shutil.which("pg_ctl")
-    if found:
-        return Path(found).resolve().parent
-    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(Path(p).parts[-3]))
-    return Path(versions[-1]).parent if versions else None
-
-
-def as_server_user() -> tuple[list[str], str | None]:
-    """PostgreSQL refuses to run as root: as root, run its binaries as `postgres` (or `nobody`)."""
-    if os.geteuid() != 0:
-        return [], None
-    if shutil.which("runuser") is None:
-        pytest.skip("running as root without runuser: cannot start PostgreSQL as an unprivileged user")
-    for user in ("postgres", "nobody"):
-        try:
-            pwd.getpwnam(user)
-        except KeyError:
-            continue
-        return ["runuser", "-u", user, "--"], user
-    pytest.skip("running as root and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
 
 
 pytestmark = [
@@ -78,62 +61,27 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def postgres():
-    """A throw-away PostgreSQL cluster on a loopback port, password-authenticated."""
-    import psycopg2
-
-    bindir = postgres_bin()
-    prefix, user = as_server_user()
-    root = Path(tempfile.mkdtemp(prefix="lcp-pg-"))
-    password = secrets.token_hex(16)
-    (root / "pwfile").write_text(password + "\n")
-    if user is not None:
-        account = pwd.getpwnam(user)
-        for p in (root, root / "pwfile"):
-            os.chown(p, account.pw_uid, account.pw_gid)
-    port = free_port()
-    data, log = root / "data", root / "server.log"
-
-    def run(*cmd: str) -> None:
-        out = subprocess.run([*prefix, *cmd], capture_output=True, text=True, timeout=120, check=False)
-        if out.returncode != 0:
-            server_log = log.read_text() if log.exists() else ""
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stdout}\n{out.stderr}\n{server_log}")
-
-    run(str(bindir / "initdb"), "-D", str(data), "-U", "dagster", f"--pwfile={root / 'pwfile'}",
-        "-A", "scram-sha-256", "--no-sync", "-E", "UTF8")
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c full_page_writes=off"
-    run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start")
-    try:
-        admin = psycopg2.connect(host="127.0.0.1", port=port, user="dagster", password=password, dbname="postgres")
-        admin.autocommit = True  # CREATE DATABASE cannot run in a transaction
-        admin.cursor().execute("CREATE DATABASE lcp_dagster")
-        admin.close()
-        yield {"DAGSTER_PG_HOST": "127.0.0.1", "DAGSTER_PG_PORT": str(port), "DAGSTER_PG_USER": "dagster",
-               "DAGSTER_PG_PASSWORD": password, "DAGSTER_PG_DB": "lcp_dagster"}
-    finally:
-        subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
-                       capture_output=True, timeout=120, check=False)
-        shutil.rmtree(root, ignore_errors=True)
+    with postgres_server("lcp_dagster") as env:
+        yield env
 
 
 @pytest.fixture(scope="module")
 def s3():
-    """moto's S3-compatible HTTP server on a loopback port, with one empty bucket."""
-    import boto3
-    from moto.server import ThreadedMotoServer
+    with s3_server(BUCKET) as server:
+        yield server
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        env = {"AWS_ACCESS_KEY_ID": "lcp-test-key", "AWS_SECRET_ACCESS_KEY": "lcp-test-secret",
-               "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
-        client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                              aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        yield env, client
-    finally:
-        server.stop()
+
+@pytest.fixture(scope="module")
+def cluster_env(postgres, s3):
+    """This process reaches the servers as the runs do: s3fs and the Dagster instance read the environment."""
+    import s3fs
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in {**postgres, **s3[0]}.items():
+            mp.setenv(key, value)
+        s3fs.S3FileSystem.clear_instance_cache()  # this process's cached clients may point elsewhere
+        yield
+    s3fs.S3FileSystem.clear_instance_cache()
 
 
 # The smallest world that still has every kind of asset (by source, unpartitioned, FAISS file, by
@@ -168,39 +116,66 @@ RUNS = [
 ]
 
 
-def test_demo_graph_on_postgres_and_s3_with_the_multiprocess_executor(postgres, s3, tmp_path, monkeypatch):
-    import s3fs
 
-    s3_env, client = s3
-    config = tmp_path / "cluster-it.yaml"
-    config.write_text(yaml.safe_dump(CONFIG))
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(DEPLOY / "postgres" / "dagster.yaml", home / "dagster.yaml")
-    env = {**os.environ, **postgres, **s3_env, "DAGSTER_HOME": str(home), "LCP_LAKE": LAKE,
-           "LCP_CONFIG": str(config), "LCP_MODELS": str(tmp_path / "models.yaml"),
-           "LCP_PROJECT_DIR": str(tmp_path), "LCP_LOCAL_CACHE": str(tmp_path / "cache"),
-           "LCP_EXECUTOR": "multiprocess", "LCP_EXECUTOR_CONFIG": str(DEPLOY / "postgres" / "executor.yaml")}
-    for key in (*postgres, *s3_env, "DAGSTER_HOME"):
-        monkeypatch.setenv(key, env[key])
-    s3fs.S3FileSystem.clear_instance_cache()  # this process's cached clients may point elsewhere
-
-    instance = dg.DagsterInstance.from_config(str(home))
-    assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-    assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
-    instance.add_dynamic_partitions("source", ["demo"])
-    instance.add_dynamic_partitions("model", [MODEL])
-
+def materialize(env: dict[str, str], cwd: Path, runs=RUNS, watch=None) -> float:
+    """`dagster asset materialize` for each run, in order, as a backfill launches them; ``watch(select,
+    partition, process)`` (if given) is called while each run's process is running and waits for it."""
     t0 = time.monotonic()
-    for select, partition in RUNS:
+    for select, partition in runs:
         cmd = [str(DAGSTER), "asset", "materialize", "-m", "lc_pipeline.definitions", "--select", select]
         if partition:
             cmd += ["--partition", partition]
         t_run = time.monotonic()
-        out = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
-        assert out.returncode == 0, f"{select} [{partition}] failed:\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}"
+        with subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+            if watch is not None:
+                watch(select, partition, proc)
+            try:
+                out, err = proc.communicate(timeout=600)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+        assert proc.returncode == 0, f"{select} [{partition}] failed:\n{out[-4000:]}\n{err[-6000:]}"
         print(f"  {select} [{partition or '-'}]: {time.monotonic() - t_run:.0f}s")
-    print(f"{len(RUNS)} runs on Postgres + S3 in {time.monotonic() - t0:.0f}s")
+    return time.monotonic() - t0
+
+
+def run_env(tmp: Path, home: Path, pg_env: dict[str, str], s3_env: dict[str, str], **extra: str) -> dict[str, str]:
+    config = tmp / "cluster-it.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    return {**os.environ, **pg_env, **s3_env, "DAGSTER_HOME": str(home), "LCP_CONFIG": str(config),
+            "LCP_MODELS": str(tmp / "models.yaml"), "LCP_PROJECT_DIR": str(tmp),
+            "LCP_LOCAL_CACHE": str(tmp / "cache"), **extra}
+
+
+def new_instance(home: Path, profile: str) -> dg.DagsterInstance:
+    """A Dagster instance from deploy/<profile>/dagster.yaml (Postgres, settings from the environment)."""
+    home.mkdir(parents=True)
+    (home / "dagster.yaml").write_bytes((DEPLOY / profile / "dagster.yaml").read_bytes())
+    instance = dg.DagsterInstance.from_config(str(home))
+    instance.add_dynamic_partitions("source", ["demo"])
+    instance.add_dynamic_partitions("model", [MODEL])
+    return instance
+
+
+@pytest.fixture(scope="module")
+def multiprocess_run(postgres, s3, cluster_env, tmp_path_factory):
+    """The demo graph run by run with the multiprocess executor, into LAKE; the Celery test compares with it."""
+    tmp = tmp_path_factory.mktemp("multiprocess")
+    home = tmp / "dagster_home"
+    instance = new_instance(home, "postgres")
+    env = run_env(tmp, home, postgres, s3[0], LCP_LAKE=LAKE, LCP_EXECUTOR="multiprocess",
+                  LCP_EXECUTOR_CONFIG=str(DEPLOY / "postgres" / "executor.yaml"))
+    seconds = materialize(env, tmp)
+    print(f"{len(RUNS)} runs on Postgres + S3 in {seconds:.0f}s")
+    return SimpleNamespace(tmp=tmp, env=env, instance=instance, seconds=seconds, objects=lake_keys(s3[1], BUCKET))
+
+
+def test_demo_graph_on_postgres_and_s3_with_the_multiprocess_executor(multiprocess_run, postgres, s3):
+    _, client = s3
+    instance, env, tmp_path = multiprocess_run.instance, multiprocess_run.env, multiprocess_run.tmp
+    assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+    assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+    s3_env = s3[0]
 
     # The instance is in Postgres: every run succeeded, and steps ran in worker processes of their own.
     runs = instance.get_runs()
@@ -247,3 +222,194 @@ def test_demo_graph_on_postgres_and_s3_with_the_multiprocess_executor(postgres, 
         cur.execute("SELECT count(*) FROM event_logs WHERE event LIKE %s OR event LIKE %s",
                     (f"%{s3_env['AWS_SECRET_ACCESS_KEY']}%", f"%{postgres['DAGSTER_PG_PASSWORD']}%"))
         assert cur.fetchone()[0] == 0
+
+
+# --- The same runs on Celery workers ---------------------------------------------------------------
+DAGSTER_CELERY = BIN / "dagster-celery"
+WORKERS = ("lcp-w1", "lcp-w2")
+WORKER_START_S = 120
+# Redis hands an unacknowledged step (acks_late: acknowledged when it ends) to another worker once it
+# has been out this long. deploy/celery/executor.yaml sets it above the longest step (hours); here it
+# is above the longest step of this small graph, and the sweep runs every second, so that the step
+# of the killed worker comes back within the test's time.
+TEST_VISIBILITY_S = 60
+KILLED_RUN = ("generations,metric_scores", f"1k|{MODEL}")
+KILLED_STEP = "generations"
+# Columns that must differ between two runs of the same graph: wall times. Nothing else may.
+TIMING_COLUMNS = {"latency_s"}
+
+
+def pids_in_group(pgid: int) -> set[int]:
+    pids = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid:  # after "pid (comm)": state, ppid, pgrp
+            pids.add(int(stat.parent.name))
+    return pids
+
+
+@contextmanager
+def celery_worker(name: str, env: dict[str, str], executor_yaml: Path, log: Path):
+    """A Celery worker as deployed (`dagster-celery worker start`, the executor YAML, queues dagster and
+    gpu (one -q: celery keeps only its last -Q), one step at a time), in a process group of its own; yields the group's id once it is ready."""
+    cmd = [str(DAGSTER_CELERY), "worker", "start", "-A", "dagster_celery.app", "-y", str(executor_yaml),
+           "-q", "dagster,gpu", "-n", name, "--", "--concurrency", "1"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, cwd=env["LCP_PROJECT_DIR"], stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + WORKER_START_S
+        while not re.search(rf"{re.escape(name)}@\S+ ready\.", log.read_text()):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"Celery worker {name} did not start:\n{log.read_text()[-4000:]}")
+            time.sleep(0.2)
+        yield proc.pid
+    finally:
+        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 30)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def celery_steps(instance: dg.DagsterInstance, run_id: str) -> list[tuple[str, str]]:
+    """(step key, Celery worker hostname) for every time a worker began a step of the run, in order:
+    dagster-celery's engine event "Executing steps <key> in celery worker" names the worker."""
+    found = []
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+        event = entry.dagster_event
+        metadata = event.engine_event_data.metadata if event.engine_event_data else {}
+        if "Celery worker" in metadata:
+            found.append((event.step_key, metadata["Celery worker"].value))
+    return found
+
+
+def lake_keys(client, bucket: str) -> list[str]:
+    return [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+            for o in page.get("Contents", [])]
+
+
+def lake_objects(client, bucket: str) -> dict[str, bytes]:
+    return {k: client.get_object(Bucket=bucket, Key=k)["Body"].read() for k in lake_keys(client, bucket)}
+
+
+def sorted_rows(frame) -> list[tuple]:
+    return sorted(frame.rows(), key=repr)
+
+
+def test_demo_graph_on_celery_workers_equals_the_multiprocess_run_and_survives_a_killed_worker(
+        multiprocess_run, postgres, s3, tmp_path, monkeypatch):
+    s3_env, client = s3
+    client.create_bucket(Bucket=CELERY_BUCKET)
+    create_database(postgres, "lcp_celery")
+    pg_env = {**postgres, "DAGSTER_PG_DB": "lcp_celery"}
+    monkeypatch.setenv("DAGSTER_PG_DB", "lcp_celery")
+    executor = yaml.safe_load((DEPLOY / "celery" / "executor.yaml").read_text())
+    transport = executor["execution"]["config"]["config_source"]["broker_transport_options"]
+    transport.update(visibility_timeout=TEST_VISIBILITY_S, unacked_restore_interval=1, unacked_restore_throttle=1)
+    executor_yaml = tmp_path / "executor.yaml"
+    executor_yaml.write_text(yaml.safe_dump(executor))
+
+    with ExitStack() as stack:
+        broker = stack.enter_context(redis_server())
+        home = tmp_path / "dagster_home"
+        instance = new_instance(home, "celery")
+        env = run_env(tmp_path, home, pg_env, s3_env, LCP_LAKE=CELERY_LAKE, LCP_EXECUTOR="celery",
+                      LCP_EXECUTOR_CONFIG=str(executor_yaml), DAGSTER_CELERY_BROKER_URL=f"{broker}/0",
+                      DAGSTER_CELERY_BACKEND_URL=f"{broker}/1", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+        t_workers = time.monotonic()
+        groups = {name: stack.enter_context(celery_worker(name, env, executor_yaml, tmp_path / f"{name}.log"))
+                  for name in WORKERS}
+        print(f"  2 Celery workers ready in {time.monotonic() - t_workers:.0f}s")
+        worker_pids = {name: pids_in_group(pgid) for name, pgid in groups.items()}
+        killed = {}
+
+        def kill_mid_step(select, partition, proc):
+            """In the run of KILLED_RUN: once a worker has started KILLED_STEP, SIGKILL that worker (all its
+            processes, as when its host dies); record what the lake held just before."""
+            if (select, partition) != KILLED_RUN:
+                return
+            seen = {r.run_id for r in instance.get_runs()}
+            killed["before"] = lake_objects(client, CELERY_BUCKET)
+            deadline = time.monotonic() + 300
+            while proc.poll() is None and time.monotonic() < deadline:
+                runs = [r for r in instance.get_runs() if r.run_id not in seen]
+                started = [w for r in runs for step, w in celery_steps(instance, r.run_id) if step == KILLED_STEP]
+                steps_started = [e for r in runs for e in instance.all_logs(r.run_id, of_type=dg.DagsterEventType.STEP_START)
+                                 if e.dagster_event.step_key == KILLED_STEP]
+                if started and steps_started:
+                    time.sleep(1.0)  # into the step: its resources (the model) are loading
+                    done = [e for r in runs for e in instance.all_logs(r.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)
+                            if e.dagster_event.step_key == KILLED_STEP]
+                    assert not done, f"{KILLED_STEP} ended before it could be killed"
+                    victim = started[0].split("@")[0]
+                    worker_pids[victim] |= pids_in_group(groups[victim])
+                    os.killpg(groups[victim], signal.SIGKILL)
+                    killed.update(worker=victim, run_id=runs[0].run_id, at=time.monotonic())
+                    return
+                time.sleep(0.2)
+            pytest.fail(f"{KILLED_STEP} of {partition} never started on a worker")
+
+        seconds = materialize(env, tmp_path, watch=kill_mid_step)
+        print(f"{len(RUNS)} runs on Celery workers in {seconds:.0f}s; {killed.get('worker')} killed in "
+              f"{KILLED_STEP} [{KILLED_RUN[1]}]")
+        after = lake_objects(client, CELERY_BUCKET)
+
+    # Every run succeeded, and every step ran on a worker: dagster-celery names the worker of each
+    # step, and each step's events come from a worker's process, none from a run's process.
+    runs = instance.get_runs()
+    assert len(runs) == len(RUNS) and {r.status for r in runs} == {dg.DagsterRunStatus.SUCCESS}
+    all_pids = set().union(*worker_pids.values())
+    per_worker = Counter()
+    for run in runs:
+        ran = celery_steps(instance, run.run_id)
+        starts = [e.dagster_event for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_START)]
+        successes = {e.dagster_event.step_key for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)}
+        run_pids = {e.dagster_event.pid for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)}
+        assert successes and successes == {step for step, _ in ran}, (run.run_id, successes, ran)
+        assert {e.pid for e in starts} <= all_pids and not run_pids & all_pids
+        retried = run.run_id == killed["run_id"]
+        expected = Counter({step: 1 for step in successes} | ({KILLED_STEP: 2} if retried else {}))
+        assert Counter(step for step, _ in ran) == expected, (
+            f"steps handed to workers {ran}: a step out longer than TEST_VISIBILITY_S is handed out again")
+        assert Counter(e.step_key for e in starts) == expected
+        for step, hostname in ran:
+            per_worker[hostname.split("@")[0]] += 1
+        if retried:  # first on the killed worker, then on the other one
+            attempts = [hostname.split("@")[0] for step, hostname in ran if step == KILLED_STEP]
+            assert attempts[0] == killed["worker"] and attempts[1] != killed["worker"]
+    print(f"  steps per worker: {dict(per_worker)}")
+    assert set(per_worker) == set(WORKERS)
+
+    # Nothing already written was lost: every object in the lake before the kill is there, byte for byte.
+    assert {k: v for k, v in after.items() if k in killed["before"]} == killed["before"]
+    assert not any(".tmp" in k for k in after)
+
+    # The same lake as the multiprocess run's: the same tables and partitions, the same rows, only
+    # TIMING_COLUMNS differ; no row twice.
+    tables = sorted(k for k in after if k.endswith(".parquet") and not k.startswith("demo/_"))
+    assert tables == sorted(k for k in multiprocess_run.objects if k.endswith(".parquet") and not k.startswith("demo/_"))
+    differing = set()
+    for key in tables:
+        ours = storage.read_parquet(f"s3://{CELERY_BUCKET}/{key}")
+        theirs = storage.read_parquet(f"s3://{BUCKET}/{key}")
+        assert ours.columns == theirs.columns, key
+        for column in ours.columns:
+            if sorted(map(repr, ours[column].to_list())) != sorted(map(repr, theirs[column].to_list())):
+                differing.add(column)
+        kept = [c for c in ours.columns if c not in TIMING_COLUMNS]
+        assert sorted_rows(ours.select(kept)) == sorted_rows(theirs.select(kept)), key
+        assert ours.select(kept).is_duplicated().sum() == 0 or theirs.select(kept).is_duplicated().sum() > 0, key
+    print(f"  {len(tables)} tables equal; columns that differ: {sorted(differing)}")
+    assert differing <= TIMING_COLUMNS
+    _, rows = query(CELERY_LAKE, "select model, length, count(*) n, count(distinct generation_id) d "
+                                 "from generations group by all order by all")
+    assert rows == [(MODEL, "1k", 2, 2), (MODEL, "512", 2, 2)]
