@@ -1,7 +1,6 @@
-"""The scoring group: metric_scores per generation, 100-LongBench's prior_knowledge filter (no-context
-answers scored by a metric or by the judge), and long_scores (LongScore and the old metric per metric, and
-the headline: judged tasks from judge_scores, the others from their metric) per model. The metrics are the
-tasks' (score/metric_scores.py, score/task_metrics.py); LongScore is score/longscore.py (spec 100longbench.md)."""
+"""The scoring group: metric_scores per generation, 100-LongBench's prior_knowledge filter (no-context answers
+scored by a metric or the judge), and long_scores per model (LongScore, the old metric, the headline with judged
+tasks from judge_scores). Metrics: score/metric_scores.py, task_metrics.py; LongScore: score/longscore.py."""
 
 import dagster as dg
 import polars as pl
@@ -9,11 +8,11 @@ import polars as pl
 from lc_pipeline import schemas
 from lc_pipeline.assets.common import FINGERPRINT_KEY, long_scores_metadata, preview
 from lc_pipeline.assets.generation import GPU_POOL, GPU_STEP_TAGS
-from lc_pipeline.resources.parquet_io import read_generation_statuses, read_judge_scores
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
 from lc_pipeline.resources.judge import JudgeResource
+from lc_pipeline.resources.parquet_io import read_generation_statuses, read_judge_scores
 from lc_pipeline.score.fallbacks import FallbackZeros
 from lc_pipeline.score.longbench100 import prior_knowledge_frame
 from lc_pipeline.score.metric_scores import score_frame
@@ -62,10 +61,7 @@ def build(parts: Partitions) -> list:
                 # Generations left unscored (skipped, invalid) and rows whose answer did not parse (scored 0).
                 "not_scored": int(generations["status"].is_in(list(schemas.NOT_SCORED)).sum()),
                 "unparsable": int((out["status"] == "unparsable").sum()),
-                # Rows scored 0 by the official fallback, kept as the official number but counted (issue 22):
-                # {metric: rows} and {"metric: reason": first instance ids} (reasons: score/fallbacks.py).
-                "fallback_zeros": fallbacks.counts(),
-                "fallback_examples": fallbacks.examples(),
+                **fallbacks.metadata(),  # official zeros counted: fallback_zeros, fallback_examples
             },
         )
 
@@ -109,12 +105,8 @@ def build(parts: Partitions) -> list:
             out,
             metadata={
                 FINGERPRINT_KEY: stage_fingerprint("prior_knowledge", config, spec.fingerprint()),
-                "enabled": pk.enabled,
-                "qa_items": out.height,
-                "dropped": int(out["dropped"].sum()),
-                "said_unanswerable": int(out["said_unanswerable"].sum()),
-                "threshold": pk.threshold,
-                "scorer": pk.scorer,
+                "enabled": pk.enabled, "qa_items": out.height, "dropped": int(out["dropped"].sum()),
+                "said_unanswerable": int(out["said_unanswerable"].sum()), "threshold": pk.threshold, "scorer": pk.scorer,
                 "metric": pk.metric if pk.scorer == "metric" else "judge (each task's rubric)",
                 **judge_meta,
                 "preview": preview(out.select("item_id", "task", "output", "score", "dropped")),

@@ -145,6 +145,11 @@ class FallbackZeros:
         """{"metric: reason": the first record ids} (``metric_scores`` metadata ``fallback_examples``)."""
         return {f"{m}: {r}": list(self._ids[(m, r)]) for m, r in sorted(self._counts)}
 
+    def metadata(self) -> dict[str, Any]:
+        """``metric_scores`` metadata: rows scored 0 by the official fallback, kept as the official number but
+        counted (``fallback_zeros``: {metric: rows}; ``fallback_examples``: {"metric: reason": first ids})."""
+        return {"fallback_zeros": self.counts(), "fallback_examples": self.examples()}
+
     def lines(self, id_label: str = "ids") -> list[str]:
         """One sentence per (metric, reason): ``longbench:qmsum: 2 records scored 0 because ...: ids 'a', 'b'``."""
         out = []
