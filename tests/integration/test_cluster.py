@@ -1,9 +1,9 @@
 """The demo graph on cluster storage: a real PostgreSQL server holds the Dagster instance, a real
 S3-compatible server (moto) holds the lake, and the same runs execute twice: with the multiprocess
 executor, each step in its own process, as steps do on separate machines; and with dagster-celery's
-executor on a real Redis broker, every step on one of two Celery workers (separate processes), one
-of which is killed mid-step. All servers listen on 127.0.0.1 only and are started and stopped by
-this module (tests/cluster_servers.py).
+executor on a real Redis broker, every step on one of two Celery workers (separate processes), with
+a step's process and then a whole worker SIGKILLed mid-step. All servers listen on 127.0.0.1 only
+and are started and stopped by this module (tests/cluster_servers.py).
 
 The instance is deploy/postgres/dagster.yaml (deploy/celery/dagster.yaml for the Celery runs) and
 the executor config deploy/postgres/executor.yaml (deploy/celery/executor.yaml); connection
@@ -20,6 +20,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from contextlib import ExitStack, contextmanager
@@ -233,8 +234,12 @@ WORKER_START_S = 120
 # is above the longest step of this small graph, and the sweep runs every second, so that the step
 # of the killed worker comes back within the test's time.
 TEST_VISIBILITY_S = 60
-KILLED_RUN = ("generations,metric_scores", f"1k|{MODEL}")
 KILLED_STEP = "generations"
+# Where a SIGKILL lands mid-step: in the 512 run only the step's process (the pool process, as the
+# OOM killer does: task_reject_on_worker_lost requeues the step at once); in the 1k run the whole
+# worker, all its processes (as when its host dies: the step comes back after the visibility timeout).
+KILLS = {("generations,metric_scores", f"512|{MODEL}"): "process",
+         ("generations,metric_scores", f"1k|{MODEL}"): "worker"}
 # Columns that must differ between two runs of the same graph: wall times. Nothing else may.
 TIMING_COLUMNS = {"latency_s"}
 
@@ -329,38 +334,54 @@ def test_demo_graph_on_celery_workers_equals_the_multiprocess_run_and_survives_a
         groups = {name: stack.enter_context(celery_worker(name, env, executor_yaml, tmp_path / f"{name}.log"))
                   for name in WORKERS}
         print(f"  2 Celery workers ready in {time.monotonic() - t_workers:.0f}s")
-        worker_pids = {name: pids_in_group(pgid) for name, pgid in groups.items()}
-        killed = {}
+        # Every process of each worker, sampled while the runs go (a worker replaces a killed pool process).
+        worker_pids = {name: set() for name in groups}
+        sampling = threading.Event()
+
+        def sample():
+            while not sampling.wait(0.1):
+                for name, pgid in groups.items():
+                    worker_pids[name] |= pids_in_group(pgid)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        kills, before = {}, {}
 
         def kill_mid_step(select, partition, proc):
-            """In the run of KILLED_RUN: once a worker has started KILLED_STEP, SIGKILL that worker (all its
-            processes, as when its host dies); record what the lake held just before."""
-            if (select, partition) != KILLED_RUN:
+            """In the runs of KILLS: once a worker has started KILLED_STEP, SIGKILL the step's process or
+            its whole worker; record what the lake held just before."""
+            how = KILLS.get((select, partition))
+            if how is None:
                 return
             seen = {r.run_id for r in instance.get_runs()}
-            killed["before"] = lake_objects(client, CELERY_BUCKET)
+            before.update(lake_objects(client, CELERY_BUCKET))
             deadline = time.monotonic() + 300
             while proc.poll() is None and time.monotonic() < deadline:
-                runs = [r for r in instance.get_runs() if r.run_id not in seen]
-                started = [w for r in runs for step, w in celery_steps(instance, r.run_id) if step == KILLED_STEP]
-                steps_started = [e for r in runs for e in instance.all_logs(r.run_id, of_type=dg.DagsterEventType.STEP_START)
-                                 if e.dagster_event.step_key == KILLED_STEP]
-                if started and steps_started:
+                runs = [r.run_id for r in instance.get_runs() if r.run_id not in seen]
+                hosts = [w for r in runs for step, w in celery_steps(instance, r) if step == KILLED_STEP]
+                pids = [e.dagster_event.pid for r in runs for e in instance.all_logs(r, of_type=dg.DagsterEventType.STEP_START)
+                        if e.dagster_event.step_key == KILLED_STEP]
+                if hosts and pids:
                     time.sleep(1.0)  # into the step: its resources (the model) are loading
-                    done = [e for r in runs for e in instance.all_logs(r.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)
+                    done = [e for r in runs for e in instance.all_logs(r, of_type=dg.DagsterEventType.STEP_SUCCESS)
                             if e.dagster_event.step_key == KILLED_STEP]
-                    assert not done, f"{KILLED_STEP} ended before it could be killed"
-                    victim = started[0].split("@")[0]
-                    worker_pids[victim] |= pids_in_group(groups[victim])
-                    os.killpg(groups[victim], signal.SIGKILL)
-                    killed.update(worker=victim, run_id=runs[0].run_id, at=time.monotonic())
+                    assert not done, f"{KILLED_STEP} [{partition}] ended before it could be killed"
+                    victim = hosts[0].split("@")[0]
+                    if how == "worker":
+                        os.killpg(groups[victim], signal.SIGKILL)
+                    else:
+                        os.kill(pids[0], signal.SIGKILL)
+                    kills[runs[0]] = (how, victim)
                     return
                 time.sleep(0.2)
             pytest.fail(f"{KILLED_STEP} of {partition} never started on a worker")
 
-        seconds = materialize(env, tmp_path, watch=kill_mid_step)
-        print(f"{len(RUNS)} runs on Celery workers in {seconds:.0f}s; {killed.get('worker')} killed in "
-              f"{KILLED_STEP} [{KILLED_RUN[1]}]")
+        try:
+            seconds = materialize(env, tmp_path, watch=kill_mid_step)
+        finally:
+            sampling.set()
+            sampler.join()
+        print(f"{len(RUNS)} runs on Celery workers in {seconds:.0f}s; killed in {KILLED_STEP}: {list(kills.values())}")
         after = lake_objects(client, CELERY_BUCKET)
 
     # Every run succeeded, and every step ran on a worker: dagster-celery names the worker of each
@@ -375,22 +396,23 @@ def test_demo_graph_on_celery_workers_equals_the_multiprocess_run_and_survives_a
         successes = {e.dagster_event.step_key for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)}
         run_pids = {e.dagster_event.pid for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)}
         assert successes and successes == {step for step, _ in ran}, (run.run_id, successes, ran)
-        assert {e.pid for e in starts} <= all_pids and not run_pids & all_pids
-        retried = run.run_id == killed["run_id"]
-        expected = Counter({step: 1 for step in successes} | ({KILLED_STEP: 2} if retried else {}))
+        assert {e.pid for e in starts} <= all_pids and not run_pids & all_pids, (run.run_id, ran, starts)
+        how, victim = kills.get(run.run_id, (None, None))
+        expected = Counter({step: 1 for step in successes} | ({KILLED_STEP: 2} if how else {}))
         assert Counter(step for step, _ in ran) == expected, (
             f"steps handed to workers {ran}: a step out longer than TEST_VISIBILITY_S is handed out again")
         assert Counter(e.step_key for e in starts) == expected
         for step, hostname in ran:
             per_worker[hostname.split("@")[0]] += 1
-        if retried:  # first on the killed worker, then on the other one
+        if how:  # first on the worker hit, then again (after a dead worker, on the other one)
             attempts = [hostname.split("@")[0] for step, hostname in ran if step == KILLED_STEP]
-            assert attempts[0] == killed["worker"] and attempts[1] != killed["worker"]
+            assert attempts[0] == victim and (how == "process" or attempts[1] != victim), (how, attempts)
+    assert sorted(how for how, _ in kills.values()) == ["process", "worker"]
     print(f"  steps per worker: {dict(per_worker)}")
     assert set(per_worker) == set(WORKERS)
 
-    # Nothing already written was lost: every object in the lake before the kill is there, byte for byte.
-    assert {k: v for k, v in after.items() if k in killed["before"]} == killed["before"]
+    # Nothing already written was lost: every object in the lake before a kill is there, byte for byte.
+    assert {k: v for k, v in after.items() if k in before} == before
     assert not any(".tmp" in k for k in after)
 
     # The same lake as the multiprocess run's: the same tables and partitions, the same rows, only
@@ -409,6 +431,10 @@ def test_demo_graph_on_celery_workers_equals_the_multiprocess_run_and_survives_a
         assert sorted_rows(ours.select(kept)) == sorted_rows(theirs.select(kept)), key
         assert ours.select(kept).is_duplicated().sum() == 0 or theirs.select(kept).is_duplicated().sum() > 0, key
     print(f"  {len(tables)} tables equal; columns that differ: {sorted(differing)}")
+    files = sorted(k for k in after if not k.endswith(".parquet") and not k.startswith("demo/_"))
+    assert files == sorted(k for k in multiprocess_run.objects if not k.endswith(".parquet") and not k.startswith("demo/_"))
+    for key in files:  # the FAISS index
+        assert after[key] == client.get_object(Bucket=BUCKET, Key=key)["Body"].read(), key
     assert differing <= TIMING_COLUMNS
     _, rows = query(CELERY_LAKE, "select model, length, count(*) n, count(distinct generation_id) d "
                                  "from generations group by all order by all")
