@@ -30,7 +30,8 @@ from types import SimpleNamespace
 import dagster as dg
 import pytest
 import yaml
-from cluster_servers import create_database, postgres_bin, postgres_server, redis_server, s3_server
+from cluster_servers import (create_database, postgres_bin, postgres_server, redis_server, redis_server_bin,
+                             s3_server)
 from lc_pipeline import storage
 from lc_pipeline.lake import query
 
@@ -310,6 +311,11 @@ def sorted_rows(frame) -> list[tuple]:
     return sorted(frame.rows(), key=repr)
 
 
+@pytest.mark.skipif(bool(_missing("dagster_celery", "redis")),
+                    reason=f"the celery extra is not installed (missing {_missing('dagster_celery', 'redis')}): "
+                           "pip install '.[celery]'")
+@pytest.mark.skipif(redis_server_bin() is None,
+                    reason="redis-server not found (apt-get install redis-server; .ci/run does)")
 def test_demo_graph_on_celery_workers_equals_the_multiprocess_run_and_survives_a_killed_worker(
         multiprocess_run, postgres, s3, tmp_path, monkeypatch):
     s3_env, client = s3
