@@ -234,7 +234,7 @@ WORKER_START_S = 120
 # has been out this long. deploy/celery/executor.yaml sets it above the longest step (hours); here it
 # is above the longest step of this small graph, and the sweep runs every second, so that the step
 # of the killed worker comes back within the test's time.
-TEST_VISIBILITY_S = 60
+TEST_VISIBILITY_S = 30  # its steps take 0.5-6 s here (the longest: generations, loading the model)
 KILLED_STEP = "generations"
 # Where a SIGKILL lands mid-step: in the 512 run only the step's process (the pool process, as the
 # OOM killer does: task_reject_on_worker_lost requeues the step at once); in the 1k run the whole
@@ -415,6 +415,17 @@ def test_demo_graph_on_celery_workers_equals_the_multiprocess_run_and_survives_a
             assert attempts[0] == victim and (how == "process" or attempts[1] != victim), (how, attempts)
     assert sorted(how for how, _ in kills.values()) == ["process", "worker"]
     print(f"  steps per worker: {dict(per_worker)}")
+    durations = {}
+    for run in runs:
+        begun = {}
+        for entry in instance.all_logs(run.run_id):
+            kind = entry.dagster_event.event_type if entry.dagster_event else None
+            if kind == dg.DagsterEventType.STEP_START:
+                begun[entry.step_key] = entry.timestamp
+            elif kind == dg.DagsterEventType.STEP_SUCCESS:
+                durations[(entry.step_key, run.run_id)] = entry.timestamp - begun[entry.step_key]
+    longest = max(durations, key=durations.get)
+    print(f"  longest step: {longest[0]} {durations[longest]:.1f}s (visibility timeout {TEST_VISIBILITY_S}s)")
     assert set(per_worker) == set(WORKERS)
 
     # Nothing already written was lost: every object in the lake before a kill is there, byte for byte.
