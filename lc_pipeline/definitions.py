@@ -16,14 +16,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
-import yaml
 
 from lc_pipeline.assets import benchmarks as benchmark_assets
-from lc_pipeline.assets import generation, instances, lveval, minilongbench, reports, retrieval, scoring, sources
-from lc_pipeline.assets import prompt_guard
 from lc_pipeline.assets import citations as citation_assets
+from lc_pipeline.assets import (
+    generation,
+    instances,
+    lveval,
+    minilongbench,
+    prompt_guard,
+    reports,
+    retrieval,
+    scoring,
+    sources,
+)
 from lc_pipeline.assets import judge as judge_assets
-from lc_pipeline.config import BenchmarkConfig, load_config
+from lc_pipeline.config import BenchmarkConfig, ConfigError, load_config
 from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import (
@@ -40,6 +48,7 @@ from lc_pipeline.resources.nli import NLIResource
 from lc_pipeline.resources.parquet_io import with_column_schemas
 from lc_pipeline.sensors import build_partitions_sensor
 from lc_pipeline.settings import Settings
+from lc_pipeline.yaml_files import read_yaml
 
 MODEL_JOB = "model_partitions_job"
 EXECUTORS = ("multiprocess", "k8s", "celery")
@@ -53,7 +62,8 @@ def load_executor_config(path: Path | None) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"LCP_EXECUTOR_CONFIG: {path} does not exist")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    # The same strict reading as configs (UTF-8, no duplicate keys or anchors; file and line named).
+    data = read_yaml(path, "LCP_EXECUTOR_CONFIG", ConfigError) or {}
     if not isinstance(data, dict):
         raise TypeError(f"LCP_EXECUTOR_CONFIG {path}: expected a mapping of executor settings, got {type(data).__name__}")
     # Run-config shape (`execution: config: ...`), which dagster-celery workers read from the same file.

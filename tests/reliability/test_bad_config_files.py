@@ -219,3 +219,13 @@ def test_a_commented_registry_that_cannot_be_edited_in_place_is_refused_unchange
     message = error_of(lambda: ModelRegistry(path).add(dataclasses.replace(SMOL, slug="new-one")), ModelSpecError)
     assert "cannot set model 'new-one' and keep the file's comments" in message and "nothing was written" in message
     assert path.read_bytes() == before
+
+
+def test_an_executor_config_with_a_key_twice_is_refused_naming_its_line(tmp_path):
+    from lc_pipeline.definitions import load_executor_config
+
+    path = tmp_path / "executor.yaml"
+    path.write_text("execution:\n  config:\n    broker: redis://127.0.0.1:6379/0\n    broker: pyamqp://x//\n",
+                    encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"executor\.yaml: not valid YAML at line 4, column 5: duplicate key 'broker'"):
+        load_executor_config(path)
