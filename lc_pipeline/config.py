@@ -653,7 +653,7 @@ def load_config(path: str | Path) -> BenchmarkConfig:
         p = PACKAGED_CONFIGS / f"{path}.yaml"
     if not p.exists():
         raise ConfigError(f"config {str(path)!r} not found (packaged configs: {packaged_config_names()})")
-    # UTF-8 only, no duplicate keys, no anchors; a folder or bad YAML is a ConfigError naming file and line.
+    # UTF-8 only, no duplicate keys, aliases bounded; a folder or bad YAML is a ConfigError naming file and line.
     raw = read_yaml(p, "config", ConfigError)
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: expected a mapping at the top level")

@@ -62,7 +62,7 @@ def load_executor_config(path: Path | None) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"LCP_EXECUTOR_CONFIG: {path} does not exist")
-    # The same strict reading as configs (UTF-8, no duplicate keys or anchors; file and line named).
+    # The same strict reading as configs (UTF-8, no duplicate keys, aliases bounded; file and line named).
     data = read_yaml(path, "LCP_EXECUTOR_CONFIG", ConfigError) or {}
     if not isinstance(data, dict):
         raise TypeError(f"LCP_EXECUTOR_CONFIG {path}: expected a mapping of executor settings, got {type(data).__name__}")

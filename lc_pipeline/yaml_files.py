@@ -8,9 +8,11 @@ silent surprises (issue 22, items 7, 8 and 9). :func:`read_yaml` reads the file'
 - refuses a folder or a missing file with its own message;
 - parses with :class:`StrictLoader`, PyYAML's ``SafeLoader`` with two rules more:
   a key given twice in one mapping, at any depth, is an error naming both lines (PyYAML keeps the
-  last one silently), and anchors / aliases (``&a`` / ``*a``) are refused where they are composed,
-  before anything is expanded, so an "alias bomb" of a few hundred bytes costs nothing (it cost 9 s
-  and 454 MB; no packaged config or task file uses anchors);
+  last one silently), and a document whose aliases would expand past :data:`MAX_EXPANDED_NODES`
+  nodes is refused once composed, before anything is built from it, so an "alias bomb" of a few
+  hundred bytes costs milliseconds (it cost 9 s and 454 MB). Anchors themselves are accepted: PyYAML's
+  own ``safe_dump`` writes them for a value used twice, so a generated task file has them. A
+  recursive alias (a value containing itself) is refused;
 - turns every ``yaml.YAMLError`` (a tab used for indentation, an unclosed quote, two documents)
   into the caller's error naming the file, the line and the column.
 
@@ -34,22 +36,56 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "UTF-16, little-endian,"),
     (codecs.BOM_UTF16_BE, "UTF-16, big-endian,"),
 )
-ANCHORS_REFUSED = ("YAML anchors and aliases (&name / *name) are not accepted here: write the value out "
-                   "where it is used")
+# Nodes a document may hold once every alias is expanded. The packaged configs and task files hold at
+# most a few thousand; the 330-byte alias bomb of issue 22 expands to millions.
+MAX_EXPANDED_NODES = 200_000
 
 
 class YamlFileError(ValueError):
     """A YAML file that cannot be read; the message names the file (and the line where there is one)."""
 
 
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int]) -> int:
+    """Nodes under ``node`` counting every alias as a copy, computed once per distinct node (so the
+    count itself never expands anything); ``open_nodes`` finds a node that contains itself."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        raise yaml.composer.ComposerError(None, None, "a recursive alias (a value that contains itself)",
+                                          node.start_mark)
+    open_nodes.add(key)
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(child, sizes, open_nodes) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, sizes, open_nodes) + _expanded_size(v, sizes, open_nodes) for k, v in node.value)
+    open_nodes.discard(key)
+    sizes[key] = size
+    return size
+
+
 class StrictLoader(yaml.SafeLoader):
-    """``SafeLoader`` that refuses duplicate keys and anchors / aliases (module docstring)."""
+    """``SafeLoader`` that refuses duplicate keys and alias expansion past a bound (module docstring)."""
+
+    def compose_document(self):  # type: ignore[no-untyped-def]
+        node = super().compose_document()
+        if node is not None and self.anchors_used:
+            size = _expanded_size(node, {}, set())
+            if size > MAX_EXPANDED_NODES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"its aliases (*name) expand to {size:,} values, more than the "
+                    f"{MAX_EXPANDED_NODES:,} a config may hold (an alias bomb?): write the values out",
+                    self.first_alias)
+        return node
 
     def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
         event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise yaml.composer.ComposerError(None, None, ANCHORS_REFUSED, event.start_mark)
+        if isinstance(event, yaml.AliasEvent) and not self.anchors_used:
+            self.anchors_used, self.first_alias = True, event.start_mark
         return super().compose_node(parent, index)
+
+    anchors_used, first_alias = False, None
 
     def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
         if isinstance(node, yaml.MappingNode):
@@ -84,8 +120,7 @@ def decode_utf8(data: bytes, where: str, error: type[Exception] = YamlFileError)
         line = data.count(b"\n", 0, data.index(b"\x00")) + 1
         raise error(f"{where}: not UTF-8 text: NUL bytes at line {line} (UTF-16 without a "
                     "byte-order mark, or not a text file); save it as UTF-8")
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
+    data = data.removeprefix(codecs.BOM_UTF8)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -405,7 +405,7 @@ class ModelRegistry:
     def _read(self) -> tuple[str, dict[str, Any]]:
         """The file's text and its mapping slug -> settings as written ("" and {} when there is no file).
 
-        Read by yaml_files: UTF-8 only, a key given twice or an anchor refused, a folder or bad YAML a
+        Read by yaml_files: UTF-8 only, a key given twice or an alias bomb refused, a folder or bad YAML a
         ModelSpecError naming the file (and the line)."""
         if self.path is None or not (self.path.exists() or self.path.is_symlink()):
             return "", {}

@@ -104,7 +104,7 @@ class TaskCatalog:
 
 
 def _read_yaml(path: Path) -> dict:
-    # UTF-8 only, no duplicate keys, no anchors; a folder or bad YAML is a TaskFileError naming file and line.
+    # UTF-8 only, no duplicate keys, aliases bounded; a folder or bad YAML is a TaskFileError naming file and line.
     raw = read_yaml(path, "task file", TaskFileError)
     if not isinstance(raw, dict):
         raise TaskFileError(f"{path}: expected a mapping with 'benchmark' and 'tasks'")

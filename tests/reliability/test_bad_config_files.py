@@ -18,6 +18,7 @@ from lc_pipeline.cli import main
 from lc_pipeline.config import PACKAGED_CONFIGS, ConfigError, load_config
 from lc_pipeline.generate.registry import BUILTIN_MODELS, ModelRegistry, ModelSpecError
 from lc_pipeline.tasks.catalog import TaskFileError, load_catalog
+from lc_pipeline.yaml_files import read_yaml
 
 DEMO = (PACKAGED_CONFIGS / "demo.yaml").read_text(encoding="utf-8")
 END = DEMO.count("\n")  # the packaged demo config's last line: the probes below add lines after it
@@ -102,11 +103,28 @@ def test_a_key_given_twice_in_a_config_at_any_depth_is_refused_naming_both_lines
     assert message.startswith(f"config {path}: not valid YAML at ") and where in message
 
 
-def test_an_alias_bomb_under_1_kb_is_refused_at_its_first_anchor(tmp_path):
+def test_an_alias_bomb_under_1_kb_is_refused_before_it_is_expanded(tmp_path):
     assert len(ALIAS_BOMB) < 1024
     path = config_file(tmp_path, DEMO + ALIAS_BOMB)
     message = error_of(lambda: load_config(path), ConfigError)
-    assert message.startswith(f"config {path}: not valid YAML at line {END + 1}, column 4: YAML anchors and aliases")
+    # Reported at the first alias (line 2 of the bomb, after "b: &b ["), counted without expanding anything.
+    assert message.startswith(f"config {path}: not valid YAML at line {END + 2}, column 8: its aliases (*name) "
+                              "expand to 6,0")
+    assert message.endswith("values, more than the 200,000 a config may hold (an alias bomb?): write the values out")
+
+
+def test_a_task_file_written_by_pyyaml_with_a_shared_value_loads_its_anchor(tmp_path):
+    shared = ["passages", "demonstrations"]
+    path = tmp_path / "generated.yaml"
+    path.write_text(yaml.safe_dump({"first": shared, "second": shared}), encoding="utf-8")
+    assert "&id001" in path.read_text(encoding="utf-8")
+    assert read_yaml(path, "task file") == {"first": shared, "second": shared}
+
+
+def test_a_value_that_contains_itself_is_refused(tmp_path):
+    path = config_file(tmp_path, DEMO + "loop: &loop [1, *loop]\n")
+    message = error_of(lambda: load_config(path), ConfigError)
+    assert message.endswith("a recursive alias (a value that contains itself)")
 
 
 def test_two_sources_with_one_name_are_a_config_error_naming_the_name_and_both_positions(tmp_path):
