@@ -1,4 +1,5 @@
-"""Text helpers shared by construction and scoring: answer normalization, the Chinese tokenizer.
+"""Text helpers shared by construction and scoring: answer normalization, the Chinese tokenizer; and
+what the readers of user files (configs, source records, predictions) tell from bytes that are not UTF-8.
 
 Answer normalization (does a passage contain the answer? does a prediction match it?) is
 the SQuAD / LongBench English normalization: lower-case, drop ASCII punctuation
@@ -9,6 +10,7 @@ fillers) means exactly what SubEM would count as a hit.
 
 from __future__ import annotations
 
+import codecs
 import functools
 import logging
 import re
@@ -44,3 +46,22 @@ def jieba_tokenizer() -> ModuleType:
 
     jieba.setLogLevel(logging.WARNING)
     return jieba
+
+
+# Byte-order marks of the Unicode encodings that are not UTF-8, longest first (UTF-32-LE starts with UTF-16-LE's):
+# (mark, encoding, byte order). Every reader of a user's file names these the same way.
+BYTE_ORDER_MARKS = (
+    (codecs.BOM_UTF32_LE, "UTF-32", "little-endian"),
+    (codecs.BOM_UTF32_BE, "UTF-32", "big-endian"),
+    (codecs.BOM_UTF16_LE, "UTF-16", "little-endian"),
+    (codecs.BOM_UTF16_BE, "UTF-16", "big-endian"),
+)
+
+# Half of a UTF-16 surrogate pair: JSON may escape one alone ("\ud800") and Python's json decodes it to a str
+# that is not valid Unicode and that no UTF-8 output (Parquet, a log, stdout) can carry.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def byte_order_mark(data: bytes) -> tuple[bytes, str, str] | None:
+    """(mark, encoding, byte order) of the UTF-16 / UTF-32 byte-order mark ``data`` starts with, or None."""
+    return next((found for found in BYTE_ORDER_MARKS if data.startswith(found[0])), None)

@@ -29,13 +29,8 @@ from typing import Any
 
 import yaml
 
-# Byte-order marks of encodings that are not UTF-8, longest first (UTF-32-LE starts with UTF-16-LE's).
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "UTF-32, little-endian,"),
-    (codecs.BOM_UTF32_BE, "UTF-32, big-endian,"),
-    (codecs.BOM_UTF16_LE, "UTF-16, little-endian,"),
-    (codecs.BOM_UTF16_BE, "UTF-16, big-endian,"),
-)
+from lc_pipeline.text import byte_order_mark
+
 # Nodes a document may hold once every alias is expanded. The packaged configs and task files hold at
 # most a few thousand; the 330-byte alias bomb of issue 22 expands to millions.
 MAX_EXPANDED_NODES = 200_000
@@ -112,10 +107,11 @@ def decode_utf8(data: bytes, where: str, error: type[Exception] = YamlFileError)
 
     A UTF-8 byte-order mark is dropped (the file is UTF-8); UTF-16/32 and stray bytes are refused.
     """
-    for bom, encoding in _BOMS:
-        if data.startswith(bom):
-            raise error(f"{where}: the file is {encoding} not UTF-8 (it starts with a byte-order mark {bom.hex(' ')}); "
-                        "save it as UTF-8")
+    found = byte_order_mark(data)
+    if found is not None:
+        bom, encoding, order = found
+        raise error(f"{where}: the file is {encoding}, {order}, not UTF-8 (it starts with a byte-order mark "
+                    f"{bom.hex(' ')}); save it as UTF-8")
     if b"\x00" in data:
         line = data.count(b"\n", 0, data.index(b"\x00")) + 1
         raise error(f"{where}: not UTF-8 text: NUL bytes at line {line} (UTF-16 without a "

@@ -32,6 +32,7 @@ from pathlib import Path
 import click
 
 from lc_pipeline.score.fallbacks import FallbackZeros, score_noted
+from lc_pipeline.text import LONE_SURROGATE, byte_order_mark
 
 __all__ = ["read_records", "resolve_metric", "score"]
 
@@ -69,10 +70,6 @@ def _where(line_no: int, rec: dict | None) -> str:
     return f"line {line_no}" + (f" (_id {rid!r})" if rid is not None else "")
 
 
-_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
-         (b"\xfe\xff", "UTF-16"))
-
-
 def _decode(path: Path, line_no: int, raw: bytes, data: bytes) -> str:
     """One line as text; a line that is not UTF-8 (or holds NUL bytes: UTF-16/32) is a RecordProblem naming
     the line, the byte and, when the line still parses as JSON with the bad bytes replaced, its ``_id``."""
@@ -83,7 +80,8 @@ def _decode(path: Path, line_no: int, raw: bytes, data: bytes) -> str:
             guess = json.loads(raw.decode("utf-8", errors="replace"))
         except ValueError:
             guess = None
-        bom = next((name for mark, name in _BOMS if data.startswith(mark)), None)
+        found = byte_order_mark(data)
+        bom = found[1] if found else None
         hint = (f"the file starts with a {bom} byte-order mark" if bom else
                 "NUL bytes: UTF-16 or UTF-32 without a byte-order mark?" if b"\x00" in raw else
                 "Latin-1 or another 8-bit encoding?")
@@ -114,7 +112,7 @@ def read_records(path: Path, prediction_field: str) -> list[tuple[int, dict]]:
         rid = rec.get("_id")
         if not isinstance(rid, (str, int)) or isinstance(rid, bool) or rid == "":
             raise RecordProblem(f"{where}: field '_id': missing or not a string/integer")
-        if isinstance(rid, str) and any("\ud800" <= ch <= "\udfff" for ch in rid):  # JSON's "\ud800" escape
+        if isinstance(rid, str) and LONE_SURROGATE.search(rid):  # JSON's "\ud800" escape
             raise RecordProblem(f"{where}: field '_id': holds a lone UTF-16 surrogate, which no UTF-8 output can carry")
         if str(rid) in seen:
             raise RecordProblem(f"{where}: field '_id': duplicate of line {seen[str(rid)]}")

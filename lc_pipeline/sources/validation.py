@@ -32,13 +32,14 @@ import io
 import json
 import lzma
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, Literal, TypeVar
+
+from lc_pipeline.text import LONE_SURROGATE, byte_order_mark
 
 __all__ = [
     "FILE",
@@ -284,12 +285,10 @@ def _read_bytes(path: Path, name: str, limit: int = -1) -> bytes:
 
 def _utf16(head: bytes) -> str | None:
     """How a file's first bytes show UTF-16 / UTF-32 text (None: they do not)."""
-    for bom, what in ((b"\xff\xfe\x00\x00", "UTF-32 encoded (BOM FF FE 00 00)"),
-                      (b"\x00\x00\xfe\xff", "UTF-32 encoded (BOM 00 00 FE FF)"),
-                      (b"\xff\xfe", "UTF-16 encoded (BOM FF FE, little-endian)"),
-                      (b"\xfe\xff", "UTF-16 encoded (BOM FE FF, big-endian)")):
-        if head.startswith(bom):
-            return what
+    found = byte_order_mark(head)
+    if found is not None:
+        bom, encoding, order = found
+        return f"{encoding} encoded (BOM {bom.hex(' ').upper()}, {order})"
     sample = head[:2048]
     if b"\x00" not in sample:
         return None  # JSON and CSV text never holds a NUL byte: UTF-8 text has none
@@ -406,9 +405,6 @@ def _csv(path: Path, name: str) -> Iterator[tuple[int, Any]]:
 
 _READERS = {"jsonl": _jsonl, "json": _json, "parquet": _parquet, "csv": _csv}
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _plain(text: str) -> str:
     """``text`` with any lone surrogate written as ``\\udXXX``: safe to print and to store."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
@@ -421,13 +417,13 @@ def _lone_surrogate(value: Any, where: str = "") -> tuple[str, str] | None:
     str that is not valid Unicode and cannot be written as UTF-8 (Parquet, logs), so the record is refused.
     """
     if isinstance(value, str):
-        m = _SURROGATE.search(value)
-        return None if m is None else (where, f"lone surrogate U+{ord(m.group()):04X} at character {m.start()} "
-                                              "(half of a UTF-16 pair, escaped in the JSON; not valid Unicode text)")
+        m = LONE_SURROGATE.search(value)
+        return None if m is None else (where, (f"lone surrogate U+{ord(m.group()):04X} at character {m.start()} "
+                                               "(half of a UTF-16 pair, escaped in the JSON; not valid Unicode text)"))
     if isinstance(value, dict):
         for k, v in value.items():
             key = _plain(str(k))
-            if isinstance(k, str) and _SURROGATE.search(k):
+            if isinstance(k, str) and LONE_SURROGATE.search(k):
                 return f"{where}.{key}" if where else key, "lone surrogate in the field name (not valid Unicode text)"
             found = _lone_surrogate(v, f"{where}.{key}" if where else key)
             if found:
@@ -461,7 +457,7 @@ def read_records(path: str | Path, *, id_field: str | None = None) -> tuple[str,
                 found = _lone_surrogate(value)
                 if found is not None:
                     rid = value.get(id_field) if id_field else None
-                    rid = rid if isinstance(rid, str) and rid and not _SURROGATE.search(rid) else None
+                    rid = rid if isinstance(rid, str) and rid and not LONE_SURROGATE.search(rid) else None
                     field_path, reason = found
                     top = field_path.split(".")[0].split("[")[0]
                     if field_path != top:
