@@ -76,7 +76,7 @@ from lc_pipeline.sources.validation import (
     validate_file,
 )
 
-__all__ = ["GOLD_FIELDS", "PassageCollection", "kilt_source", "load_kilt", "load_passages", "validate_kilt_file"]
+__all__ = ["GOLD_FIELDS", "PassageCollection", "is_passages_file", "kilt_source", "load_kilt", "load_passages"]
 
 GOLD_FIELDS = ("positive_ids", "gold_ids")  # simple form: the gold passage ids, under either name
 _PASSAGE_FIELDS = {"id", "title", "text", "wikipedia_id", "paragraph_id", "start_paragraph_id", "end_paragraph_id"}
@@ -464,13 +464,12 @@ def load_kilt(
     return (*source_frames(doc_rows, item_rows), reports + qa_reports)
 
 
-def validate_kilt_file(path: str | Path) -> list[ValidationReport]:
-    """`lcp sources validate`: a passages file (``id, title, text``) or a QA file, every record checked."""
+def is_passages_file(path: str | Path) -> bool:
+    """Whether ``path`` is a passages file (``id, title, text``; option ``passages``) rather than a QA file
+    (option ``qa``), from its first record: what `lcp sources validate` loads it as."""
     _, records = read_records(path)
     first = next((r for _, r in records if isinstance(r, dict)), None)
-    if first is not None and "text" in first and not {"input", "output", "question"} & set(first):
-        return load_passages(path, source="validate", on_error="reject")[2]
-    return load_qa(path, None, source="validate", on_error="reject")[1]
+    return first is not None and "text" in first and not {"input", "output", "question"} & set(first)
 
 
 def _input_option(options: dict, key: str, *, source: str) -> Any:

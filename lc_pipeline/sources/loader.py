@@ -171,18 +171,12 @@ def _validate_loong(paths: list[Path]) -> list[ValidationReport]:
     return [report for path in paths for report in load_loong(path, source="validate", on_error="reject")[2]]
 
 
-def _kilt_passages_file(path: Path) -> bool:
-    _, records = read_records(path)
-    first = next((r for _, r in records if isinstance(r, dict)), None)
-    return first is not None and "text" in first and not {"input", "output", "question"} & set(first)
-
-
 def _validate_kilt(paths: list[Path]) -> list[ValidationReport]:
-    from lc_pipeline.sources.kilt import load_passages, load_qa
+    from lc_pipeline.sources.kilt import is_passages_file, load_passages, load_qa
 
     # Passages files and QA files (option ``passages`` and ``qa`` of a run): gold passages are checked for shape,
     # not looked up.
-    passages = [p for p in paths if _kilt_passages_file(p)]
+    passages = [p for p in paths if is_passages_file(p)]
     qa = [p for p in paths if p not in passages]
     return ((load_passages(passages, source="validate", on_error="reject")[2] if passages else [])
             + (load_qa(qa, None, source="validate", on_error="reject")[1] if qa else []))

@@ -52,7 +52,6 @@ __all__ = [
     "load_longbench_v2",
     "longbench_v2_source",
     "question_with_choices",
-    "validate_longbench_v2_file",
 ]
 
 TASK = "longbench_v2"
@@ -134,11 +133,6 @@ def load_longbench_v2(
             doc_rows.append(doc)
             item_rows.append(item)
     return (*source_frames(doc_rows, item_rows), reports)
-
-
-def validate_longbench_v2_file(path: str | Path) -> list[ValidationReport]:
-    """`lcp sources validate`: every record of one file checked (reject mode)."""
-    return load_longbench_v2(path, source="validate", on_error="reject")[2]
 
 
 def longbench_v2_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:

@@ -66,7 +66,7 @@ from lc_pipeline.sources.validation import (
     validate_file,
 )
 
-__all__ = ["FORMATS", "detect_format", "load_multihop", "multihop_source", "paragraph_text", "validate_multihop_file"]
+__all__ = ["FORMATS", "detect_format", "load_multihop", "multihop_source", "paragraph_text"]
 
 FORMATS = ("hotpotqa", "2wikimqa", "musique")
 CATEGORY = "multi-doc QA"
@@ -359,11 +359,6 @@ def load_multihop(
             doc_rows.update((d[0], d) for d in docs)
             item_rows.append(item)
     return (*source_frames(list(doc_rows.values()), item_rows), reports)
-
-
-def validate_multihop_file(path: str | Path) -> list[ValidationReport]:
-    """`lcp sources validate`: every record checked (reject mode; unanswerable MuSiQue records listed)."""
-    return load_multihop(path, source="validate", on_error="reject")[2]
 
 
 def multihop_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
