@@ -36,6 +36,8 @@ naming the file, and every other table reads as before.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -215,9 +217,9 @@ def connect(lake_dir: Path) -> duckdb.DuckDBPyConnection:
         try:
             db, unreadable = _refresh_views(lake_dir)
             con = duckdb.connect(str(db), read_only=True, config=CONNECT_CONFIG)
-        except duckdb.IOException:  # "Could not set lock on file": someone else is writing to it
-            pass
-        except duckdb.ConnectionException:  # this process holds the file open with other settings
+        except (duckdb.IOException, duckdb.ConnectionException):
+            # "Could not set lock on file" (another process is writing it), or this process holds it open with
+            # other settings: the views are built in memory below
             pass
     if con is None:
         con = duckdb.connect(config=CONNECT_CONFIG)
@@ -244,32 +246,33 @@ def _outside_lake(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> OutsideL
                        f"no other file, URL or extension: {text}")
 
 
+@contextmanager
+def _reading(lake_dir: Path, sql: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A locked connection for read-only ``sql`` (refused otherwise); DuckDB refusing a read outside the lake
+    inside the block becomes :class:`OutsideLake`."""
+    check_read_only(sql)
+    with connect(lake_dir) as con:
+        try:
+            yield con
+        except duckdb.Error as exc:
+            outside = _outside_lake(con, exc)
+            if outside is None:
+                raise
+            raise outside from exc
+
+
 def query(lake_dir: Path, sql: str, max_rows: int | None = None) -> tuple[list[str], list[tuple]]:
     """Run read-only ``sql`` over the lake's views; returns (column names, rows).
 
     With ``max_rows`` at most ``max_rows + 1`` rows are fetched (DuckDB streams the rest away
     unread), so a caller can tell that there were more without holding them all."""
-    check_read_only(sql)
-    with connect(lake_dir) as con:
-        try:
-            cur = con.execute(sql)
-            columns = [d[0] for d in cur.description] if cur.description else []
-            return columns, (cur.fetchall() if max_rows is None else cur.fetchmany(max_rows + 1))
-        except duckdb.Error as exc:
-            outside = _outside_lake(con, exc)
-            if outside is None:
-                raise
-            raise outside from exc
+    with _reading(lake_dir, sql) as con:
+        cur = con.execute(sql)
+        columns = [d[0] for d in cur.description] if cur.description else []
+        return columns, (cur.fetchall() if max_rows is None else cur.fetchmany(max_rows + 1))
 
 
 def frame(lake_dir: Path, sql: str):
     """Run read-only ``sql`` and return a polars DataFrame."""
-    check_read_only(sql)
-    with connect(lake_dir) as con:
-        try:
-            return con.sql(sql).pl()
-        except duckdb.Error as exc:
-            outside = _outside_lake(con, exc)
-            if outside is None:
-                raise
-            raise outside from exc
+    with _reading(lake_dir, sql) as con:
+        return con.sql(sql).pl()
