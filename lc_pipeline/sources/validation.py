@@ -265,9 +265,14 @@ def _where(path: Path) -> str:
     return f" after {_COMPRESSIONS[compression][1]} decompression" if compression else ""
 
 
-def _decompression_error(name: str, path: Path, exc: Exception) -> RecordError:
+def _decompression_error(name: str, path: Path, exc: Exception, after_line: int | None = None) -> RecordError | None:
+    """The file-level error for ``exc`` raised while decompressing ``path`` (``after_line``: where reading stopped);
+    None when ``path`` is not compressed, so the OSError is the file's own and goes up as it is."""
     compression = _name_parts(path)[2]
-    return RecordError(name, None, None, FILE, f"not readable as {_COMPRESSIONS[compression][1]}: {exc}")
+    if compression is None:
+        return None
+    at = f" after line {after_line}" if after_line is not None else ""
+    return RecordError(name, None, None, FILE, f"not readable as {_COMPRESSIONS[compression][1]}{at}: {exc}")
 
 
 _DECOMPRESSION_ERRORS = (OSError, EOFError, lzma.LZMAError)  # gzip.BadGzipFile is an OSError
@@ -278,9 +283,10 @@ def _read_bytes(path: Path, name: str, limit: int = -1) -> bytes:
         with _open(path) as fh:
             return fh.read(limit)
     except _DECOMPRESSION_ERRORS as exc:
-        if _name_parts(path)[2] is None:
+        error = _decompression_error(name, path, exc)
+        if error is None:
             raise
-        raise _decompression_error(name, path, exc) from None
+        raise error from None
 
 
 def _utf16(head: bytes) -> str | None:
@@ -362,10 +368,10 @@ def _jsonl(path: Path, name: str) -> Iterator[tuple[int, dict | RecordError]]:
                     continue
                 yield index, value
     except _DECOMPRESSION_ERRORS as exc:
-        if _name_parts(path)[2] is None:
+        error = _decompression_error(name, path, exc, after_line=index + 1)
+        if error is None:
             raise
-        raise RecordError(name, None, None, FILE, f"not readable as {_COMPRESSIONS[_name_parts(path)[2]][1]} after "
-                          f"line {index + 1}: {exc}") from None
+        raise error from None
 
 
 def _json(path: Path, name: str) -> Iterator[tuple[int, Any]]:
