@@ -31,14 +31,13 @@ def validate_sources(paths: tuple[Path, ...], kind: str | None, fmt: str, reason
         raise click.UsageError(str(exc)) from exc
     if fmt == "json":
         rows = [{"file": c.file, "status": c.status, "kind": c.kind, "format": c.format, "records": c.records,
-                 "accepted": c.accepted, "rejected": c.rejected, "reasons": c.reasons[:reasons] if c.status == "read"
-                 else c.reasons, "notes": c.notes} for c in checks]
+                 "accepted": c.accepted, "rejected": c.rejected, "reasons": c.shown_reasons(reasons),
+                 "notes": c.notes} for c in checks]
         click.echo(json.dumps(rows, indent=1, ensure_ascii=False))
     else:
         print_table(COLUMNS, [(c.file, c.status, c.kind, c.format, c.records, c.accepted, c.rejected) for c in checks])
         for c in checks:
-            shown = c.reasons[:reasons] if c.status == "read" else c.reasons
-            for line in [*(f"note: {c.file}: {n}" for n in c.notes), *shown]:
+            for line in [*(f"note: {c.file}: {n}" for n in c.notes), *c.shown_reasons(reasons)]:
                 click.echo(f"  {line}" if c.status != "skipped" else f"  {c.file}: skipped ({line})")
             if c.status == "read" and len(c.reasons) > reasons:
                 click.echo(f"  ... {len(c.reasons) - reasons} more rejected records of {c.file} (--reasons)")

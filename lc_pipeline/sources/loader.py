@@ -267,6 +267,10 @@ class FileCheck:
     def failed(self) -> bool:
         return self.status == "error" or bool(self.rejected)
 
+    def shown_reasons(self, limit: int) -> list[str]:
+        """The reasons to print: a file read shows its first ``limit`` rejected records; an error or a skip its one."""
+        return self.reasons[:limit] if self.status == "read" else self.reasons
+
 
 def check_paths(paths: Iterable[str | Path], kind: str | None = None) -> list[FileCheck]:
     """`lcp sources validate`: every file of ``paths`` checked as a run would load it (nothing is written).
