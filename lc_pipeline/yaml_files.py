@@ -65,7 +65,7 @@ class StrictLoader(yaml.SafeLoader):
 
     def compose_document(self):  # type: ignore[no-untyped-def]
         node = super().compose_document()
-        if node is not None and self.anchors_used:
+        if node is not None and self.first_alias is not None:
             size = _expanded_size(node, {}, set())
             if size > MAX_EXPANDED_NODES:
                 raise yaml.composer.ComposerError(
@@ -76,11 +76,11 @@ class StrictLoader(yaml.SafeLoader):
 
     def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
         event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) and not self.anchors_used:
-            self.anchors_used, self.first_alias = True, event.start_mark
+        if isinstance(event, yaml.AliasEvent) and self.first_alias is None:
+            self.first_alias = event.start_mark
         return super().compose_node(parent, index)
 
-    anchors_used, first_alias = False, None
+    first_alias = None  # where the document's first alias is; None: it has none, nothing to count
 
     def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
         if isinstance(node, yaml.MappingNode):
