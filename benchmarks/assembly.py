@@ -144,7 +144,7 @@ def _asset_setup(directory: Path, level: str, config: BenchmarkConfig, frames: d
                               ("replacement_rules", {}, schemas.empty("replacement_rules"))):
         storage.write_parquet(frame, partition_path(lake, name, dims))
     raw = {"name": config.name, "sources": [{"name": "demo", "kind": "demo_corpus"}], "lengths": [level],
-           "base_lengths": [level], "long_lengths": [], "depths": list(config.depths),
+           "base_lengths": [level], "long_lengths": [level], "depths": list(config.depths),
            "items_per_length": config.items_per_length, "seed": config.seed,
            "hard_negatives_per_item": config.hard_negatives_per_item}
     (root / "config.yaml").write_text(yaml.safe_dump(raw))
@@ -168,7 +168,7 @@ def run_level(directory: Path, level: str, mode: str, batch: int, seed: int) -> 
     items = frames["items"]
     config = BenchmarkConfig(
         name="assembly-bench", sources=(SourceConfig("demo"),), lengths=(level,), base_lengths=(level,),
-        long_lengths=(), depths=(0.5,), items_per_length=items.height, seed=seed, hard_negatives_per_item=50,
+        long_lengths=(level,), depths=(0.5,), items_per_length=items.height, seed=seed, hard_negatives_per_item=50,
     )
     counter = TokenCounter.load()
     counter.count("warm-up")  # BPE ranks loaded before the clock starts
