@@ -14,21 +14,30 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from lc_pipeline.commands.output import print_table
+# Light on purpose (issue 29): a command that does not run the graph imports neither Dagster nor torch, so
+# this module imports only click and the names its options list; each command imports what it uses, and the
+# commands of lc_pipeline/commands/ are imported only when invoked (LazyCommands). tests/unit/test_cli_imports.py
 from lc_pipeline.construct.truncation import POLICIES as TRUNCATION_POLICIES
 from lc_pipeline.generate.backends import GENERATORS
 
-from lc_pipeline.settings import Settings, cli_settings
+if TYPE_CHECKING:
+    from lc_pipeline.settings import Settings
 
 
-_settings = cli_settings  # the name every command below uses
+def _settings(config: str | None) -> Settings:
+    """The settings of an ``lcp`` command (settings.cli_settings): the name every command below uses."""
+    from lc_pipeline.settings import cli_settings
+
+    return cli_settings(config)
 
 
 def _runner(s: Settings):
@@ -41,6 +50,7 @@ def _runner(s: Settings):
 
 
 def _print_leaderboard(df) -> None:
+    from lc_pipeline.commands.output import print_table
     from lc_pipeline.score.board import board_display, released_board_display
 
     if df.height and df["base_ability"].is_null().all():  # a benchmark run as released: no LongScore
@@ -58,22 +68,57 @@ def _print_leaderboard(df) -> None:
     print_table(cols, rows)
 
 
-class _Commands(click.Group):
-    """A bad file the user gave (a config, models.yaml, a task file) ends any command with its error, which
+# The commands that live in lc_pipeline/commands/: name -> "module:attribute", imported only when that command
+# runs or help lists it (click's LazyGroup pattern), so `lcp query` never imports matplotlib or the scorers.
+LAZY_COMMANDS = {
+    "score": "lc_pipeline.commands.score:score",
+    "longscore": "lc_pipeline.commands.longscore:longscore",
+    "minilongbench": "lc_pipeline.commands.minilongbench:minilongbench",
+    "report": "lc_pipeline.commands.report:report",
+    "compare": "lc_pipeline.commands.compare:compare",
+    "tasks": "lc_pipeline.commands.tasks:tasks",
+    "import-predictions": "lc_pipeline.commands.imports:import_predictions_command",
+    "plan": "lc_pipeline.commands.plan:plan",
+}
+
+
+class LazyCommands(click.Group):
+    """The ``lcp`` group: the commands defined here plus :data:`LAZY_COMMANDS`, each imported on first use.
+
+    A bad file the user gave (a config, models.yaml, a task file) ends any command with its error, which
     names the file and the line, and exit status 1: never a traceback (issue 22, item 7)."""
 
-    def invoke(self, ctx: click.Context):
-        from lc_pipeline.config import ConfigError
-        from lc_pipeline.generate.registry import ModelSpecError
-        from lc_pipeline.tasks.catalog import TaskFileError
+    def __init__(self, *args, lazy_commands: dict[str, str] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.lazy_commands or cmd_name in self.commands:
+            return super().get_command(ctx, cmd_name)
+        module_name, attribute = self.lazy_commands[cmd_name].split(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(command, click.Command) or command.name != cmd_name:
+            raise TypeError(f"{self.lazy_commands[cmd_name]}: expected the click command {cmd_name!r}, got {command!r}")
+        self.add_command(command)
+        return command
+
+    def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except (ConfigError, ModelSpecError, TaskFileError) as exc:
-            raise click.ClickException(str(exc)) from exc
+        except ValueError as exc:  # the three errors below are ValueErrors; imported only when one is raised
+            from lc_pipeline.config import ConfigError
+            from lc_pipeline.generate.registry import ModelSpecError
+            from lc_pipeline.tasks.catalog import TaskFileError
+
+            if isinstance(exc, (ConfigError, ModelSpecError, TaskFileError)):
+                raise click.ClickException(str(exc)) from exc
+            raise
 
 
-@click.group(cls=_Commands)
+@click.group(cls=LazyCommands, lazy_commands=LAZY_COMMANDS)
 def main() -> None:
     """Build long-context benchmarks and evaluate models on them (Dagster assets over a Parquet lake)."""
 
@@ -232,6 +277,7 @@ def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str,
 @click.option("--config", default=None)
 def models(config: str | None) -> None:
     """List registered models and their settings."""
+    from lc_pipeline.commands.output import print_table
     from lc_pipeline.generate.registry import ModelRegistry
 
     s = _settings(config)
@@ -269,6 +315,7 @@ def query(sql: str, fmt: str, max_rows: int) -> None:
     included) and nothing else: writes, files, URLs and extensions outside the lake are refused (exit 1),
     bad SQL exits 1 with DuckDB's message."""
     from lc_pipeline.commands.query import print_query
+    from lc_pipeline.settings import Settings
 
     print_query(Settings.from_env().lake_dir, sql, fmt, max_rows)
 
@@ -286,37 +333,6 @@ def ui(port: int, host: str, config: str | None) -> None:
     click.echo(f"DAGSTER_HOME={s.dagster_home}\n$ {' '.join(args)}", err=True)
     exe = shutil.which("dagster") or str(Path(sys.executable).with_name("dagster"))
     os.execvp(exe, args)
-
-
-from lc_pipeline.commands.score import score  # noqa: E402  (registered here, before the __main__ guard)
-
-main.add_command(score)
-
-from lc_pipeline.commands.longscore import longscore  # noqa: E402
-from lc_pipeline.commands.minilongbench import minilongbench  # noqa: E402
-
-main.add_command(longscore)
-main.add_command(minilongbench)
-
-from lc_pipeline.commands.report import report  # noqa: E402
-
-main.add_command(report)
-
-from lc_pipeline.commands.compare import compare  # noqa: E402
-
-main.add_command(compare)
-
-from lc_pipeline.commands.tasks import tasks  # noqa: E402
-
-main.add_command(tasks)
-
-from lc_pipeline.commands.imports import import_predictions_command  # noqa: E402
-
-main.add_command(import_predictions_command)
-
-from lc_pipeline.commands.plan import plan  # noqa: E402
-
-main.add_command(plan)
 
 
 if __name__ == "__main__":

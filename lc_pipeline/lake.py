@@ -43,7 +43,7 @@ from pathlib import Path
 import duckdb
 
 from lc_pipeline import storage
-from lc_pipeline.resources.parquet_io import FILE_NAME
+from lc_pipeline.storage import FILE_NAME
 
 DB_NAME = "lake.duckdb"
 # hive_types_autocast off: partition values stay text ("1k", "2k", a model slug such as "7b").
@@ -152,12 +152,29 @@ def lock_down(con: duckdb.DuckDBPyConnection, lake_dir: Path) -> None:
     con.execute("set lock_configuration = true")
 
 
+def _views(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """The connection's views and their comments (each view's source, see :func:`create_views`)."""
+    return dict(con.execute("select view_name, coalesce(comment, '') from duckdb_views() where not internal")
+                .fetchall())
+
+
 def _current_views(db: Path) -> dict[str, str] | None:
     if not db.exists():
         return None
     with duckdb.connect(str(db), read_only=True) as con:
-        return dict(con.execute("select view_name, coalesce(comment, '') from duckdb_views() where not internal")
-                    .fetchall())
+        return _views(con)
+
+
+def _open_if_current(db: Path, wanted: dict[str, str]) -> duckdb.DuckDBPyConnection | None:
+    """``lake.duckdb`` opened read-only for a query when its views are ``wanted`` (one open: what
+    ``lcp query`` costs beyond DuckDB's own is start-up, issue 29); None when it is missing or stale."""
+    if not db.exists():
+        return None
+    con = duckdb.connect(str(db), read_only=True, config=CONNECT_CONFIG)
+    if _views(con) == wanted:
+        return con
+    con.close()
+    return None
 
 
 def refresh_views(lake_dir: Path) -> Path:
@@ -213,10 +230,14 @@ def connect(lake_dir: Path) -> duckdb.DuckDBPyConnection:
     if not tables:
         raise FileNotFoundError(f"the lake {lake_dir} has no tables yet: run `lcp demo` (or materialize assets) first")
     con = None
+    unreadable: dict[str, str] = {}
     if storage.is_local(lake_dir):
         try:
-            db, unreadable = _refresh_views(lake_dir)
-            con = duckdb.connect(str(db), read_only=True, config=CONNECT_CONFIG)
+            wanted = {name: view_source(d) for name, d in tables.items()}
+            con = _open_if_current(Path(lake_dir).resolve() / DB_NAME, wanted)
+            if con is None:
+                db, unreadable = _refresh_views(lake_dir)
+                con = duckdb.connect(str(db), read_only=True, config=CONNECT_CONFIG)
         except (duckdb.IOException, duckdb.ConnectionException):
             # "Could not set lock on file" (another process is writing it), or this process holds it open with
             # other settings: the views are built in memory below

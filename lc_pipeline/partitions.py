@@ -12,10 +12,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from lc_pipeline.generate.registry import validate_model_slug
-
-MODEL_DIM = "model"
-LENGTH_DIM = "length"
-SOURCE_DIM = "source"
+from lc_pipeline.lake_files import LENGTH_DIM, MODEL_DIM, SOURCE_DIM
 
 model_partitions = dg.DynamicPartitionsDefinition(name=MODEL_DIM)
 source_partitions = dg.DynamicPartitionsDefinition(name=SOURCE_DIM)

@@ -29,10 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import polars as pl
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # polars is imported where a frame is read or made: `lcp query` needs neither (issue 29)
     import duckdb
+    import polars as pl
+
+# The file of every lake partition: <table>/<dim>=<value>/.../data.parquet (resources/parquet_io.py, lake.py).
+FILE_NAME = "data.parquet"
 
 LISTING_CACHE_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"}  # fsspec filesystems with a DirCache
 
@@ -48,6 +50,8 @@ def lake_path(location: str | os.PathLike) -> Path:
 
     Anything that already is a UPath (e.g. ``Settings.lake_dir`` for a bucket) is kept, so
     its filesystem (and cached connection) is reused."""
+    if _is_plain_local(location):  # without importing upath, which imports fsspec (issue 29: `lcp query`)
+        return location if isinstance(location, Path) else Path(location.removeprefix("file://"))
     from upath import UPath
 
     if isinstance(location, UPath):
@@ -66,7 +70,16 @@ def lake_path(location: str | os.PathLike) -> Path:
     return Path(text)
 
 
+def _is_plain_local(location: object) -> bool:
+    """A local path given as text or as a pathlib ``Path`` (not a ``UPath``)."""
+    if isinstance(location, str):
+        return not is_url(location)
+    return isinstance(location, Path) and type(location).__module__ == "pathlib"
+
+
 def is_local(path: str | os.PathLike) -> bool:
+    if _is_plain_local(path):
+        return True
     from upath import UPath
 
     if isinstance(path, UPath):
@@ -172,6 +185,8 @@ class ParquetStager:
         if self._writer is None:
             if self.schema is None:
                 raise ValueError(f"{self.path.name}: nothing written and no schema given")
+            import polars as pl
+
             self.write(pl.DataFrame(schema=self.schema))
         self._writer.close()
         with open(self.path, "rb") as fh:
@@ -213,6 +228,8 @@ def publish_parquet(staged: StagedParquet, path: str | os.PathLike) -> None:
 
 
 def read_parquet(path: str | os.PathLike, **kwargs) -> pl.DataFrame:
+    import polars as pl
+
     p = lake_path(path)
     if is_local(p):
         return pl.read_parquet(p, **kwargs)

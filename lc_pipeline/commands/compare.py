@@ -24,8 +24,8 @@ INSTANCE_COLUMNS = ("instance_id", "benchmark", "task", "variant", "record_field
 def _partitions(lake, table: str, model: str) -> list[str]:
     """The length partitions of ``table`` that ``model`` has in the lake."""
     from lc_pipeline import storage
-    from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM
-    from lc_pipeline.resources.parquet_io import FILE_NAME
+    from lc_pipeline.lake_files import LENGTH_DIM, MODEL_DIM
+    from lc_pipeline.storage import FILE_NAME
 
     root = storage.lake_path(lake) / table
     return sorted(p.parent.parent.name.split("=", 1)[1]
@@ -34,8 +34,8 @@ def _partitions(lake, table: str, model: str) -> list[str]:
 
 def _instances(lake) -> pl.DataFrame:
     from lc_pipeline import storage
-    from lc_pipeline.partitions import LENGTH_DIM
-    from lc_pipeline.resources.parquet_io import FILE_NAME
+    from lc_pipeline.lake_files import LENGTH_DIM
+    from lc_pipeline.storage import FILE_NAME
 
     frames = []
     for path in sorted(storage.lake_path(lake).joinpath("instances").glob(f"{LENGTH_DIM}=*/{FILE_NAME}"), key=str):
@@ -52,8 +52,7 @@ def model_scored(lake, model: str, instances: pl.DataFrame, catalog):
     metric_scores, or with generations at a length where its metric_scores are missing, is a ValueError naming
     the model and the partition."""
     from lc_pipeline import storage
-    from lc_pipeline.partitions import LENGTH_DIM
-    from lc_pipeline.resources.parquet_io import read_judge_scores, read_model_partitions
+    from lc_pipeline.lake_files import LENGTH_DIM, read_judge_scores, read_model_partitions
     from lc_pipeline.score.benchmark_scores import judged_tasks, nli_tasks, scored_instances, with_citation_scores
 
     scored_at = _partitions(lake, "metric_scores", model)

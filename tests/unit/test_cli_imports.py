@@ -1,0 +1,93 @@
+"""Commands that do not run the graph import neither Dagster nor torch (issue 29, "Fixed costs").
+
+Each command runs in a fresh interpreter through the ``lcp`` console script's own entry point (looked up in
+the installed package's metadata, as the script does), with ``standalone_mode=False`` so that the interpreter
+is still there afterwards to list ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+HEAVY = ("dagster", "torch", "transformers")
+
+# Runs `lcp <args>` as the console script does, then prints the top-level modules loaded on the last line.
+RUN_ENTRY_POINT = """
+import json, sys
+from importlib.metadata import entry_points
+
+(lcp,) = entry_points(group="console_scripts", name="lcp")
+try:
+    lcp.load()(sys.argv[1:], prog_name="lcp", standalone_mode=False)
+finally:
+    print("\\n" + json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
+"""
+
+
+def run_lcp(args: list[str], tmp_path: Path) -> tuple[str, set[str]]:
+    env = {**os.environ, "LCP_PROJECT_DIR": str(tmp_path), "LCP_LAKE": str(tmp_path / "data_lake"),
+           "LCP_MODELS": str(tmp_path / "models.yaml"), "DAGSTER_HOME": str(tmp_path / ".dagster")}
+    done = subprocess.run([sys.executable, "-c", RUN_ENTRY_POINT, *args], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    output, _, modules = done.stdout.rstrip("\n").rpartition("\n")
+    return output, set(json.loads(modules))
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Path:
+    part = tmp_path / "data_lake" / "benchmark_scores" / "model=m1"
+    part.mkdir(parents=True)
+    pl.DataFrame({"task": ["qasper", "trec"], "level": ["task", "task"], "score": [12.5, 40.0]}) \
+      .write_parquet(part / "data.parquet")
+    return tmp_path / "data_lake"
+
+
+def test_query_imports_no_dagster_or_torch(lake: Path, tmp_path: Path):
+    out, modules = run_lcp(["query", "select model, task, score from benchmark_scores order by task",
+                            "--format", "csv"], tmp_path)
+    assert out.splitlines() == ["model,task,score", "m1,qasper,12.5", "m1,trec,40.0"]
+    assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
+    assert "polars" not in modules  # DuckDB alone answers a query
+
+
+def test_query_select_1_imports_no_dagster_or_torch(lake: Path, tmp_path: Path):
+    out, modules = run_lcp(["query", "select 1 as one", "--format", "json"], tmp_path)
+    assert json.loads(out) == [{"one": 1}]
+    assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
+
+
+def test_tasks_list_imports_no_dagster_or_torch(tmp_path: Path):
+    out, modules = run_lcp(["tasks", "list", "--format", "json"], tmp_path)
+    assert "longbench/qasper" in {t["qualified_name"] for t in json.loads(out)}
+    assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
+
+
+def test_models_imports_no_dagster_or_torch(tmp_path: Path):
+    out, modules = run_lcp(["models"], tmp_path)
+    assert "smollm2-135m" in out
+    assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
+
+
+def test_score_imports_no_dagster_or_torch(tmp_path: Path):
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"_id": "a", "prediction": "Paris", "answers": ["Paris"]}) + "\n")
+    out, modules = run_lcp(["score", str(preds), "--metric", "longbench:hotpotqa"], tmp_path)
+    assert json.loads(out) == {"_id": "a", "score": 1.0}
+    assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
+
+
+def test_help_lists_every_command_without_dagster_or_torch(tmp_path: Path):
+    from lc_pipeline.cli import LAZY_COMMANDS, main
+
+    out, modules = run_lcp(["--help"], tmp_path)
+    listed = {line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.strip()}
+    assert listed == set(main.commands) | set(LAZY_COMMANDS)
+    assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
