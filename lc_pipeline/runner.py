@@ -245,8 +245,11 @@ GPU_POOL_ENV = "LCP_GPU_POOL_SLOTS"
 
 
 def gpu_pool_slots() -> int:
-    """Slots of the ``gpu`` pool: ``$LCP_GPU_POOL_SLOTS``, else the number of CUDA devices, else 1
-    (on a CPU, generation steps are CPU bound and gain nothing from running side by side)."""
+    """Slots of the ``gpu`` pool: ``$LCP_GPU_POOL_SLOTS``, else the NVIDIA GPUs this process can see, counted
+    without importing torch (gpus.visible_gpus: CUDA_VISIBLE_DEVICES, the driver's /proc entries, nvidia-smi),
+    else 1 (on a CPU, generation steps are CPU bound and gain nothing from running side by side)."""
+    from lc_pipeline.gpus import visible_gpus
+
     raw = os.environ.get(GPU_POOL_ENV)
     if raw:
         try:
@@ -256,12 +259,7 @@ def gpu_pool_slots() -> int:
         if n < 1:
             raise ValueError(f"{GPU_POOL_ENV}={raw!r}: expected a positive integer")
         return n
-    try:
-        import torch
-
-        return max(1, torch.cuda.device_count())
-    except ImportError:
-        return 1
+    return max(1, visible_gpus())
 
 
 def configure_gpu_pool(instance: dg.DagsterInstance, slots: int | None = None) -> int:
