@@ -184,6 +184,18 @@ def profile_backfill(root: Path, preds: Path, env: dict, lcp: str, out: Path, to
     return {"wall_s": wall, "profiled_s": total, "by_self": by_self, "by_cumulative": by_cum, "file": str(out)}
 
 
+def code_under_test() -> dict:
+    """Which lc_pipeline the runs import (PYTHONPATH may put a copy of another commit first) and its state."""
+    found = subprocess.run([sys.executable, "-c", "import lc_pipeline, os; print(os.path.dirname(lc_pipeline.__file__))"],
+                           capture_output=True, text=True, env=os.environ).stdout.strip()
+    root = Path(found).parent
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "lc_pipeline"], cwd=root, capture_output=True,
+                           text=True)
+    return {"lc_pipeline": found, "commit": head.stdout.strip() if head.returncode == 0 else "not a git checkout",
+            "uncommitted_files_in_lc_pipeline": len(dirty.stdout.splitlines()) if dirty.returncode == 0 else None}
+
+
 def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -204,8 +216,9 @@ def main() -> None:
     lcp = str(Path(sys.executable).parent / "lcp")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    result: dict = {"commit": commit, "started": started, "load_start": loadavg(), "cpus": os.cpu_count()}
-    print(f"longbench_eval: commit {commit}, {started}, load {result['load_start']}", flush=True)
+    result: dict = {"commit": commit, "code": code_under_test(), "started": started, "load_start": loadavg(),
+                    "cpus": os.cpu_count()}
+    print(f"longbench_eval: commit {commit}, code {result['code']}, {started}, load {result['load_start']}", flush=True)
     with tempfile.TemporaryDirectory(prefix="lcp-longbench-eval-") as tmp:
         tmp = Path(tmp)
         eval_dir, eval_from = find_eval(args, tmp / "official")

@@ -301,6 +301,18 @@ def rps(run: dict, what: str = "request_phase_s") -> float:
     return run["requests"] / run[what] if run[what] > 0 else float("inf")
 
 
+def code_under_test() -> dict:
+    """Which lc_pipeline the runs import (PYTHONPATH may put a copy of another commit first) and its state."""
+    found = subprocess.run([sys.executable, "-c", "import lc_pipeline, os; print(os.path.dirname(lc_pipeline.__file__))"],
+                           capture_output=True, text=True, env=os.environ).stdout.strip()
+    root = Path(found).parent
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "lc_pipeline"], cwd=root, capture_output=True,
+                           text=True)
+    return {"lc_pipeline": found, "commit": head.stdout.strip() if head.returncode == 0 else "not a git checkout",
+            "uncommitted_files_in_lc_pipeline": len(dirty.stdout.splitlines()) if dirty.returncode == 0 else None}
+
+
 def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -427,8 +439,10 @@ def main() -> None:
 
     commit = sp.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    print(f"serving_throughput: commit {commit}, {started}, load {loadavg()}, {os.cpu_count()} CPUs", flush=True)
-    result = {"commit": commit, "started": started, "load_start": loadavg(), "cpus": os.cpu_count(), "runs": []}
+    code = code_under_test()
+    print(f"serving_throughput: commit {commit}, code {code}, {started}, load {loadavg()}, {os.cpu_count()} CPUs",
+          flush=True)
+    result = {"commit": commit, "code": code, "started": started, "load_start": loadavg(), "cpus": os.cpu_count(), "runs": []}
     if args.whole_step:
         result["whole_step"] = whole_step(args)
     else:
