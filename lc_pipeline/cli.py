@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -135,6 +137,26 @@ def demo(config: str | None, models: tuple[str, ...]) -> None:
     click.echo(f"\n{len(runner.ran)} steps ran, {len(runner.reused)} reused. Lake: {s.lake_dir}", err=True)
 
 
+class JsonObject(click.ParamType):
+    """A JSON object given on the command line (``--extra-body '{"repeat_penalty": 1.0}'``), parsed to a dict."""
+
+    name = "json object"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, dict):
+            return value
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            self.fail(f"{value!r} is not JSON: {exc}", param, ctx)
+        if not isinstance(parsed, dict):
+            self.fail(f"{value!r} is a JSON {type(parsed).__name__}, not an object {{...}}", param, ctx)
+        return parsed
+
+
+JSON_OBJECT = JsonObject()
+
+
 @main.command("add-model")
 @click.argument("name")
 @click.option("--like", default="smollm2-135m", show_default=True, help="Start from this model's settings.")
@@ -152,7 +174,25 @@ def demo(config: str | None, models: tuple[str, ...]) -> None:
 @click.option("--api-model", default=None, help="openai: the model name the server knows.")
 @click.option("--base-url", default=None, help="openai: the server (default: $OPENAI_BASE_URL).")
 @click.option("--api-key-env", default=None, help="openai: the environment variable holding the key.")
-@click.option("--max-concurrency", type=int, default=None, help="openai: requests in flight at once.")
+@click.option("--max-concurrency", type=int, default=None,
+              help="openai: requests in flight at once (default 8); a one-slot server such as llama-cpp-python's "
+                   "wants 1, or queued requests run into the timeout.")
+@click.option("--request-timeout-s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="openai: seconds to wait for one reply (default 600); prefill of a long prompt on a CPU server "
+                   "can take longer: raise it there.")
+@click.option("--max-retries", type=click.IntRange(min=0), default=None,
+              help="openai: retries of a failed request (a connection error, 429 or 5xx), with exponential backoff "
+                   "(default 4).")
+@click.option("--retry-timeouts/--no-retry-timeouts", default=None,
+              help="openai: whether a request that timed out is sent again (default: no, since the server may still "
+                   "be computing it and a one-slot server would compute it twice).")
+@click.option("--send-token-ids/--send-text", default=None,
+              help="openai with --api completions: send our token ids (the default: exact; vLLM takes them) or the "
+                   "rendered prompt text (for servers that take text only, such as llama-cpp-python's).")
+@click.option("--extra-body", type=JSON_OBJECT, default=None, metavar="JSON",
+              help="openai: server-specific request fields, a JSON object (default none), e.g. "
+                   "'{\"repeat_penalty\": 1.0}' for greedy decoding on llama-cpp-python's server (its default "
+                   "repeat penalty 1.1 changes temperature-0 outputs).")
 @click.option("--tokenizer", default=None, help="Tokenizer to count with: a path / HF id, or tiktoken:<encoding>.")
 @click.option("--tensor-parallel-size", type=int, default=None, help="vllm: GPUs per model.")
 @click.option("--truncation", type=click.Choice(TRUNCATION_POLICIES), default=None,
@@ -165,8 +205,9 @@ def demo(config: str | None, models: tuple[str, ...]) -> None:
 @click.option("--config", default=None)
 @click.option("--overwrite", is_flag=True, help="Replace an existing registration with different settings.")
 def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_size, system_prompt, no_chat_template,
-              api, api_model, base_url, api_key_env, max_concurrency, tokenizer, tensor_parallel_size, truncation,
-              chat_template_file, config, overwrite) -> None:
+              api, api_model, base_url, api_key_env, max_concurrency, request_timeout_s, max_retries, retry_timeouts,
+              send_token_ids, extra_body, tokenizer, tensor_parallel_size, truncation, chat_template_file, config,
+              overwrite) -> None:
     """Register model NAME (a slug: [a-z0-9._-]) and add its dynamic partition."""
     import dagster as dg
 
@@ -182,7 +223,9 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
             "slug": name, "backend": backend, "model_id": model_id, "gguf_file": gguf_file,
             "max_model_len": max_model_len, "batch_size": batch_size, "system_prompt": system_prompt,
             "api": api, "api_model": api_model, "base_url": base_url, "api_key_env": api_key_env,
-            "max_concurrency": max_concurrency, "tokenizer": tokenizer, "tensor_parallel_size": tensor_parallel_size,
+            "max_concurrency": max_concurrency, "request_timeout_s": request_timeout_s, "max_retries": max_retries,
+            "retry_timeouts": retry_timeouts, "send_token_ids": send_token_ids, "extra_body": extra_body,
+            "tokenizer": tokenizer, "tensor_parallel_size": tensor_parallel_size,
             "truncation": truncation, "chat_template_file": chat_template_file,
         }.items() if v is not None}
         if no_chat_template:
@@ -195,7 +238,8 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
     if not instance.has_dynamic_partition(MODEL_DIM, name):
         instance.add_dynamic_partitions(MODEL_DIM, [name])
     click.echo(f"registered {name} in {s.models_file} and added partition model={name}")
-    click.echo(f"next: lcp backfill --model {name}   (or backfill its partitions in the UI)")
+    with_config = f" --config {shlex.quote(config)}" if config else ""
+    click.echo(f"next: lcp backfill --model {name}{with_config}   (or backfill its partitions in the UI)")
 
 
 @main.command()
@@ -275,16 +319,34 @@ def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str,
 
 @main.command()
 @click.option("--config", default=None)
-def models(config: str | None) -> None:
-    """List registered models and their settings."""
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="json: every setting of each model and its fingerprint (api_key_env is the name of the variable "
+                   "that holds the key, never the key).")
+def models(config: str | None, fmt: str) -> None:
+    """List registered models and their settings.
+
+    The table shows an openai model's server settings too: api, concurrency, timeout, retries, whether timeouts are
+    retried, extra request fields."""
     from lc_pipeline.commands.output import print_table
     from lc_pipeline.generate.registry import ModelRegistry
 
     s = _settings(config)
     reg = ModelRegistry(s.models_file)
     specs = [reg.get(n) for n in reg.names()]
-    rows = [(m.slug, m.backend, m.model_id, m.max_model_len, m.base_url or "", m.fingerprint()) for m in specs]
-    print_table(["model", "backend", "model_id", "max_model_len", "base_url", "fingerprint"], rows)
+    if fmt == "json":
+        click.echo(json.dumps([{**m.to_dict(), "fingerprint": m.fingerprint()} for m in specs], indent=1))
+        return
+
+    def served(m) -> tuple:
+        if m.backend != "openai":
+            return ("",) * 6
+        return (m.api, m.max_concurrency, f"{m.request_timeout_s:g}", m.max_retries, m.retry_timeouts,
+                json.dumps(m.extra_body) if m.extra_body else "")
+
+    rows = [(m.slug, m.backend, m.model_id, m.max_model_len, m.base_url or "", *served(m), m.fingerprint())
+            for m in specs]
+    print_table(["model", "backend", "model_id", "max_model_len", "base_url", "api", "concurrency", "timeout_s",
+                 "retries", "retry_timeouts", "extra_body", "fingerprint"], rows)
 
 
 @main.group()

@@ -105,7 +105,10 @@ class ModelSpec:
     api_key_env: str = "OPENAI_API_KEY"  # the variable holding the key (never the key itself)
     max_concurrency: int = 8  # requests in flight at once
     request_timeout_s: float = 600.0
-    max_retries: int = 4  # the openai client's retries, with exponential backoff and jitter
+    max_retries: int = 4  # retries of a failed request, with exponential backoff and jitter (Retry-After honoured)
+    # Whether a request that timed out is sent again: off by default, since the server may still be computing it
+    # (a one-slot local server would then work on the same prompt twice).
+    retry_timeouts: bool = False
     tokenizer: str | None = None  # where to count tokens; None: model_id (+ gguf_file); "tiktoken:<encoding>"
     send_token_ids: bool = True  # completions api: token ids (exact) or the rendered text (string-only servers)
     # Server-specific request fields, e.g. {repeat_penalty: 1.0} for llama-cpp-python's server,
@@ -317,6 +320,7 @@ _FIELD_TYPES: dict[str, tuple[type, bool]] = {  # name -> (type, None allowed)
     "max_concurrency": (int, False),
     "request_timeout_s": (float, False),
     "max_retries": (int, False),
+    "retry_timeouts": (bool, False),
     "tokenizer": (str, True),
     "send_token_ids": (bool, False),
     "extra_body": (dict, True),
