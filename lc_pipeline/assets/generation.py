@@ -29,7 +29,8 @@ def build(parts: Partitions) -> list:
         op_tags=GPU_STEP_TAGS,
         description="Model outputs with prompt token counts, truncation (applied + policy; skip: not sent), status "
         "(answered / empty / cut / skipped / invalid), what was fed, finish reason, latency, backend and sampling "
-        "settings; resumes from its chunk store after a crash",
+        "settings; every answer stored as it arrives (the generation store), so a killed run resumes with only "
+        "the missing ones",
     )
     def generations(
         context: dg.AssetExecutionContext,
@@ -50,7 +51,7 @@ def build(parts: Partitions) -> list:
             with tqdm(total=len(plan.items), desc=f"generate {dims['length']} {slug}", unit="prompt") as bar:
                 outcome = generate_partition(
                     plan, generator, store, chunk_size(spec), progress=bar.update,
-                    on_chunk=lambda done, total: context.log.info(f"{done}/{total} new generations stored"),
+                    on_stored=lambda done, total: context.log.info(f"{done}/{total} new generations stored"),
                 )
         finally:
             if spec.backend == "vllm":

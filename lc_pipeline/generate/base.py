@@ -38,6 +38,11 @@ class GenerationRequest:
     # Run as released: the source record's own id (instances' ``record_id``; "" otherwise). The ``imported``
     # backend answers by it; model backends ignore it.
     record_id: str = ""
+    # The prompt's exact token count as the instances recorded it (``input_tokens``) and the tokenizer that
+    # counted it (``instances.tokenizer``, e.g. "cl100k_base"); a backend counting with the same one may use it
+    # instead of counting again (the ``imported`` backend). None / "": not known.
+    counted_tokens: int | None = None
+    counted_with: str = ""
 
     def __post_init__(self) -> None:
         validate_policy(self.truncation, f"request {self.key!r}")
@@ -92,6 +97,23 @@ class Generator(Protocol):
         """One result per request, in request order. As requests finish, ``progress(n)`` gets
         the number just finished (an increment: ``tqdm.update`` fits)."""
         ...
+
+
+def stream_results(
+    generator: Generator,
+    requests: Sequence[GenerationRequest],
+    progress: Callable[[int], None] | None,
+    on_result: Callable[[GenerationResult], None],
+) -> list[GenerationResult]:
+    """``generator.generate(requests, progress)``, each result also handed to ``on_result``: as soon as it
+    exists for a generator that says it can (``streams_results``: its ``generate`` takes ``on_result``, e.g.
+    the openai backend, which stores every answer as it arrives), else once the call has returned them all."""
+    if getattr(generator, "streams_results", False):
+        return generator.generate(requests, progress=progress, on_result=on_result)  # type: ignore[call-arg]
+    results = generator.generate(requests, progress=progress)
+    for result in results:
+        on_result(result)
+    return results
 
 
 def greedy_params(spec: ModelSpec, **extra) -> dict:

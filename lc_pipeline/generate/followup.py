@@ -10,7 +10,9 @@ How it runs (generate/partition.py): the plan gives each chained instance a :cla
 cache key (:func:`followup_key`: the first call's key plus the followup's template and length, so a CoT row
 never shares a key with a direct-mode row or with its own first call). :class:`FollowupGenerator` wraps the
 model's generator: requests without a chain go straight through; chained ones go in two batched passes
-(every first call of the chunk at once, then every second call), so the engine still batches.
+(every first call of the chunk at once, then every second call), so the engine still batches; with a backend
+that hands results over one by one (the openai backend), every first call is saved and every final result
+stored as soon as it arrives.
 
 What the generations row holds (no schema change): ``output`` is the second call's reply (the answer the
 metric reads); ``prompt_tokens``, ``original_prompt_tokens``, ``completion_tokens`` and ``latency_s`` are the
@@ -36,7 +38,7 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from lc_pipeline.generate.base import GenerationRequest, GenerationResult, Generator, cut_at_stop
+from lc_pipeline.generate.base import GenerationRequest, GenerationResult, Generator, cut_at_stop, stream_results
 from lc_pipeline.schemas import NOT_SCORED
 from lc_pipeline.tasks.spec import Followup
 
@@ -142,32 +144,49 @@ class FollowupGenerator:
                  save: Callable[[list[GenerationResult]], None]) -> None:
         self.inner, self.chains, self.known, self.save = inner, dict(chains), dict(known), save
         self.backend, self.model_id = inner.backend, inner.model_id
+        self.streams_results = bool(getattr(inner, "streams_results", False))
 
     def sampling_params(self) -> dict:
         return self.inner.sampling_params()
 
-    def generate(self, requests: Sequence[GenerationRequest],
-                 progress: Callable[[int], None] | None = None) -> list[GenerationResult]:
+    def generate(self, requests: Sequence[GenerationRequest], progress: Callable[[int], None] | None = None,
+                 on_result: Callable[[GenerationResult], None] | None = None) -> list[GenerationResult]:
+        """One result per request; each final result also to ``on_result`` as soon as it exists (and each first
+        call's to ``save``), when the inner generator hands results over one by one (``streams_results``)."""
         results: dict[str, GenerationResult] = {}
+
+        def deliver(result: GenerationResult) -> None:
+            results[result.key] = result
+            if on_result is not None:
+                on_result(result)
+
+        def first_made(result: GenerationResult) -> None:
+            self.save([result])
+            self.known[result.key] = result
+
         plain = [r for r in requests if r.key not in self.chains]
         chained = [self.chains[r.key] for r in requests if r.key in self.chains]
         if plain:
-            results.update((r.key, r) for r in self.inner.generate(plain, progress=progress))
+            stream_results(self.inner, plain, progress, deliver)
         if chained:
             todo = list({c.first.key: c.first for c in chained if c.first.key not in self.known}.values())
             if todo:
-                made = self.inner.generate(todo)
-                self.save(made)
-                self.known.update((r.key, r) for r in made)
+                if self.streams_results:
+                    stream_results(self.inner, todo, None, first_made)
+                else:  # one batch: saved at once, before the second pass
+                    made = self.inner.generate(todo)
+                    self.save(made)
+                    self.known.update((r.key, r) for r in made)
             # A first call not sent (skip) or without an answer (invalid) ends its chain: no second call.
             ended = [c for c in chained if self.known[c.first.key].status in NOT_SCORED]
             for chain in ended:
-                results[chain.final.key] = replace(self.known[chain.first.key], key=chain.final.key)
+                deliver(replace(self.known[chain.first.key], key=chain.final.key))
             if ended and progress is not None:
                 progress(len(ended))
-            going = [c for c in chained if self.known[c.first.key].status not in NOT_SCORED]
-            seconds = [c.second(cut_at_stop(self.known[c.first.key].output, c.first.stop)[0]) for c in going]
-            answers = self.inner.generate(seconds, progress=progress) if seconds else []
-            for chain, answer in zip(going, answers, strict=True):
-                results[answer.key] = combine(answer.key, self.known[chain.first.key], answer)
+            going = {c.final.key: c for c in chained if self.known[c.first.key].status not in NOT_SCORED}
+            seconds = [c.second(cut_at_stop(self.known[c.first.key].output, c.first.stop)[0]) for c in going.values()]
+            if seconds:
+                stream_results(self.inner, seconds, progress,
+                               lambda answer: deliver(combine(answer.key, self.known[going[answer.key].first.key],
+                                                              answer)))
         return [results[r.key] for r in requests]

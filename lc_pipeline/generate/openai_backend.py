@@ -1,13 +1,26 @@
 """Generation through any OpenAI-compatible server: ``vllm serve``, llama.cpp's server, OpenAI.
 
-Requests go out concurrently (asyncio, at most ``spec.max_concurrency`` in flight), each with
-a timeout; failed calls (connection errors, timeouts, 408/409/429/5xx, honouring
-``Retry-After``) are retried by the openai client's own machinery with exponential backoff and
-jitter, ``spec.max_retries`` times. A 200 reply that is not a completion (a body cut off or not
-JSON, no choices), which the client hands back as is, is asked again on the same schedule
-(:func:`create_checked`). A call that still fails raises an error naming the model, the
-request and what the server did, with the key scrubbed from it (:func:`describe_failure`).
-Token usage comes from the server's ``usage`` field.
+**The window.** A partition's requests go out through one client on one event loop (both kept per thread
+for the generator's life, so later partitions reuse the connections), ``spec.max_concurrency`` workers
+each taking the next request as soon as its last one is answered: ``max_concurrency`` requests are in
+flight from the first to the last, with no barrier between groups of them. Each result goes to
+``on_result`` the moment it arrives (generate_partition stores it at once) and to ``progress``.
+After a request has failed for good no new one starts; those in flight finish (and are stored), then
+the failure is raised.
+
+**Retries** are ours, not the openai client's (its ``max_retries`` is 0), so that each one is logged (one
+line: model, request, attempt, reason, wait) and a timeout is not sent again by default:
+- retried, ``spec.max_retries`` times with the client's schedule (0.5 s doubling up to 8 s, less up to
+  25 % jitter, :func:`_backoff_s`; a ``Retry-After`` of up to 120 s instead): connection errors, HTTP
+  408/409/429/5xx (or what an ``x-should-retry`` header says), a 200 that is not a completion (a body cut
+  off or not JSON, no choices: :class:`MalformedReply`);
+- a timeout only with ``spec.retry_timeouts`` (default off: the server may still be computing the request,
+  and a one-slot server would then compute it twice);
+- never: any other 4xx, and a server's validation error (e.g. llama-cpp-python's HTTP 500 "N validation
+  errors"): such a request cannot succeed.
+A call that still fails raises an error naming the model, the request and what the server did, its reply
+cut to a few hundred characters, the key scrubbed from it (:func:`describe_failure`). Token usage comes from
+the server's ``usage`` field.
 
 Two modes (``spec.api``):
 - ``chat``: the user prompt goes out as a chat message and the *server* applies the model's
@@ -15,13 +28,18 @@ Two modes (``spec.api``):
 - ``completions``: we render the template ourselves (or the plain prompt for base models)
   and send the token ids, so the server sees exactly the ids we counted (vLLM, llama.cpp's
   own server and OpenAI accept token arrays). For servers that take only strings
-  (llama-cpp-python's), ``send_token_ids: false`` sends the rendered text; if the server's
-  count (``usage.prompt_tokens``) then differs from ours (e.g. it added a BOS), the log says so.
+  (llama-cpp-python's), ``send_token_ids: false`` sends the rendered text. A server that refuses token
+  ids (a validation error before any token-id request of it succeeded) is learned once per process: the
+  log says so once, with the models.yaml fix, and the request and every later one to that server go out
+  as text.
 
 A request under truncation policy ``skip`` whose prompt does not fit (counted as above) is never sent: its
 result says ``status: skipped`` (prompting.skipped_result). What was fed is recorded per row: in completions
-mode the hash and BOS count of the ids we rendered; in chat mode the server renders the prompt
-(``chat_template_source`` "server", no hash, BOS count unknown).
+mode the hash and BOS count of the ids we rendered; when the text went out instead, the server tokenized it:
+the same record while its count (``usage.prompt_tokens``) agrees with ours, and ``prompt_ids_hash`` "" /
+``bos_tokens`` null (unknown: what it fed is not what we rendered) when it does not, with a warning. The
+template is ours either way (``chat_template_source`` "model", "file:..." or "none"). In chat mode the server
+renders the prompt (``chat_template_source`` "server", no hash, BOS count unknown).
 
 A reasoning model's thoughts (``thinking: {location: field}``), which the server returns apart from the answer
 in a chat completion's message (``reasoning_content``: vLLM, llama.cpp's server, DeepSeek; ``reasoning``:
@@ -35,20 +53,25 @@ named by ``spec.api_key_env`` (default ``OPENAI_API_KEY``); it is never logged o
 from __future__ import annotations
 
 import asyncio
-import functools
+import email.utils
 import json
 import logging
+import math
 import os
 import random
 import re
+import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from lc_pipeline.construct.truncation import FittedPrompt
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, greedy_params
 from lc_pipeline.generate.prompting import (
     PromptTokenizer,
+    chat_ids,
     fed_prompt_fields,
     fit_request,
     load_tokenizer,
@@ -63,8 +86,13 @@ log = logging.getLogger(__name__)
 # A self-hosted server without authentication still needs some key in the client.
 _NO_KEY = "no-key-needed"
 _KEY_LIKE = re.compile(r"sk-[A-Za-z0-9_*\-]{4,}")
-# Statuses the openai client retries; any other 4xx is the request's fault and is not retried.
+# Statuses retried besides 5xx; any other 4xx is the request's fault and is not retried.
 _RETRIED_STATUSES = (408, 409, 429)
+# A Retry-After longer than this is not waited for (the openai client's limit): the call fails instead.
+MAX_RETRY_AFTER_S = 120.0
+# How much of a server's reply an error message or a retry line quotes.
+REPLY_CHARS = 300
+_VALIDATION_ERROR = re.compile(r"validation errors?\b", re.IGNORECASE)
 
 
 def scrub(text: str, secret: str | None) -> str:
@@ -72,6 +100,11 @@ def scrub(text: str, secret: str | None) -> str:
     if secret and secret != _NO_KEY:
         text = text.replace(secret, "***")
     return _KEY_LIKE.sub("sk-***", text)
+
+
+def shorten(text: str, limit: int = REPLY_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 # A chat completion message's field for a reasoning model's thoughts, by server (first one set wins).
@@ -96,6 +129,61 @@ class MalformedReply(ValueError):
 def _backoff_s(attempt: int) -> float:
     # The openai client's own schedule: 0.5 s doubling up to 8 s, less up to 25 % jitter.
     return min(0.5 * 2.0**attempt, 8.0) * (1 - 0.25 * random.random())
+
+
+def _malformed(exc: BaseException) -> bool:
+    import openai
+
+    return isinstance(exc, (json.JSONDecodeError, openai.APIResponseValidationError, MalformedReply))
+
+
+def is_validation_error(exc: BaseException) -> bool:
+    """The server could not validate the request (a 400/422, or llama-cpp-python's HTTP 500 "N validation
+    errors" for a prompt of token ids): sending it again cannot help."""
+    status = getattr(exc, "status_code", None)
+    return status in (400, 422, 500) and bool(_VALIDATION_ERROR.search(str(exc)))
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """The wait a failed reply asks for (``retry-after-ms``, ``retry-after`` in seconds or as a date), if any."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(header)
+        if value is None:
+            continue
+        try:
+            return float(value) / divisor
+        except ValueError:
+            pass
+    parsed = email.utils.parsedate_tz(headers.get("retry-after") or "")
+    return float(email.utils.mktime_tz(parsed) - time.time()) if parsed is not None else None
+
+
+def retry_reason(exc: BaseException, retry_timeouts: bool) -> str | None:
+    """Why a failed call may be sent again (for the retry's log line), None when it must not be."""
+    import openai
+
+    if _malformed(exc):
+        return f"not a completion ({type(exc).__name__})"
+    if isinstance(exc, openai.APITimeoutError):
+        return "timed out" if retry_timeouts else None
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection error"
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        wait = retry_after_s(exc)
+        if wait is not None and math.isfinite(wait) and wait > MAX_RETRY_AFTER_S:
+            return None
+        should = exc.response.headers.get("x-should-retry")
+        if should in ("true", "false"):
+            return f"HTTP {status}" if should == "true" else None
+        if is_validation_error(exc):
+            return None
+        if status in _RETRIED_STATUSES or status >= 500:
+            return f"HTTP {status}"
+    return None
 
 
 async def gather_bounded(jobs: Sequence[Callable[[], Awaitable[Any]]], max_concurrency: int) -> list[Any]:
@@ -125,19 +213,19 @@ async def gather_bounded(jobs: Sequence[Callable[[], Awaitable[Any]]], max_concu
 async def create_checked(create: Callable[..., Awaitable[Any]], max_retries: int, **kwargs: Any) -> Any:
     """``await create(**kwargs)`` (a chat or text completion) whose reply has choices.
 
-    The client retries failed calls itself but returns a 200 whose body is cut off, not JSON
-    or without choices as is (or raises on parsing it); such a reply is asked for again, up to
+    For a client that retries failed calls itself (the judge's) but returns a 200 whose body is cut off, not
+    JSON or without choices as is (or raises on parsing it): such a reply is asked for again, up to
     ``max_retries`` times with the client's backoff, then raises :class:`MalformedReply`.
     """
-    import openai
-
     for attempt in range(max_retries + 1):
         try:
             resp = await create(**kwargs)
             if not getattr(resp, "choices", None):
                 raise MalformedReply("the reply has no choices")
             return resp
-        except (json.JSONDecodeError, openai.APIResponseValidationError, MalformedReply) as exc:
+        except Exception as exc:
+            if not _malformed(exc):
+                raise
             if attempt == max_retries:
                 raise MalformedReply(
                     f"{attempt + 1} replies in a row were not a completion, the last: {type(exc).__name__}: {exc}"
@@ -146,26 +234,86 @@ async def create_checked(create: Callable[..., Awaitable[Any]], max_retries: int
     raise AssertionError("unreachable")
 
 
-def describe_failure(exc: BaseException, max_retries: int, secret: str | None, timeout_s: float | None = None) -> str:
-    """How a server call ended, for an error message, without the key: refused (a 4xx the client
-    does not retry, e.g. a bad key) or failed after the retries (the last error)."""
+def describe_failure(exc: BaseException, max_retries: int, secret: str | None, timeout_s: float | None = None,
+                     retried: int | None = None, timeouts_retried: bool = True) -> str:
+    """How a server call ended, for an error message, without the key and with the server's reply cut to
+    ``REPLY_CHARS``: refused (a 4xx that is not retried, e.g. a bad key, or a validation error), a timeout
+    not retried, or failed after the retries (the last error). ``retried``: the retries made (default
+    ``max_retries``); ``timeouts_retried``: whether a timeout would have been retried."""
     import openai
 
     status = getattr(exc, "status_code", None)
+    retries = max_retries if retried is None else retried
     if isinstance(status, int) and status < 500 and status not in _RETRIED_STATUSES:
         what = f"was refused (HTTP {status}, not retried)"
+    elif is_validation_error(exc):
+        what = f"was refused (HTTP {status}: the server could not validate the request, not retried)"
     elif isinstance(exc, MalformedReply):
-        what = f"got no usable reply after {max_retries} retries"
+        what = f"got no usable reply after {retries} retries"
+    elif isinstance(exc, openai.APITimeoutError) and not timeouts_retried:
+        what = ("timed out and was not sent again (the server may still be computing it; retry_timeouts: true in "
+                f"models.yaml retries timeouts{f', after {retries} retries of other errors' if retries else ''})")
     else:
-        what = f"failed after {max_retries} retries"
-    detail = f"{type(exc).__name__}: {scrub(str(exc), secret)}"
+        what = f"failed after {retries} retries"
+    detail = f"{type(exc).__name__}: {shorten(scrub(str(exc), secret))}"
     if isinstance(exc, openai.APITimeoutError) and timeout_s is not None:
         detail += f" (no reply within {timeout_s:g} s)"
     return f"{what}: {detail}"
 
 
+class _Failed(Exception):
+    """A call that failed for good, with the retries it was given."""
+
+    def __init__(self, exc: BaseException, retried: int) -> None:
+        super().__init__(str(exc))
+        self.exc, self.retried = exc, retried
+
+
+# Servers (base URL, served model) found to refuse token ids in completions mode, and those that took them:
+# learned once per process, so a later partition (or generator) does not ask the first request again.
+_REFUSE_TOKEN_IDS: set[tuple[str, str]] = set()
+_TAKE_TOKEN_IDS: set[tuple[str, str]] = set()
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class _Session:
+    """One thread's event loop (an ``asyncio.Runner``) and the client whose connections live on it."""
+
+    def __init__(self) -> None:
+        self.runner = asyncio.Runner()
+        self.client: Any = None
+
+    def close(self) -> None:
+        if _loop_running():
+            # Collected while some loop runs in this thread (a finalizer): nothing can be awaited here; the
+            # loop and its connections go with the objects.
+            return
+        try:
+            if self.client is not None:
+                self.runner.run(self.client.close())
+        finally:
+            self.client = None
+            self.runner.close()
+
+
+def _close_sessions(sessions: list[_Session]) -> None:
+    while sessions:
+        try:
+            sessions.pop().close()
+        except Exception as exc:  # noqa: BLE001  (closing: a loop of another thread still running, ...)
+            log.debug("closing an openai client session: %s", exc)
+
+
 class OpenAIGenerator:
     backend = "openai"
+    streams_results = True  # generate() hands every result to on_result as it arrives
 
     def __init__(self, spec: ModelSpec) -> None:
         if spec.backend != "openai":
@@ -174,11 +322,22 @@ class OpenAIGenerator:
         self.api_model = spec.api_model or spec.model_id
         self.model_id = self.api_model
         self._tok: PromptTokenizer | None = None
+        self._local = threading.local()
+        self._sessions: list[_Session] = []
+        self._finalizer = weakref.finalize(self, _close_sessions, self._sessions)
 
     # ------------------------------------------------------------------ setup
 
     def base_url(self) -> str | None:
         return self.spec.base_url or os.environ.get("OPENAI_BASE_URL") or None
+
+    def server(self) -> str:
+        """Where the server is, for logs: scheme, host and port only (a URL may carry credentials)."""
+        url = self.base_url()
+        if not url:
+            return "api.openai.com"
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
 
     def _api_key(self) -> str:
         key = os.environ.get(self.spec.api_key_env)
@@ -192,16 +351,25 @@ class OpenAIGenerator:
         return _NO_KEY
 
     def client(self) -> Any:
+        """A new AsyncOpenAI client for the server, without retries of its own (this module retries)."""
         try:
             from openai import AsyncOpenAI
         except ImportError as exc:  # a core dependency; only a broken environment lacks it
             raise ImportError("the openai package is missing: pip install openai") from exc
-        return AsyncOpenAI(
-            base_url=self.base_url(),
-            api_key=self._api_key(),
-            timeout=self.spec.request_timeout_s,
-            max_retries=self.spec.max_retries,
-        )
+        return AsyncOpenAI(base_url=self.base_url(), api_key=self._api_key(), timeout=self.spec.request_timeout_s,
+                           max_retries=0)
+
+    def _session(self) -> _Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = _Session()
+            self._sessions.append(session)
+        return session
+
+    def close(self) -> None:
+        """Close the clients and event loops (a later ``generate`` opens new ones)."""
+        self._local = threading.local()
+        _close_sessions(self._sessions)
 
     @property
     def prompt_tokenizer(self) -> PromptTokenizer:
@@ -216,9 +384,11 @@ class OpenAIGenerator:
 
     def render(self, user_text: str) -> list[int]:
         tok = self.prompt_tokenizer
-        if self.spec.api == "chat" and self.spec.chat_template and tok.chat_text(messages_for(self.spec, user_text)) is None:
-            # No local template (e.g. tiktoken for an API model): the user text plus a margin.
-            return tok.encode(user_text) + [0] * getattr(tok, "CHAT_OVERHEAD", 16)
+        if self.spec.api == "chat" and self.spec.chat_template:
+            ids = chat_ids(self.spec, tok, user_text)  # the template rendered once
+            if ids is None:  # no local template (e.g. tiktoken for an API model): the user text plus a margin
+                return tok.encode(user_text) + [0] * getattr(tok, "CHAT_OVERHEAD", 16)
+            return ids
         return render_ids(self.spec, tok, user_text)
 
     def fit(self, request: GenerationRequest) -> FittedPrompt:
@@ -242,90 +412,171 @@ class OpenAIGenerator:
             return {"prompt_ids_hash": "", "bos_tokens": None, "chat_template_source": "server"}
         return fed_prompt_fields(self.spec, self.prompt_tokenizer, fit.ids, req.chat_template)
 
+    # ------------------------------------------------------------------ what the server takes
+
+    def _server_key(self) -> tuple[str, str]:
+        return (self.base_url() or "", self.api_model)
+
+    def sends_text(self) -> bool:
+        """Completions mode: whether prompts go out as text (``send_token_ids: false``, or the server was found
+        to refuse token ids)."""
+        return not self.spec.send_token_ids or self._server_key() in _REFUSE_TOKEN_IDS
+
+    def _refuses_token_ids(self, exc: BaseException) -> bool:
+        """A validation error for a token-id prompt from a server that has taken none yet: learned (logged once
+        per process and server), and every later request goes out as text."""
+        key = self._server_key()
+        if key in _TAKE_TOKEN_IDS or not is_validation_error(exc):
+            return False
+        if key not in _REFUSE_TOKEN_IDS:
+            _REFUSE_TOKEN_IDS.add(key)
+            log.warning(
+                "model %r: the server at %s refused a prompt of token ids (HTTP %s, a validation error); sending "
+                "the rendered text instead from now on. To send text from the start, put `send_token_ids: false` in "
+                "the model's entry in models.yaml (that changes the model's fingerprint: its stored rows would be "
+                "generated again)", self.spec.slug, self.server(), getattr(exc, "status_code", "?"))
+        return True
+
     # ------------------------------------------------------------------ generation
 
     def generate(
         self,
         requests: Sequence[GenerationRequest],
         progress: Callable[[int], None] | None = None,
+        on_result: Callable[[GenerationResult], None] | None = None,
     ) -> list[GenerationResult]:
+        """One result per request, in order; each also to ``progress(1)`` and ``on_result`` as it arrives."""
         if not requests:
             return []
         fitted = [self.fit(r) for r in requests]  # tokenizer work, before any request goes out
-        return asyncio.run(self._generate_all(requests, fitted, progress))
+        session = self._session()
+        return session.runner.run(self._generate_all(session, requests, fitted, progress, on_result))
 
     async def _generate_all(
         self,
+        session: _Session,
         requests: Sequence[GenerationRequest],
         fitted: list[FittedPrompt],
         progress: Callable[[int], None] | None,
+        on_result: Callable[[GenerationResult], None] | None,
     ) -> list[GenerationResult]:
-        client = self.client()
-        secret = client.api_key
+        if session.client is None:
+            session.client = self.client()
+        client = session.client
+        results: list[GenerationResult | None] = [None] * len(requests)
+        failures: list[BaseException] = []
+        queue = iter(range(len(requests)))  # shared: each worker takes the next request when it is free
 
-        async def one(req: GenerationRequest, fit: FittedPrompt) -> GenerationResult:
-            if fit.skipped:  # policy skip, over the window: no call is made
-                if progress is not None:
-                    progress(1)
-                return skipped_result(req, fit, self.fed_fields(req, fit)["chat_template_source"])
-            t0 = time.perf_counter()
-            try:
-                text, finish, usage, thoughts = await self._call(client, req, fit)
-            except Exception as exc:
-                # Not chained (``from None``): the original error may quote the key.
-                raise RuntimeError(
-                    f"model {self.spec.slug!r}, request {req.key!r}: the server call "
-                    f"{describe_failure(exc, self.spec.max_retries, secret, self.spec.request_timeout_s)}"
-                ) from None
-            latency = time.perf_counter() - t0
-            if progress is not None:
-                progress(1)
-            prompt_tokens = usage.prompt_tokens if usage is not None else len(fit.ids)
-            completion_tokens = (
-                usage.completion_tokens if usage is not None else len(self.prompt_tokenizer.encode(thoughts + text))
-            )
-            return GenerationResult(
-                key=req.key,
-                output=text.strip(),
-                prompt_tokens=prompt_tokens,
-                original_prompt_tokens=fit.original_tokens,
-                truncated=fit.truncated,
-                completion_tokens=completion_tokens,
-                finish_reason=finish or "stop",
-                latency_s=latency,
-                truncation_policy=fit.policy,
-                **self.fed_fields(req, fit),
-                thinking=thoughts,
-            )
+        async def worker() -> None:
+            for i in queue:
+                if failures:
+                    return  # no new request after a failure; the ones in flight finish
+                try:
+                    result = await self._one(client, requests[i], fitted[i], lambda: bool(failures))
+                    results[i] = result
+                    if progress is not None:
+                        progress(1)
+                    if on_result is not None:
+                        on_result(result)
+                except Exception as exc:  # noqa: BLE001  (the first one is raised below)
+                    failures.append(exc)
+                    return
 
+        workers = [asyncio.ensure_future(worker()) for _ in range(min(self.spec.max_concurrency, len(requests)))]
         try:
-            jobs = [functools.partial(one, r, f) for r, f in zip(requests, fitted, strict=True)]
-            return await gather_bounded(jobs, self.spec.max_concurrency)
+            await asyncio.gather(*workers)
         finally:
-            await client.close()
+            for w in workers:  # cancelled with us (Ctrl-C): none left running on the kept loop
+                w.cancel()
+        if failures:
+            raise failures[0]
+        return [r for r in results if r is not None]
 
-    async def _call(self, client: Any, req: GenerationRequest,
-                    fit: FittedPrompt) -> tuple[str, str | None, Any, str]:
+    async def _one(self, client: Any, req: GenerationRequest, fit: FittedPrompt,
+                   stopping: Callable[[], bool]) -> GenerationResult:
+        fed = self.fed_fields(req, fit)
+        if fit.skipped:  # policy skip, over the window: no call is made
+            return skipped_result(req, fit, fed["chat_template_source"])
+        secret = client.api_key
+        t0 = time.perf_counter()
+        try:
+            text, finish, usage, thoughts, as_text = await self._ask(client, req, fit, stopping)
+        except _Failed as failed:
+            # Not chained (``from None``): the original error may quote the key.
+            raise RuntimeError(
+                f"model {self.spec.slug!r}, request {req.key!r}: the server call "
+                f"{describe_failure(failed.exc, self.spec.max_retries, secret, self.spec.request_timeout_s, failed.retried, self.spec.retry_timeouts)}"
+            ) from None
+        latency = time.perf_counter() - t0
+        if as_text and usage is not None and usage.prompt_tokens != len(fit.ids):
+            log.warning(
+                "model %r, request %r: the server counted %d prompt tokens for the text, we rendered %d "
+                "(does it add a BOS?)", self.spec.slug, req.key, usage.prompt_tokens, len(fit.ids),
+            )
+            fed = {**fed, "prompt_ids_hash": "", "bos_tokens": None}  # it fed other ids than ours: unknown
+        prompt_tokens = usage.prompt_tokens if usage is not None else len(fit.ids)
+        completion_tokens = (
+            usage.completion_tokens if usage is not None else len(self.prompt_tokenizer.encode(thoughts + text))
+        )
+        return GenerationResult(
+            key=req.key,
+            output=text.strip(),
+            prompt_tokens=prompt_tokens,
+            original_prompt_tokens=fit.original_tokens,
+            truncated=fit.truncated,
+            completion_tokens=completion_tokens,
+            finish_reason=finish or "stop",
+            latency_s=latency,
+            truncation_policy=fit.policy,
+            **fed,
+            thinking=thoughts,
+        )
+
+    async def _ask(self, client: Any, req: GenerationRequest, fit: FittedPrompt,
+                   stopping: Callable[[], bool]) -> tuple[str, str | None, Any, str, bool]:
+        """The call with its retries (module docstring): (reply text, finish reason, usage, reasoning, whether
+        the prompt went out as text). Raises :class:`_Failed`."""
+        retried = malformed = 0
+        while True:
+            as_text = self.spec.api == "completions" and self.sends_text()
+            try:
+                reply = await self._call(client, req, fit, as_text)
+                if self.spec.api == "completions" and not as_text:
+                    _TAKE_TOKEN_IDS.add(self._server_key())
+                return (*reply, as_text)
+            except Exception as exc:  # noqa: BLE001  (sorted out below; raised as _Failed)
+                if self.spec.api == "completions" and not as_text and self._refuses_token_ids(exc):
+                    continue  # the same request at once, as text (not a retry)
+                malformed = malformed + 1 if _malformed(exc) else 0
+                reason = retry_reason(exc, self.spec.retry_timeouts)
+                if reason is None or retried >= self.spec.max_retries or stopping():
+                    if malformed:
+                        exc = MalformedReply(f"{malformed} replies in a row were not a completion, the last: "
+                                             f"{type(exc).__name__}: {exc}")
+                    raise _Failed(exc, retried) from None
+                asked = retry_after_s(exc)
+                wait = asked if asked is not None and 0 < asked <= MAX_RETRY_AFTER_S else _backoff_s(retried)
+                retried += 1
+                log.warning("model %r, request %r: attempt %d of %d failed (%s: %s); retrying in %.1f s",
+                            self.spec.slug, req.key, retried, self.spec.max_retries + 1, reason,
+                            shorten(scrub(str(exc), client.api_key), 160), wait)
+                await asyncio.sleep(wait)
+
+    async def _call(self, client: Any, req: GenerationRequest, fit: FittedPrompt,
+                    as_text: bool) -> tuple[str, str | None, Any, str]:
         """(reply text, finish reason, usage, the server's separate reasoning: "" for text completions)."""
         common = {"model": self.api_model, "max_tokens": req.max_new_tokens, "temperature": 0.0, "seed": 0,
                   "frequency_penalty": 0.0, "presence_penalty": 0.0}
         if self.spec.extra_body:
             common["extra_body"] = self.spec.extra_body
-        retries = self.spec.max_retries
         if self.spec.api == "chat":
-            resp = await create_checked(client.chat.completions.create, retries,
-                                        messages=messages_for(self.spec, fit.text), **common)
-            choice = resp.choices[0]
-            return choice.message.content or "", choice.finish_reason, resp.usage, reasoning_field(choice.message)
-        if self.spec.send_token_ids:
-            resp = await create_checked(client.completions.create, retries, prompt=fit.ids, **common)
+            resp = await client.chat.completions.create(messages=messages_for(self.spec, fit.text), **common)
         else:
-            resp = await create_checked(client.completions.create, retries,
-                                        prompt=self.prompt_tokenizer.decode(fit.ids), **common)
-            if resp.usage is not None and resp.usage.prompt_tokens != len(fit.ids):
-                log.warning(
-                    "model %r, request %r: the server counted %d prompt tokens for the text, we rendered %d "
-                    "(does it add a BOS?)", self.spec.slug, req.key, resp.usage.prompt_tokens, len(fit.ids),
-                )
+            prompt = self.prompt_tokenizer.decode(fit.ids) if as_text else fit.ids
+            resp = await client.completions.create(prompt=prompt, **common)
+        if not getattr(resp, "choices", None):
+            raise MalformedReply("the reply has no choices")
         choice = resp.choices[0]
+        if self.spec.api == "chat":
+            return choice.message.content or "", choice.finish_reason, resp.usage, reasoning_field(choice.message)
         return choice.text or "", choice.finish_reason, resp.usage, ""

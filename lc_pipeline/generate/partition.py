@@ -2,9 +2,13 @@
 
 ``plan_partition`` turns instances into requests with their ids, cache keys and truncation
 policies; ``generate_partition`` skips every request whose cache key is already in the
-store, generates the others in chunks and appends each chunk to the store atomically as
-soon as it is done. A run killed mid-partition (even with ``kill -9``) therefore resumes
-with only the missing requests, and an unchanged rerun generates nothing.
+store, generates the others and stores every finished row at once (a :class:`StoreWriter`:
+a journal line per row, folded into Parquet parts in the background). A backend that hands
+results over one by one (the openai backend: the whole partition in one call, a window of
+``max_concurrency`` requests always in flight) has each answer stored as it arrives; batching
+backends go chunk by chunk (``chunk_size``) and have each chunk stored when it is done. A run
+killed mid-partition (even with ``kill -9``) therefore resumes with only the missing requests,
+and an unchanged rerun generates nothing.
 Pure logic: the Dagster asset is a thin wrapper around these two functions.
 """
 
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -27,15 +32,18 @@ from lc_pipeline.generate.base import (
     cut_at_stop,
     sampling_params_hash,
     sampling_params_json,
+    stream_results,
 )
-from lc_pipeline.generate.checkpoint import GenerationCheckpoint
+from lc_pipeline.generate.checkpoint import GenerationCheckpoint, StoreWriter
 from lc_pipeline.generate.followup import Chain, FollowupGenerator, stored_results
 from lc_pipeline.generate.registry import ModelSpec
 from lc_pipeline.generate.thinking import ThinkingGenerator, check_location, with_budget
 from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
 
-# Batches per flushed chunk for batching backends; requests per chunk otherwise.
+# Batches per chunk for the transformers backend (each chunk's rows are stored when it is done).
 FLUSH_EVERY_BATCHES = 2
+# How often generate_partition reports how many rows are stored (``on_stored``), at most.
+REPORT_EVERY_S = 5.0
 
 
 @dataclass
@@ -104,7 +112,9 @@ def plan_partition(
         instances = instances.with_columns(pl.lit("").alias("record_id"))
     if "target_tokens" not in instances.columns:
         instances = instances.with_columns(pl.lit(None, pl.Int64).alias("target_tokens"))
-    for row in instances.sort("instance_id").select(*needed, "record_id", "target_tokens").iter_rows(named=True):
+    counted = "input_tokens" in instances.columns and "tokenizer" in instances.columns
+    extra = ["input_tokens", "tokenizer"] if counted else []
+    for row in instances.sort("instance_id").select(*needed, "record_id", "target_tokens", *extra).iter_rows(named=True):
         for col in needed:
             if row[col] is None:
                 raise ValueError(f"instance {row['instance_id']!r}: field {col!r} is null")
@@ -121,7 +131,9 @@ def plan_partition(
         key = cache_key(row["prompt"], new_tokens, policy, fp, sp_hash, plain, task.stop,
                         record_id if by_record else "")
         request = GenerationRequest(key, row["prompt"], new_tokens, policy, row["context"],
-                                    chat_template=not plain, stop=task.stop, record_id=record_id)
+                                    chat_template=not plain, stop=task.stop, record_id=record_id,
+                                    counted_tokens=row["input_tokens"] if counted else None,
+                                    counted_with=(row["tokenizer"] or "") if counted else "")
         if task.followup is not None and not by_record:  # an imported prediction is already the final answer
             followup = task.followup
             if plan.thinking:  # the answer call thinks too
@@ -144,14 +156,15 @@ def plan_partition(
 
 
 def chunk_size(spec: ModelSpec) -> int:
-    """How many requests go to the backend between two flushes (0: all at once)."""
-    if spec.backend == "vllm":
-        return 0  # the engine batches a whole partition continuously; that is its point
-    if spec.backend == "openai":
-        return spec.max_concurrency * FLUSH_EVERY_BATCHES
+    """How many requests go to the backend in one call (0: the whole partition at once). Rows are stored as
+    the backend hands them over either way: one by one for the openai backend, per call for the others."""
+    if spec.backend in ("vllm", "openai", "imported"):
+        # vllm: the engine batches a whole partition continuously; openai: a window of max_concurrency
+        # requests always in flight, each answer stored as it arrives; imported: a lookup, no model.
+        return 0
     if spec.backend == "transformers":
         return spec.batch_size * FLUSH_EVERY_BATCHES
-    return FLUSH_EVERY_BATCHES  # llamacpp: one request at a time
+    return 1  # llamacpp: one request at a time, each stored when done
 
 
 def row_status(result: GenerationResult, output: str, finish_reason: str) -> str:
@@ -167,42 +180,44 @@ def row_status(result: GenerationResult, output: str, finish_reason: str) -> str
     return "cut" if finish_reason == "length" else "answered"
 
 
+def generation_row(plan: PartitionPlan, result: GenerationResult, planned: PlannedGeneration) -> dict:
+    """The generations row of one result (schemas.GENERATIONS columns, Python values).
+
+    A reasoning model's results come split (generate_partition wraps its generator in a ThinkingGenerator):
+    ``output`` is the answer, ``thinking`` the thoughts, status "invalid" when they ran out; so the stop sequences
+    below cut the answer only, and row_status reads the answer. A task's stop sequences end its output, whatever
+    the backend supports (finish_reason "stop")."""
+    output, cut = cut_at_stop(result.output, planned.request.stop)
+    finish = "stop" if cut else result.finish_reason
+    return {
+        "generation_id": planned.generation_id,
+        "instance_id": planned.instance_id,
+        "output": output,
+        "prompt_tokens": result.prompt_tokens,
+        "original_prompt_tokens": result.original_prompt_tokens,
+        "truncated": result.truncated,
+        "truncation_policy": result.truncation_policy,
+        "completion_tokens": result.completion_tokens,
+        "finish_reason": finish,
+        "latency_s": result.latency_s,
+        "backend": plan.backend,
+        "model_id": plan.model_id,
+        "sampling_params": plan.sampling_params,
+        "sampling_params_hash": plan.sampling_params_hash,
+        "cache_key": result.key,
+        "target_tokens": planned.target_tokens,
+        "status": row_status(result, output, finish),
+        "thinking": result.thinking,
+        "prompt_ids_hash": result.prompt_ids_hash,
+        "chat_template_source": result.chat_template_source,
+        "bos_tokens": result.bos_tokens,
+    }
+
+
 def result_rows(plan: PartitionPlan, results: list[GenerationResult], by_key: dict[str, PlannedGeneration]) -> pl.DataFrame:
-    # A reasoning model's results come split (generate_partition wraps its generator in a ThinkingGenerator):
-    # ``output`` is the answer, ``thinking`` the thoughts, status "invalid" when they ran out; so the stop sequences
-    # below cut the answer only, and row_status reads the answer.
-    # A task's stop sequences end its output, whatever the backend supports (finish_reason "stop").
-    cuts = [cut_at_stop(r.output, by_key[r.key].request.stop) for r in results]
-    finish = ["stop" if cut else r.finish_reason for r, (_, cut) in zip(results, cuts, strict=True)]
-    rows = pl.DataFrame(
-        {
-            "generation_id": [by_key[r.key].generation_id for r in results],
-            "instance_id": [by_key[r.key].instance_id for r in results],
-            "output": [out for out, _ in cuts],
-            "prompt_tokens": [r.prompt_tokens for r in results],
-            "original_prompt_tokens": [r.original_prompt_tokens for r in results],
-            "truncated": [r.truncated for r in results],
-            "truncation_policy": [r.truncation_policy for r in results],
-            "completion_tokens": [r.completion_tokens for r in results],
-            "finish_reason": finish,
-            "latency_s": [r.latency_s for r in results],
-            "backend": [plan.backend] * len(results),
-            "model_id": [plan.model_id] * len(results),
-            "sampling_params": [plan.sampling_params] * len(results),
-            "sampling_params_hash": [plan.sampling_params_hash] * len(results),
-            "cache_key": [r.key for r in results],
-            "target_tokens": [by_key[r.key].target_tokens for r in results],
-            "status": [row_status(r, out, f) for r, (out, _), f in zip(results, cuts, finish, strict=True)],
-            "thinking": [r.thinking for r in results],
-            "prompt_ids_hash": [r.prompt_ids_hash for r in results],
-            "chat_template_source": [r.chat_template_source for r in results],
-            "bos_tokens": [r.bos_tokens for r in results],
-        },
-        schema_overrides={"output": pl.String, "truncation_policy": pl.String, "finish_reason": pl.String,
-                          "target_tokens": pl.Int64, "thinking": pl.String, "prompt_ids_hash": pl.String,
-                          "chat_template_source": pl.String, "bos_tokens": pl.Int32, "status": pl.String},
-    )
-    return schemas.conform(rows, "generations")
+    """The generations rows of ``results`` (:func:`generation_row`), in their order."""
+    rows = [generation_row(plan, r, by_key[r.key]) for r in results]
+    return schemas.conform(pl.DataFrame(rows, schema=schemas.TABLES["generations"], orient="row"), "generations")
 
 
 def with_stored_defaults(rows: pl.DataFrame) -> pl.DataFrame:
@@ -222,6 +237,36 @@ def with_stored_defaults(rows: pl.DataFrame) -> pl.DataFrame:
     return rows
 
 
+def _generate_into(plan: PartitionPlan, generator: Generator, writer: StoreWriter, todo: list[PlannedGeneration],
+                   stored: pl.DataFrame | None, chunk: int, progress: Callable[[int], None] | None,
+                   on_stored: Callable[[int, int], None] | None) -> None:
+    by_key = {p.request.key: p for p in plan.items}
+    if plan.thinking:  # thoughts out of the output before the followup, the stop sequences and the status see it
+        generator = ThinkingGenerator(generator, plan.thinking)
+    if plan.chains:  # two calls for a task with a followup; first calls already stored are not made again
+        generator = FollowupGenerator(
+            generator, plan.chains, stored_results(stored, plan.first_calls),
+            lambda made: writer.add([generation_row(plan, r, plan.first_calls[r.key]) for r in made]))
+    reported = time.monotonic()
+    done = 0
+
+    def keep(result: GenerationResult) -> None:
+        nonlocal reported, done
+        writer.add([generation_row(plan, result, by_key[result.key])])
+        done += 1
+        if on_stored is not None and time.monotonic() - reported >= REPORT_EVERY_S:
+            reported = time.monotonic()
+            on_stored(done, len(todo))
+
+    step = chunk if chunk > 0 else len(todo)
+    try:
+        for start in range(0, len(todo), step):
+            stream_results(generator, [p.request for p in todo[start : start + step]], progress, keep)
+    finally:
+        if on_stored is not None and done:
+            on_stored(done, len(todo))
+
+
 @dataclass
 class PartitionOutcome:
     rows: pl.DataFrame  # one row per planned generation, in instance_id order
@@ -235,9 +280,13 @@ def generate_partition(
     store: GenerationCheckpoint,
     chunk: int,
     progress: Callable[[int], None] | None = None,
-    on_chunk: Callable[[int, int], None] | None = None,
+    on_stored: Callable[[int, int], None] | None = None,
 ) -> PartitionOutcome:
-    """Reuse stored rows, generate the missing ones chunk by chunk, return the whole partition."""
+    """Reuse stored rows, generate the missing ones (``chunk`` requests per call to the generator, 0: all in
+    one), store each finished row at once, return the whole partition.
+
+    ``progress(n)``: n more rows done (reused ones first); ``on_stored(stored, total)``: how many of the rows to
+    generate are stored, at most every ``REPORT_EVERY_S`` seconds and once at the end (a log line)."""
     by_key = {p.request.key: p for p in plan.items}
     stored = store.load()
     stored_keys = set(stored["cache_key"]) if stored is not None and "cache_key" in stored.columns else set()
@@ -245,20 +294,11 @@ def generate_partition(
     # Identical prompts (same key) are generated once.
     unique_todo = list({p.request.key: p for p in todo}.values())
     reused = len(plan.items) - len(todo)
-    if plan.thinking:  # thoughts out of the output before the followup, the stop sequences and the status see it
-        generator = ThinkingGenerator(generator, plan.thinking)
-    if plan.chains:  # two calls for a task with a followup; first calls already stored are not made again
-        generator = FollowupGenerator(generator, plan.chains, stored_results(stored, plan.first_calls),
-                                      lambda made: store.append(result_rows(plan, made, plan.first_calls)))
     if progress is not None and reused:
         progress(reused)
-    step = chunk if chunk > 0 else max(1, len(unique_todo))
-    for start in range(0, len(unique_todo), step):
-        part = unique_todo[start : start + step]
-        results = generator.generate([p.request for p in part], progress=progress)
-        store.append(result_rows(plan, results, by_key))
-        if on_chunk is not None:
-            on_chunk(min(start + step, len(unique_todo)), len(unique_todo))
+    if unique_todo:
+        with store.writer(schemas.TABLES["generations"]) as writer:
+            _generate_into(plan, generator, writer, unique_todo, stored, chunk, progress, on_stored)
 
     everything = store.load()
     if everything is None:

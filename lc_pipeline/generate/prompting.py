@@ -242,18 +242,24 @@ def messages_for(spec: ModelSpec, user_text: str) -> list[dict[str, str]]:
     return messages
 
 
+def chat_ids(spec: ModelSpec, tok: PromptTokenizer, user_text: str) -> list[int] | None:
+    """Token ids of one user prompt in the chat template (rendered once), None when the tokenizer has none."""
+    text = tok.chat_text(messages_for(spec, user_text))
+    return None if text is None else tok.encode(text)  # the template wrote the special tokens: add none
+
+
 def render_ids(spec: ModelSpec, tok: PromptTokenizer, user_text: str, chat: bool = True) -> list[int]:
     """Token ids of the full model input for one user prompt; ``chat=False`` (the task's switch) feeds a
     chat model the plain prompt, as a base model gets it."""
     if not (spec.chat_template and chat):
         return tok.encode_plain_prompt(user_text)
-    text = tok.chat_text(messages_for(spec, user_text))
-    if text is None:
+    ids = chat_ids(spec, tok, user_text)
+    if ids is None:
         raise ValueError(
             f"model {spec.slug!r}: the tokenizer {tok.name!r} has no chat template; set chat_template: false "
             "to feed raw prompts (base models)"
         )
-    return tok.encode(text)  # the template wrote the special tokens: add none
+    return ids
 
 
 def chat_template_source(spec: ModelSpec, chat: bool = True) -> str:

@@ -40,7 +40,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from lc_pipeline.generate.base import GenerationRequest, GenerationResult, Generator
+from lc_pipeline.generate.base import GenerationRequest, GenerationResult, Generator, stream_results
 
 __all__ = ["Reply", "ThinkingGenerator", "check_location", "split_field", "split_reply", "split_result", "with_budget"]
 
@@ -150,10 +150,19 @@ class ThinkingGenerator:
     def __init__(self, inner: Generator, settings: Mapping) -> None:
         self.inner, self.settings = inner, dict(settings)
         self.backend, self.model_id = inner.backend, inner.model_id
+        self.streams_results = bool(getattr(inner, "streams_results", False))
 
     def sampling_params(self) -> dict:
         return self.inner.sampling_params()
 
-    def generate(self, requests: Sequence[GenerationRequest],
-                 progress: Callable[[int], None] | None = None) -> list[GenerationResult]:
-        return [split_result(r, self.settings) for r in self.inner.generate(requests, progress=progress)]
+    def generate(self, requests: Sequence[GenerationRequest], progress: Callable[[int], None] | None = None,
+                 on_result: Callable[[GenerationResult], None] | None = None) -> list[GenerationResult]:
+        """The inner generator's results, split; each also to ``on_result`` as soon as the inner one has it."""
+        split: dict[str, GenerationResult] = {}
+
+        def each(result: GenerationResult) -> None:
+            split[result.key] = split_result(result, self.settings)
+            if on_result is not None:
+                on_result(split[result.key])
+
+        return [split[r.key] for r in stream_results(self.inner, requests, progress, each)]

@@ -17,6 +17,8 @@ Kinds:
     malformed  HTTP 200, JSON content type, a body that is not JSON
     429        HTTP 429 with ``Retry-After`` (``retry_after_s``)
     auth       HTTP 401 whose message quotes the key it was sent (as some gateways do)
+    hang       no answer at all until the server stops (a request the server never finishes)
+    invalid    HTTP 500 whose body lists validation errors (llama-cpp-python's reply to a prompt of token ids)
 
 Every request is recorded (path, parsed body, headers, arrival time, what it got), so tests
 can count what reached the server and prove what did not.
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-FAULTS = ("ok", "500", "slow", "reset", "malformed", "429", "auth")
+FAULTS = ("ok", "500", "slow", "reset", "malformed", "429", "auth", "hang", "invalid")
 
 
 @dataclass
@@ -45,6 +47,7 @@ class Received:
     headers: dict[str, str]  # names in lower case
     at: float  # time.monotonic() on arrival
     fault: str  # what the server did with it
+    delivered: bool = False  # a good answer was written to the connection in full
 
     @property
     def prompt(self) -> str:
@@ -113,6 +116,11 @@ class FaultyOpenAIServer:
         with self._lock:
             return [r for r in self.received if r.fault in ("ok", "slow")]
 
+    def delivered(self) -> list[Received]:
+        """Requests whose good answer was written to the connection in full (the client may have it)."""
+        with self._lock:
+            return [r for r in self.received if r.delivered]
+
     def requests(self, path_suffix: str = "completions") -> list[Received]:
         with self._lock:
             return [r for r in self.received if r.path.endswith(path_suffix)]
@@ -124,6 +132,11 @@ class FaultyOpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+            # TCP_NODELAY, and headers and body in one write (a buffered wfile, which handle_one_request flushes
+            # after each request): otherwise every reply waits ~40 ms for Nagle's algorithm and the client's
+            # delayed ACK (review 2026-11-27-performance §1).
+            disable_nagle_algorithm = True
+            wbufsize = 64 * 1024
 
             def log_message(self, *args) -> None:  # quiet: the test output stays readable
                 pass
@@ -143,9 +156,10 @@ class FaultyOpenAIServer:
                     self._json(400, {"error": {"message": "request body is not JSON"}})
                     return
                 fault = server._next_fault()
+                record = Received(self.path, body, {k.lower(): v for k, v in self.headers.items()}, time.monotonic(),
+                                  fault)
                 with server._lock:
-                    server.received.append(Received(self.path, body, {k.lower(): v for k, v in self.headers.items()},
-                                                       time.monotonic(), fault))
+                    server.received.append(record)
                 if fault == "500":
                     self._json(500, {"error": {"message": "injected internal error", "type": "server_error"}})
                 elif fault == "429":
@@ -161,6 +175,12 @@ class FaultyOpenAIServer:
                     self.close_connection = True
                 elif fault == "malformed":
                     self._raw(200, b'{"id": "x", "choices": [{"message": ', "application/json")
+                elif fault == "hang":
+                    server._stop.wait()
+                elif fault == "invalid":
+                    errors = "\n".join(f"prompt.list[int].{i}\n  Input should be a valid string [type=string_type]"
+                                       for i in range(400))
+                    self._json(500, {"error": {"message": f"400 validation errors:\n{errors}", "type": "internal_server_error"}})
                 else:
                     if fault == "slow":
                         server._stop.wait(server.slow_s)
@@ -168,7 +188,9 @@ class FaultyOpenAIServer:
                         server._stop.wait(server.answer_delay_s)
                     if server.hold_s:
                         server._released.wait(server.hold_s)
-                    self._json(200, self._answer(body))
+                    if self._json(200, self._answer(body)):
+                        with server._lock:
+                            record.delivered = True
 
             def _answer(self, body: dict) -> dict:
                 chat = self.path.rstrip("/").endswith("/chat/completions")
@@ -185,10 +207,11 @@ class FaultyOpenAIServer:
                         "created": int(time.time()), "model": body.get("model", "fault-model"),
                         "choices": [choice], "usage": usage}
 
-            def _json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
-                self._raw(status, json.dumps(payload).encode(), "application/json", headers)
+            def _json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> bool:
+                return self._raw(status, json.dumps(payload).encode(), "application/json", headers)
 
-            def _raw(self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None) -> None:
+            def _raw(self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None) -> bool:
+                """Whether the reply was written in full."""
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", ctype)
@@ -197,8 +220,10 @@ class FaultyOpenAIServer:
                         self.send_header(k, v)
                     self.end_headers()
                     self.wfile.write(data)
+                    self.wfile.flush()  # headers and body: one write
+                    return True
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (its timeout): nothing to answer
+                    return False  # the client gave up (its timeout): nothing to answer
 
         self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

@@ -1,10 +1,11 @@
 """kill -9 mid-partition, restart: no finished row is lost, none is generated or judged again,
 and no partial or corrupt Parquet file is left where DuckDB could read it.
 
-Three runs are killed: the generation code itself on the real SmolLM2 model (plan_partition +
-generate_partition, one request per chunk), ``lcp backfill`` of a model served by the local
-fault server (the whole Dagster path: run records, the gpu pool slot, the lake), and the
-judge_scores asset against the same server (its SQLite reply cache).
+Four runs are killed: the generation code itself on the real SmolLM2 model (plan_partition +
+generate_partition, one request per call), ``lcp backfill`` of a model served by the local
+fault server (the whole Dagster path: run records, the gpu pool slot, the lake), the same with
+several requests in flight and a server that stops answering after k answers (every answer it
+delivered is stored), and the judge_scores asset against the same server (its SQLite reply cache).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
-from fault_server import FaultyOpenAIServer
+from fault_server import FaultyOpenAIServer, reply_for
 from lake_world import make_world, served_model
 
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
@@ -98,17 +99,18 @@ def test_kill_9_mid_partition_then_resume(tmp_path):
 
     child = run_child(args)
     deadline = time.monotonic() + 240
-    while len(store.parts()) < 2 and child.poll() is None and time.monotonic() < deadline:
+    stored = lambda: 0 if store.load() is None else store.load().height
+    while stored() < 2 and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert child.poll() is None, f"the child ended before it could be killed:\n{child.communicate()[1][-2000:]}"
-    assert len(store.parts()) >= 2, "no chunk was written in time"
+    assert stored() >= 2, "no row was stored in time"
     os.kill(child.pid, signal.SIGKILL)  # mid-partition, no chance to clean up
     child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
 
     before = store.load()
-    parts_before = {p.name: p.read_bytes() for p in store.parts()}
-    assert readable_parquet(store_dir) == {p.name: 1 for p in store.parts()}  # whole parts only
+    files_before = {p.name: p.read_bytes() for p in [*store.parts(), *store.journals()]}
+    readable_parquet(store_dir)  # whole parts only (the rows are in the killed run's journal)
     finished = set(before["cache_key"])
     assert 2 <= len(finished) < N
 
@@ -118,11 +120,11 @@ def test_kill_9_mid_partition_then_resume(tmp_path):
     counts = json.loads(stdout.strip().splitlines()[-1])
     assert counts == {"reused": len(finished), "generated": N - len(finished)}  # only the missing ones ran
 
-    # Finished rows were not touched: their parts are byte-for-byte the same, and no later
+    # Finished rows were not touched: their files are byte-for-byte the same, and no later
     # part holds one of their keys again.
-    for name, data in parts_before.items():
+    for name, data in files_before.items():
         assert (store_dir / name).read_bytes() == data
-    later = [pl.read_parquet(p) for p in store.parts() if p.name not in parts_before]
+    later = [pl.read_parquet(p) for p in store.parts() if p.name not in files_before]
     later_keys = pl.concat(later)["cache_key"].to_list()
     assert len(later_keys) == len(set(later_keys)) == N - len(finished)
     assert not finished & set(later_keys)
@@ -147,17 +149,16 @@ def test_lcp_backfill_killed_mid_partition_resumes_without_asking_twice(tmp_path
     prompts = {lv: pl.read_parquet(world.lake / "instances" / f"length={lv}" / "data.parquet")
                .select("instance_id", "prompt") for lv in ("1k", "2k")}
     everything = sorted(p for frame in prompts.values() for p in frame["prompt"])
-    with FaultyOpenAIServer(answer_delay_s=0.4) as server:  # ~1 s per chunk of two: time to kill mid-way
+    with FaultyOpenAIServer(answer_delay_s=0.4) as server:  # ~0.4 s per answer: time to kill mid-way
         world.add_model(served_model("served", server.url))
         killed = world.lcp("backfill", "--model", "served", log="killed", wait=False)
-        parts = lambda: sorted((world.lake / "_checkpoints").rglob("part-*.parquet"))
-        wait_for(lambda: len(parts()) >= 1, killed, "the first stored chunk")
+        wait_for(lambda: stored_rows(world.lake).height >= 2, killed, "two stored answers")
         kill_9(killed)
 
         # Whole parts only, nothing torn; the finished rows are the ones in the store.
         files = readable_parquet(world.lake)
         assert all(n > 0 for n in files.values())
-        finished = pl.concat([pl.read_parquet(p) for p in parts()])
+        finished = stored_rows(world.lake)
         assert 2 <= finished.height < len(everything)
         finished_prompts = set(pl.concat(prompts.values()).join(finished, on="instance_id")["prompt"])
         asked_before = len(server.received)
@@ -179,6 +180,48 @@ def test_lcp_backfill_killed_mid_partition_resumes_without_asking_twice(tmp_path
                          .select("cache_key", final="output"), on="cache_key")
     assert kept.height == finished.height and (kept["output"] == kept["final"]).all()
     readable_parquet(world.lake)
+
+
+def stored_rows(lake: Path) -> pl.DataFrame:
+    """Every row in the lake's generation stores (Parquet parts and journals), as GenerationCheckpoint reads them."""
+    stores = sorted({p.parent for p in (lake / "_checkpoints").rglob("*") if p.is_file()}) \
+        if (lake / "_checkpoints").exists() else []
+    frames = [f for f in (GenerationCheckpoint(d).load() for d in stores) if f is not None]
+    return pl.concat(frames) if frames else pl.DataFrame({"cache_key": [], "instance_id": [], "output": []},
+                                                          schema={"cache_key": pl.String, "instance_id": pl.String,
+                                                                  "output": pl.String})
+
+
+def test_lcp_backfill_killed_keeps_every_answer_the_server_delivered(tmp_path):
+    # Three requests in flight; the server answers K of them, then never again: the run hangs with requests
+    # in flight, and is killed. Every answer the server delivered is in the store, and only those.
+    K = 5
+    world = make_world(tmp_path / "project", per_length=8)  # one partition: K answered, 3 in flight
+    with FaultyOpenAIServer() as server:
+        world.add_model(served_model("served", server.url, max_concurrency=3, request_timeout_s=300.0))
+        server.plan(*["ok"] * K)
+        server.always = "hang"
+        killed = world.lcp("backfill", "--model", "served", log="killed", wait=False)
+        wait_for(lambda: len(server.delivered()) == K and stored_rows(world.lake).height == K
+                 and len(server.requests()) == K + 3, killed, f"{K} answers delivered and stored, 3 more asked")
+        kill_9(killed)
+        delivered = sorted(r.prompt for r in server.delivered())
+
+        finished = stored_rows(world.lake)
+        readable_parquet(world.lake)
+        prompts = pl.concat([pl.read_parquet(world.lake / "instances" / f"length={lv}" / "data.parquet")
+                             .select("instance_id", "prompt") for lv in ("1k", "2k")])
+        assert sorted(prompts.join(finished, on="instance_id")["prompt"]) == delivered
+        assert finished["output"].to_list() == [reply_for(p) for p in
+                                                prompts.join(finished, on="instance_id", maintain_order="right")["prompt"]]
+
+        server.always = "ok"
+        asked_before = len(server.received)
+        resumed = world.lcp("backfill", "--model", "served", log="resumed")
+        assert resumed.returncode == 0, resumed.stdout[-3000:]
+        asked_after = [r.prompt for r in server.received[asked_before:]]
+    assert not set(delivered) & set(asked_after)  # no delivered answer asked again
+    assert len(asked_after) == prompts.height - K
 
 
 # ----------------------------------------------------------------------------- judge_scores, killed

@@ -1,11 +1,14 @@
 """Server faults, injected for real: a local HTTP server (fault_server.py) answers 500s, stalls
 past the client's timeout, resets connections, sends malformed JSON, rate-limits with
-Retry-After and refuses the key. The openai generation backend and the LLM judge retry with
-backoff and recover from one fault; a fault that persists ends in an error that says which
-request failed and how, without the key, and everything finished before it is kept: a rerun
-asks the server only for what is missing."""
+Retry-After, refuses the key and answers validation errors. The openai generation backend and
+the LLM judge retry with backoff and recover from one fault (the generator logs each retry, and
+sends a timed-out request again only when the model says ``retry_timeouts``); a fault that
+persists ends in an error that says which request failed and how, without the key, and every
+answer that arrived before it is kept: a rerun asks the server only for what is missing."""
 
 from __future__ import annotations
+
+import logging
 
 import duckdb
 import polars as pl
@@ -43,8 +46,8 @@ def server(monkeypatch):
         yield s
 
 
-def generator(url: str):
-    return make_generator(served_model("served", url, max_retries=RETRIES, request_timeout_s=TIMEOUT_S))
+def generator(url: str, **changes):
+    return make_generator(served_model("served", url, max_retries=RETRIES, request_timeout_s=TIMEOUT_S, **changes))
 
 
 def instances(n: int) -> pl.DataFrame:
@@ -62,15 +65,43 @@ def judge_calls(n: int) -> list[JudgeCall]:
 
 
 @pytest.mark.parametrize("fault", TRANSIENT)
-def test_generation_retries_past_one_fault(server, fault):
+def test_generation_retries_past_one_fault(server, fault, caplog):
     server.plan(fault)
-    [result] = generator(server.url).generate([GenerationRequest("k", "Which river?", 8)])
+    # A timeout is sent again only when the model asks for it (the server may still be computing it).
+    gen = generator(server.url, retry_timeouts=fault == "slow")
+    with caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
+        [result] = gen.generate([GenerationRequest("k", "Which river?", 8)])
     assert result.output == reply_for("Which river?")  # the answer of the retry, intact
     seen = server.requests()
     assert [r.fault for r in seen] == [fault, "ok"]
     assert seen[0].body == seen[1].body  # the same request again
     if fault == "429":  # the retry waited as long as Retry-After asked
         assert seen[1].at - seen[0].at >= server.retry_after_s
+    # The retry is one log line: model, request, attempt, reason, wait; without the key.
+    [line] = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert line.startswith("model 'served', request 'k': attempt 1 of 3 failed (") and SECRET not in line
+    if fault == "429":
+        assert line.endswith(f"retrying in {server.retry_after_s:.1f} s")
+
+
+def test_a_timed_out_request_is_not_sent_again_by_default(server, caplog):
+    server.plan("slow")
+    with pytest.raises(RuntimeError, match=r"request 'k': the server call timed out and was not sent again \(the "
+                                           r"server may still be computing it; retry_timeouts: true") as err:
+        generator(server.url).generate([GenerationRequest("k", "Which river?", 8)])
+    assert "no reply within 1 s" in str(err.value)
+    assert [r.fault for r in server.requests()] == ["slow"]  # asked once
+
+
+def test_a_request_that_cannot_succeed_fails_at_once_with_a_short_message(server):
+    # A validation error (llama-cpp-python's HTTP 500 for a prompt it cannot read) and a 4xx are not retried,
+    # and the server's long reply is cut.
+    for fault in ("invalid", "auth"):
+        server.plan(fault)
+        with pytest.raises(RuntimeError, match=r"request 'k': the server call was refused \(HTTP (500|401)") as err:
+            generator(server.url).generate([GenerationRequest("k", f"Which river? {fault}", 8)])
+        assert len(str(err.value)) < 600 and SECRET not in str(err.value)
+        assert [r.fault for r in server.requests() if r.prompt.endswith(fault)] == [fault]
 
 
 @pytest.mark.parametrize("fault", TRANSIENT)
@@ -87,13 +118,13 @@ def test_judge_retries_past_one_fault(server, fault, tmp_path):
 
 
 @pytest.mark.parametrize("fault", list(PERSISTENT))
-def test_generation_fails_clearly_and_keeps_finished_chunks(server, fault, tmp_path):
-    gen = generator(server.url)
+def test_generation_fails_clearly_and_keeps_every_answer(server, fault, tmp_path):
+    gen = generator(server.url, retry_timeouts=True)
     plan = plan_partition(instances(6), gen.spec, gen)
     store = GenerationCheckpoint(tmp_path / "store")
     step = chunk_size(gen.spec)
-    assert step == 2  # max_concurrency 1: two requests per flushed chunk
-    server.plan(*["ok"] * 4)  # two chunks answered, then the server breaks for good
+    assert step == 0  # the whole partition in one call, each answer stored as it arrives
+    server.plan(*["ok"] * 4)  # four answers, then the server breaks for good
     server.always = fault
 
     with pytest.raises(RuntimeError, match=rf"model 'served', request '[0-9a-f]+': the server call {PERSISTENT[fault]}") as err:
@@ -103,9 +134,9 @@ def test_generation_fails_clearly_and_keeps_finished_chunks(server, fault, tmp_p
     failed_prompt = next(p.request.prompt for p in plan.items if p.request.key == failed_key)
     assert len([r for r in server.requests() if r.prompt == failed_prompt]) == ATTEMPTS[fault]
 
-    # The two finished chunks are on disk as whole Parquet parts, readable by DuckDB.
+    # The four answers are on disk, folded into a whole Parquet part when the run ended, readable by DuckDB.
     kept = store.load()
-    assert kept.height == 4 and len(store.parts()) == 2
+    assert kept.height == 4 and len(store.parts()) == 1 and store.journals() == []
     assert duckdb.sql(f"select count(*) from read_parquet('{store.directory}/*.parquet')").fetchall() == [(4,)]
     assert set(kept["output"]) == {reply_for(p.request.prompt) for p in plan.items[:4]}
 

@@ -67,9 +67,12 @@ def test_bad_instances_name_the_record_and_field():
 
 
 def test_chunks_follow_how_each_backend_batches():
-    assert chunk_size(dataclasses.replace(SERVED, max_concurrency=8)) == 16
+    # openai: the whole partition in one call, a window of max_concurrency requests always in flight, each
+    # answer stored as it arrives (no chunk barrier); imported: a lookup, one pass.
+    assert chunk_size(dataclasses.replace(SERVED, max_concurrency=8)) == 0
     assert chunk_size(dataclasses.replace(SERVED, backend="vllm")) == 0  # whole partition at once
     assert chunk_size(dataclasses.replace(SERVED, backend="transformers", batch_size=4)) == 8
+    assert chunk_size(dataclasses.replace(SERVED, backend="llamacpp")) == 1  # one at a time, each stored
 
 
 def test_each_request_carries_its_tasks_chat_template_switch():
