@@ -17,7 +17,9 @@ What the generations rows say (spec released_benchmarks.md: the generations tabl
 
 - ``output``: the stored prediction verbatim (the task's stop sequences still cut it, as for any backend);
 - ``prompt_tokens`` = ``original_prompt_tokens``: the prompt as the model spec's ``tokenizer`` counts it
-  (the import sets the config's tokenizer, ``tiktoken:cl100k_base`` by default). The other harness's own
+  (the import sets the config's tokenizer, ``tiktoken:cl100k_base`` by default): the instances' exact count
+  (``input_tokens``) when they were counted with that same encoding (their ``tokenizer`` column; the same
+  ``encode_ordinary`` count), else counted here. The other harness's own
   prompt and its truncation are unknown here, so ``truncated`` is False: nothing was cut *by us*, and
   nothing is skipped (policy ``skip`` needs a window; an imported model has none). What was fed is
   unknown too: ``prompt_ids_hash`` "", ``bos_tokens`` null, ``chat_template_source`` "";
@@ -199,13 +201,13 @@ class ImportedGenerator:
             self._missing = set(json.loads(storage.read_bytes(manifest)).get("missing", []))
         self._predictions, self._sha256 = read_stored(data, where), sha
 
-    def _count(self, text: str) -> int:
+    def counter(self):  # noqa: ANN201  (a TokenCounter, imported lazily)
         if self._counter is None:
             from lc_pipeline.construct.tokens import TokenCounter
 
             name = self.spec.tokenizer or "tiktoken:cl100k_base"
             self._counter = TokenCounter.load(name.removeprefix("tiktoken:"))
-        return self._counter.count(text)
+        return self._counter
 
     def sampling_params(self) -> dict:
         self.load()
@@ -215,14 +217,29 @@ class ImportedGenerator:
                  progress: Callable[[int], None] | None = None) -> list[GenerationResult]:
         self.load()
         assert self._predictions is not None
-        results = []
-        for request in requests:
-            results.append(self._answer(request))
+        predictions = [self._prediction(r) for r in requests]
+        counter = self.counter()
+        # The instances' own count when they were counted with our encoding (the same encode_ordinary count);
+        # the others (and every prediction) counted here in one batch.
+        known = [r.counted_tokens if r.counted_tokens is not None and r.counted_with == counter.name else None
+                 for r in requests]
+        recount = [i for i, k in enumerate(known) if k is None]
+        for i, n in zip(recount, counter.count_many([requests[i].prompt for i in recount]), strict=True):
+            known[i] = n
+        completion = counter.count_many(predictions)
+        results = [
+            GenerationResult(
+                key=r.key, output=prediction, prompt_tokens=prompt_tokens, original_prompt_tokens=prompt_tokens,
+                truncated=False, completion_tokens=done, finish_reason="stop", latency_s=0.0,
+                truncation_policy=r.truncation,
+            )
+            for r, prediction, prompt_tokens, done in zip(requests, predictions, known, completion, strict=True)
+        ]
         if progress is not None and results:
             progress(len(results))
         return results
 
-    def _answer(self, request: GenerationRequest) -> GenerationResult:
+    def _prediction(self, request: GenerationRequest) -> str:
         rid = request.record_id
         if not rid:
             raise PredictionsError(f"model {self.spec.slug!r} (imported predictions): request {request.key!r} names no "
@@ -235,9 +252,4 @@ class ImportedGenerator:
             raise PredictionsError(f"model {self.spec.slug!r}: record {rid!r} has no prediction in {self.model_id}: "
                                    f"{why}; complete the file and import it again, or narrow the config's "
                                    "released.tasks")
-        prompt_tokens = self._count(request.prompt)
-        return GenerationResult(
-            key=request.key, output=prediction, prompt_tokens=prompt_tokens, original_prompt_tokens=prompt_tokens,
-            truncated=False, completion_tokens=self._count(prediction), finish_reason="stop", latency_s=0.0,
-            truncation_policy=request.truncation,
-        )
+        return prediction

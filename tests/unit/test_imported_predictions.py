@@ -7,6 +7,7 @@ The records are small invented LongBench ones (qasper: one document per record),
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -195,6 +196,30 @@ def test_the_generator_answers_by_record_with_counted_tokens_and_calls_nothing(p
     sha = Path(spec.model_id).parent.name
     params = generator.sampling_params()
     assert params["backend"] == "imported" and params["predictions_sha256"].startswith(sha)
+
+
+def test_the_instances_exact_count_is_used_when_counted_with_the_same_encoding(project):
+    # Released instances record input_tokens = the cl100k encode_ordinary count of their prompt (construct/
+    # released.py), exactly what the generator would count: it takes it instead of counting every prompt again.
+    spec = imported_model(project, lines(*({"_id": r, "prediction": f"the answer of {r}"} for r in IDS)))
+    prompt = "Question: what?\nAnswer:"
+    exact = COUNTER.count(prompt)
+
+    def counted(key: str, rid: str, tokens: int, tokenizer: str) -> GenerationRequest:
+        return dataclasses.replace(request(key, rid, prompt), counted_tokens=tokens, counted_with=tokenizer)
+
+    # A sentinel count shows which one was used: the instances' (same encoding), or a fresh count (another one).
+    same, other, plain = make_generator(spec).generate([
+        counted("k1", "q-1", exact + 1000, "cl100k_base"), counted("k2", "q-2", exact + 1000, "o200k_base"),
+        request("k3", "q-3", prompt)])
+    assert same.prompt_tokens == same.original_prompt_tokens == exact + 1000
+    assert other.prompt_tokens == plain.prompt_tokens == exact
+    # Through plan_partition: instances with input_tokens and tokenizer carry them into the requests.
+    instances = pl.DataFrame([{"instance_id": "i1", "record_id": "q-1", "benchmark": "longbench", "task": "qasper",
+                               "prompt": prompt, "context": "C", "max_new_tokens": 8, "input_tokens": exact,
+                               "tokenizer": "cl100k_base"}])
+    [item] = plan_partition(instances, spec, make_generator(spec)).items
+    assert (item.request.counted_tokens, item.request.counted_with) == (exact, "cl100k_base")
 
 
 def test_a_request_without_a_record_id_or_a_tampered_copy_is_an_error(project):
