@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 
 import pytest
 
@@ -101,3 +102,29 @@ def test_unreachable_server_fails_after_retries_naming_the_request():
     gen = served(f"http://127.0.0.1:{free_port()}/v1", max_retries=1, request_timeout_s=5.0)
     with pytest.raises(RuntimeError, match=r"request 'p'.*after 1 retries"):
         gen.generate([GenerationRequest("p", PROMPT, 4)])
+
+
+def test_a_server_that_refuses_token_ids_is_sent_text_after_one_logged_failure(server_url, caplog):
+    # llama-cpp-python's server takes string prompts only: with the default send_token_ids it answers the first
+    # prompt of ids with HTTP 500 "validation errors". The run goes on with the rendered text, says so once, and
+    # sends no request twice but that first one.
+    gen = served(server_url, api="completions", max_concurrency=2)
+    assert gen.spec.send_token_ids
+    requests = [GenerationRequest(f"r{i}", f"Count from 1 to {i + 2}.", 8) for i in range(4)]
+    with caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
+        results = gen.generate(requests)
+    said = [r.getMessage() for r in caplog.records]
+    refused = [m for m in said if "refused a prompt of token ids" in m]
+    assert len(refused) == 1 and "send_token_ids: false" in refused[0]
+    assert not [m for m in said if "retrying in" in m]  # nothing retried
+    assert gen.sends_text()
+    text = served_completions(server_url)  # the same prompts as text from the start: the same answers
+    assert [r.output for r in results] == [r.output for r in text.generate(requests)]
+    for r, fit in zip(results, (gen.fit(q) for q in requests), strict=True):
+        # The server tokenized our text to as many tokens as we rendered: the record of what was fed holds.
+        assert r.prompt_tokens == len(fit.ids) and r.prompt_ids_hash and r.chat_template_source == "model"
+    # A later generator in this process (the next partition) sends text at once: no failure, no new line.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
+        served(server_url, api="completions").generate(requests[:1])
+    assert not caplog.records

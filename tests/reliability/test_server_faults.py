@@ -177,3 +177,31 @@ def test_judge_fails_clearly_and_keeps_answered_calls(server, fault, tmp_path):
     assert replies == {c.key: reply_for(c.prompt) for c in calls}
     assert (second.calls, second.cache_hits) == (2, 3)
     assert sorted(r.prompt for r in server.received[before:]) == sorted(c.prompt for c in calls[3:])
+
+
+def test_token_ids_refused_once_then_text_and_refused_later_is_a_failure(server, caplog):
+    # A completions model sending token ids: the first reply is a validation error (what llama-cpp-python answers
+    # to a prompt of ids): the same request goes out again as text at once, and so does every later one. A
+    # server that took ids before is not "learned" from a later validation error: that request fails.
+    gen = generator(server.url, api="completions", chat_template=False)
+    server.plan("invalid")
+    with caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
+        [a, b] = gen.generate([GenerationRequest("a", "Which river?", 8), GenerationRequest("b", "Which lake?", 8)])
+    first, again, second = server.requests()
+    assert isinstance(first.body["prompt"], list) and again.body["prompt"] == "Which river?"
+    assert second.body["prompt"] == "Which lake?" and a.output == reply_for("Which river?")
+    [line] = [r.getMessage() for r in caplog.records if "token ids" in r.getMessage()]
+    assert "refused a prompt of token ids" in line and "send_token_ids: false" in line
+    # The fault server counts words, not tokens: its count differs from ours (the warning says so for each), so
+    # what it fed is unknown.
+    assert len([r for r in caplog.records if "does it add a BOS?" in r.getMessage()]) == 2
+    assert (a.prompt_ids_hash, a.bos_tokens, a.chat_template_source) == ("", None, "none")
+
+    with FaultyOpenAIServer() as other:
+        ids = generator(other.url, api="completions", chat_template=False)
+        ids.generate([GenerationRequest("c", "Which sea?", 8)])
+        other.plan("invalid")
+        with pytest.raises(RuntimeError, match=r"request 'd': the server call was refused \(HTTP 500: the server "
+                                               r"could not validate the request, not retried\)"):
+            ids.generate([GenerationRequest("d", "Which bay?", 8)])
+        assert [type(r.body["prompt"]).__name__ for r in other.requests()] == ["list", "list"]
