@@ -162,9 +162,11 @@ JSON_OBJECT = JsonObject()
 @click.option("--like", default="smollm2-135m", show_default=True, help="Start from this model's settings.")
 @click.option("--backend", default=None, type=click.Choice(GENERATORS.names()),
               help="transformers (CPU/GPU), llamacpp (in-process GGUF), openai (any OpenAI-compatible server), "
-                   "vllm (GPUs).")
+                   "vllm (vLLM's engine: CUDA GPUs, or a CPU after make install-vllm).")
 @click.option("--model-id", default=None, help="HF id, local path, or package:<pip package>.")
-@click.option("--gguf-file", default=None, help="GGUF file inside model-id (transformers loads it).")
+@click.option("--gguf-file", default=None,
+              help="GGUF file inside model-id (transformers loads it, vllm gets it converted to a Hugging Face "
+                   "folder); 'none': no GGUF, clearing the --like model's (e.g. a --model-id folder of safetensors).")
 @click.option("--max-model-len", type=int, default=None, help="Context window in model tokens.")
 @click.option("--batch-size", type=int, default=None)
 @click.option("--system-prompt", default=None)
@@ -230,8 +232,20 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
         }.items() if v is not None}
         if no_chat_template:
             changes["chat_template"] = False
+        if gguf_file is not None and gguf_file.lower() == "none":
+            changes["gguf_file"] = None
         spec = dataclasses.replace(base, **changes)
+        if spec.gguf_file is not None:
+            from lc_pipeline.generate.registry import resolve_model_path
+
+            try:  # a local model_id (a folder, an installed package) must hold the GGUF, or every run fails
+                resolve_model_path(spec)
+            except ModuleNotFoundError:
+                pass  # a package not installed on this machine: checked where the model runs
         registry.add(spec, overwrite=overwrite)
+    except FileNotFoundError as exc:
+        raise click.ClickException(f"{exc}; name the GGUF with --gguf-file, or pass --gguf-file none for a "
+                                   "model-id without one") from exc
     except (ValueError, KeyError) as exc:
         raise click.ClickException(str(exc)) from exc
     instance = dg.DagsterInstance.get()
@@ -279,7 +293,7 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
         if runner.missing_instances():  # model-independent: e.g. a benchmark run as released, then imported
             runner.build_benchmark()    # predictions backfilled before any model ran (nothing built re-runs)
         complete = runner.evaluate_model(model, list(lengths) or None)
-    except (KeyError, ValueError, RuntimeError) as exc:
+    except (KeyError, ValueError, RuntimeError, OSError) as exc:  # OSError: e.g. a model file that is not there
         raise click.ClickException(str(exc)) from exc
     if not complete:  # its LongScore waits for the other lengths: the leaderboard has nothing new
         click.echo(f"{model}: scored {list(lengths)}; its LongScore and leaderboard row follow once every length "
