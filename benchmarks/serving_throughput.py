@@ -306,6 +306,9 @@ def code_under_test() -> dict:
     found = subprocess.run([sys.executable, "-c", "import lc_pipeline, os; print(os.path.dirname(lc_pipeline.__file__))"],
                            capture_output=True, text=True, env=os.environ).stdout.strip()
     root = Path(found).parent
+    if (root / "COMMIT_MEASURED").is_file():  # a `git archive` copy of one commit, named by whoever made it
+        return {"lc_pipeline": found, "commit": (root / "COMMIT_MEASURED").read_text().strip() + " (archive copy)",
+                "uncommitted_files_in_lc_pipeline": 0}
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "lc_pipeline"], cwd=root, capture_output=True,
                            text=True)

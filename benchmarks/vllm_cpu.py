@@ -172,7 +172,9 @@ def main() -> None:
     requests = requests_for(prompts, args.max_new)
     import vllm
 
-    result = {"commit": commit, "started": started, "vllm": vllm.__version__, "model": folder,
+    import lc_pipeline
+
+    result = {"commit": commit, "code": os.path.dirname(lc_pipeline.__file__), "started": started, "vllm": vllm.__version__, "model": folder,
               "prompts": len(prompts), "max_new_tokens": args.max_new, "runs": []}
     for dtype in args.dtypes.split(","):
         result["runs"].append(run_dtype(folder, dtype, requests, args))
