@@ -292,8 +292,9 @@ class StoreWriter:
                 return
             try:
                 with self._lock:
-                    if self._journal is not None:
-                        self._journal.sync()
+                    journal = self._journal
+                if journal is not None:  # outside the lock: add() never waits for the disk
+                    journal.sync()
                 if self._due():
                     self.fold()
             except Exception as exc:  # noqa: BLE001  (kept: the rows are in the journal or pending)
