@@ -128,3 +128,13 @@ def test_a_server_that_refuses_token_ids_is_sent_text_after_one_logged_failure(s
     with caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
         served(server_url, api="completions").generate(requests[:1])
     assert not caplog.records
+
+
+def test_the_chat_template_is_rendered_once_per_request(server_url, monkeypatch):
+    gen = served(server_url, api="chat")
+    tok = gen.prompt_tokenizer
+    rendered = []
+    real = tok.chat_text
+    monkeypatch.setattr(tok, "chat_text", lambda messages, template=None: rendered.append(1) or real(messages, template))
+    assert gen.fit(GenerationRequest("p", PROMPT, 16)).ids == EXPECTED_IDS  # what the server's template makes
+    assert len(rendered) == 1
