@@ -171,7 +171,12 @@ def _open_if_current(db: Path, wanted: dict[str, str]) -> duckdb.DuckDBPyConnect
     if not db.exists():
         return None
     con = duckdb.connect(str(db), read_only=True, config=CONNECT_CONFIG)
-    if _views(con) == wanted:
+    try:
+        current = _views(con) == wanted
+    except BaseException:
+        con.close()
+        raise
+    if current:
         return con
     con.close()
     return None
