@@ -31,12 +31,17 @@ finally:
 """
 
 
-def run_lcp(args: list[str], tmp_path: Path) -> tuple[str, set[str]]:
+def run_lcp(args: list[str], tmp_path: Path, fails_with: str | None = None) -> tuple[str, set[str]]:
+    """``lcp <args>``'s stdout and the top-level modules loaded; with ``fails_with``, the command must fail
+    with that message (a ClickException: standalone_mode=False raises it instead of printing it)."""
     env = {**os.environ, "LCP_PROJECT_DIR": str(tmp_path), "LCP_LAKE": str(tmp_path / "data_lake"),
            "LCP_MODELS": str(tmp_path / "models.yaml"), "DAGSTER_HOME": str(tmp_path / ".dagster")}
     done = subprocess.run([sys.executable, "-c", RUN_ENTRY_POINT, *args], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    if fails_with is None:
+        assert done.returncode == 0, done.stderr
+    else:
+        assert done.returncode == 1 and f"click.exceptions.ClickException: {fails_with}" in done.stderr, done.stderr
     output, _, modules = done.stdout.rstrip("\n").rpartition("\n")
     return output, set(json.loads(modules))
 
@@ -90,4 +95,23 @@ def test_help_lists_every_command_without_dagster_or_torch(tmp_path: Path):
     out, modules = run_lcp(["--help"], tmp_path)
     listed = {line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.strip()}
     assert listed == set(main.commands) | set(LAZY_COMMANDS)
+    assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
+
+
+def test_longscore_imports_no_dagster_or_torch(tmp_path: Path):
+    scores = tmp_path / "scores.csv"
+    scores.write_text("task,model,length,score\nqa,m1,2k,50\nqa,m1,8k,40\nqa,m2,2k,60\nqa,m2,8k,30\n")
+    out, modules = run_lcp(["longscore", "--scores", str(scores), "--base-lengths", "2k", "--long-lengths", "8k",
+                            "--format", "json"], tmp_path)
+    assert {row["model"] for row in json.loads(out)["models"]} == {"m1", "m2"}
+    assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
+
+
+def test_compare_reads_the_lake_without_dagster_or_torch(tmp_path: Path):
+    """Up to the lake's metric_scores (which this lake lacks): every module compare uses is imported by then."""
+    part = tmp_path / "data_lake" / "instances" / "length=1k"
+    part.mkdir(parents=True)
+    pl.DataFrame({"instance_id": ["i1"], "benchmark": ["qa"], "task": ["qa"]}).write_parquet(part / "data.parquet")
+    _, modules = run_lcp(["compare", "m1", "m2"], tmp_path, fails_with="model 'm1' has no metric_scores partition")
+    assert {"polars", "lc_pipeline"} <= modules
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
