@@ -18,6 +18,7 @@ Kinds:
     429        HTTP 429 with ``Retry-After`` (``retry_after_s``)
     auth       HTTP 401 whose message quotes the key it was sent (as some gateways do)
     hang       no answer at all until the server stops (a request the server never finishes)
+    held       a good answer once ``release()`` is called (a request far slower than the others)
     invalid    HTTP 500 whose body lists validation errors (llama-cpp-python's reply to a prompt of token ids)
 
 Every request is recorded (path, parsed body, headers, arrival time, what it got), so tests
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-FAULTS = ("ok", "500", "slow", "reset", "malformed", "429", "auth", "hang", "invalid")
+FAULTS = ("ok", "500", "slow", "reset", "malformed", "429", "auth", "hang", "invalid", "held")
 
 
 @dataclass
@@ -114,7 +115,7 @@ class FaultyOpenAIServer:
     def answered(self) -> list[Received]:
         """Requests that got a good answer."""
         with self._lock:
-            return [r for r in self.received if r.fault in ("ok", "slow")]
+            return [r for r in self.received if r.fault in ("ok", "slow", "held")]
 
     def delivered(self) -> list[Received]:
         """Requests whose good answer was written to the connection in full (the client may have it)."""
@@ -184,6 +185,8 @@ class FaultyOpenAIServer:
                 else:
                     if fault == "slow":
                         server._stop.wait(server.slow_s)
+                    elif fault == "held":
+                        server._released.wait()
                     elif server.answer_delay_s:
                         server._stop.wait(server.answer_delay_s)
                     if server.hold_s:

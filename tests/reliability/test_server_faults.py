@@ -9,6 +9,7 @@ answer that arrived before it is kept: a rerun asks the server only for what is 
 from __future__ import annotations
 
 import logging
+import time
 
 import duckdb
 import polars as pl
@@ -47,7 +48,8 @@ def server(monkeypatch):
 
 
 def generator(url: str, **changes):
-    return make_generator(served_model("served", url, max_retries=RETRIES, request_timeout_s=TIMEOUT_S, **changes))
+    return make_generator(served_model("served", url, **{"max_retries": RETRIES, "request_timeout_s": TIMEOUT_S,
+                                                         **changes}))
 
 
 def instances(n: int) -> pl.DataFrame:
@@ -205,3 +207,28 @@ def test_token_ids_refused_once_then_text_and_refused_later_is_a_failure(server,
                                                r"could not validate the request, not retried\)"):
             ids.generate([GenerationRequest("d", "Which bay?", 8)])
         assert [type(r.body["prompt"]).__name__ for r in other.requests()] == ["list", "list"]
+
+
+def test_the_window_stays_full_while_one_request_is_held(server, tmp_path):
+    # Two requests in flight: the first is held by the server; the other slot goes on through every other request
+    # of the partition (no chunk waits for the held one), and each answer is stored as it arrives.
+    import threading
+
+    gen = generator(server.url, max_concurrency=2, request_timeout_s=120.0)
+    plan = plan_partition(instances(8), gen.spec, gen)
+    store = GenerationCheckpoint(tmp_path / "store")
+    server.plan("held")
+    outcome: list = []
+    run = threading.Thread(target=lambda: outcome.append(generate_partition(plan, gen, store, chunk_size(gen.spec))))
+    run.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (len(server.delivered()) == 7 and store.load() is not None and store.load().height == 7):
+            assert run.is_alive() and time.monotonic() < deadline, "the other requests waited for the held one"
+            time.sleep(0.01)
+        [held] = [r for r in server.requests() if r.fault == "held"]
+        assert not held.delivered and len(server.requests()) == 8  # all asked, seven answered and stored
+    finally:
+        server.release()
+        run.join(timeout=60)
+    assert outcome[0].generated == 8 and store.load().height == 8
