@@ -13,7 +13,8 @@ import os
 import socket
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import dagster as dg
 import polars as pl
@@ -122,7 +123,12 @@ class Runner:
 
     # -- stages ------------------------------------------------------------------------
     def build_benchmark(self) -> None:
-        """Sources, retrieval and instances for every configured length."""
+        """Sources, retrieval and instances for every configured length (a vLLM model that made LV-Eval's facts
+        is closed before any model is evaluated)."""
+        with self.releasing_engines():
+            self._build_benchmark()
+
+    def _build_benchmark(self) -> None:
         cfg = self.config
         self.echo(f"benchmark {cfg.name!r}: lengths {list(cfg.lengths)}, lake {self.lake}")
         for name in self.register_sources():
@@ -143,7 +149,25 @@ class Runner:
 
     def evaluate_model(self, slug: str, lengths: list[str] | None = None) -> bool:
         """Only this model's partitions: generations + metric_scores per length, then its long_scores
-        (False when that last step waits for lengths not scored yet)."""
+        (False when that last step waits for lengths not scored yet).
+
+        Its partitions share one generator (ModelsResource caches it in this process): a vLLM model starts one
+        engine or server for all of them, closed here when the model is done, also after an error or Ctrl-C.
+        """
+        with self.releasing_engines():
+            return self._evaluate_model(slug, lengths)
+
+    @contextmanager
+    def releasing_engines(self) -> Iterator[None]:
+        """Close the vLLM engines and servers this process holds when the block ends, however it ends."""
+        try:
+            yield
+        finally:
+            released = self.pipeline.resources["models"].release_engines()
+            if released:
+                self.echo(f"  - vLLM engine/server of {', '.join(released)} closed")
+
+    def _evaluate_model(self, slug: str, lengths: list[str] | None) -> bool:
         cfg = self.config
         self.register_models([slug])
         missing = self.missing_instances()

@@ -47,15 +47,13 @@ def build(parts: Partitions) -> list:
         plan = plan_partition(instances, spec, generator, models.policies(), catalog_for(config))
         # Kept after the partition is written: it is also the cache an unchanged rerun reads.
         store = GenerationCheckpoint(lake.checkpoint_dir("generations", dims))
-        try:
-            with tqdm(total=len(plan.items), desc=f"generate {dims['length']} {slug}", unit="prompt") as bar:
-                outcome = generate_partition(
-                    plan, generator, store, chunk_size(spec), progress=bar.update,
-                    on_stored=lambda done, total: context.log.info(f"{done}/{total} new generations stored"),
-                )
-        finally:
-            if spec.backend == "vllm":
-                models.release(slug)  # the engine's GPU memory goes with the step
+        # A vLLM engine (or server) stays up for the model's next partition: the runner releases it when it is done
+        # with the model, the process's exit otherwise (resources/generator.py).
+        with tqdm(total=len(plan.items), desc=f"generate {dims['length']} {slug}", unit="prompt") as bar:
+            outcome = generate_partition(
+                plan, generator, store, chunk_size(spec), progress=bar.update,
+                on_stored=lambda done, total: context.log.info(f"{done}/{total} new generations stored"),
+            )
         store.compact()
         out = outcome.rows
         if outcome.reused:

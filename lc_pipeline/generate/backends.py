@@ -27,6 +27,12 @@ GENERATORS: Registry = Registry("backend", {
 def make_generator(spec: ModelSpec) -> Generator:
     """The generator for ``spec``. Cheap: no model is loaded until the first ``generate``.
 
-    An unknown backend is a ValueError naming the model and the known backends.
+    An unknown backend is a ValueError naming the model and the known backends. A vllm model with
+    ``serve: server`` runs through a server the project starts (vllm_server.py) instead of an engine.
     """
-    return GENERATORS.get(spec.backend, where=f"model {spec.slug!r}")(spec)
+    generator_class = GENERATORS.get(spec.backend, where=f"model {spec.slug!r}")
+    if spec.backend == "vllm" and spec.serve == "server":
+        from lc_pipeline.generate.vllm_server import VLLMServerGenerator
+
+        return VLLMServerGenerator(spec)
+    return generator_class(spec)

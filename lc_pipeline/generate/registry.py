@@ -140,6 +140,10 @@ class ModelSpec:
     # More keyword arguments for vllm.LLM (e.g. compilation_config); every one enters the fingerprint. The
     # arguments that come from the fields above are refused here (VLLM_ENGINE_ARGS_FROM_FIELDS).
     engine_options: dict | None = None
+    # How a vllm model runs: "engine" (vLLM's engine inside the step's process, vllm_backend.py) or "server"
+    # (vLLM's OpenAI-compatible server, started by the project on 127.0.0.1 and driven by the openai backend with
+    # our token ids, vllm_server.py). Both decode the same ids greedily: not in the fingerprint.
+    serve: str = "engine"
 
     def __post_init__(self) -> None:
         try:
@@ -186,6 +190,11 @@ class ModelSpec:
             self._fail("kv_cache_gib", f"must be > 0 (GiB) or null, got {self.kv_cache_gib}")
         if self.engine_options is not None:
             self._check_engine_options(self.engine_options)
+        if self.serve not in VLLM_SERVE_MODES:
+            self._fail("serve", f"unknown mode {self.serve!r}; expected one of {list(VLLM_SERVE_MODES)}")
+        if self.serve != "engine" and self.backend != "vllm":
+            self._fail("serve", f"only backend 'vllm' has a serve mode, not backend {self.backend!r}; a server you run "
+                                "yourself is backend 'openai' with its base_url")
         if self.truncation is not None:
             from lc_pipeline.construct.truncation import POLICIES
 
@@ -361,7 +370,10 @@ _FIELD_TYPES: dict[str, tuple[type, bool]] = {  # name -> (type, None allowed)
     "kv_cache_gib": (float, True),
     "enforce_eager": (bool, False),
     "engine_options": (dict, True),
+    "serve": (str, False),
 }
+
+VLLM_SERVE_MODES = ("engine", "server")  # ModelSpec.serve
 
 # vllm.LLM arguments that vllm_backend.engine_args sets -> the ModelSpec field they come from (None: fixed by the
 # pipeline); engine_options may not set them, so a model's settings say each thing once.
