@@ -183,8 +183,8 @@ JSON_OBJECT = JsonObject()
               help="openai: seconds to wait for one reply (default 600); prefill of a long prompt on a CPU server "
                    "can take longer: raise it there.")
 @click.option("--max-retries", type=click.IntRange(min=0), default=None,
-              help="openai: retries of a failed request (a connection error, 429 or 5xx), with exponential backoff "
-                   "(default 4).")
+              help="openai: retries of a failed request (a connection error, HTTP 408/409/429/5xx, a reply that is "
+                   "not a completion), with exponential backoff (default 4).")
 @click.option("--retry-timeouts/--no-retry-timeouts", default=None,
               help="openai: whether a request that timed out is sent again (default: no, since the server may still "
                    "be computing it and a one-slot server would compute it twice).")
