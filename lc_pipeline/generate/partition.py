@@ -240,6 +240,8 @@ def with_stored_defaults(rows: pl.DataFrame) -> pl.DataFrame:
 def _generate_into(plan: PartitionPlan, generator: Generator, writer: StoreWriter, todo: list[PlannedGeneration],
                    stored: pl.DataFrame | None, chunk: int, progress: Callable[[int], None] | None,
                    on_stored: Callable[[int, int], None] | None) -> None:
+    """``todo`` through ``generator`` (wrapped for a reasoning model and for followups), ``chunk`` requests per
+    call (0: one call); each result's row (and each first call's) goes to ``writer`` as soon as it exists."""
     by_key = {p.request.key: p for p in plan.items}
     if plan.thinking:  # thoughts out of the output before the followup, the stop sequences and the status see it
         generator = ThinkingGenerator(generator, plan.thinking)
