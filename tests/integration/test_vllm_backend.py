@@ -10,7 +10,10 @@ request is truncated and another, under policy skip, is not sent.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import subprocess
+import sys
 
 import psutil
 import pytest
@@ -42,15 +45,23 @@ REQUESTS = [
 SENT = [r.key for r in REQUESTS if r.key != "skipped"]
 
 
+STARTED = []  # the generators whose engine this module started: at most one runs at a time
+
+
 @pytest.fixture(scope="module")
-def vllm_run():
-    """The vllm generator after one generate() over REQUESTS: its results, the prompt counts of each engine
-    generate call (counted on the real engine's method), and the environment before and after the start."""
+def vllm_importable():
     try:
         import vllm  # noqa: F401
     except Exception as exc:  # not installed, or installed but broken here (another CPU, CUDA builds beside it)
         pytest.skip(f"vLLM cannot be imported here ({type(exc).__name__}: {exc}); on a CPU: make install-vllm")
+
+
+@pytest.fixture(scope="module")
+def vllm_run(vllm_importable):
+    """The vllm generator after one generate() over REQUESTS: its results, the prompt counts of each engine
+    generate call (counted on the real engine's method), and the environment before and after the start."""
     gen = make_generator(VLLM_SPEC)
+    STARTED.append(gen)
     environ_before = dict(os.environ)
     llm = gen.engine()
     environ_after = dict(os.environ)
@@ -138,3 +149,45 @@ def test_close_stops_every_engine_process(vllm_run):
     tracker = multiprocessing.resource_tracker._resource_tracker._pid
     assert [p for p in psutil.Process().children(recursive=True) if p.pid != tracker] == []
     gen.close()  # again: nothing to do
+
+
+FORGETFUL_SCRIPT = """
+import json, sys
+import psutil
+from lc_pipeline.generate.backends import make_generator
+from lc_pipeline.generate.base import GenerationRequest
+from lc_pipeline.generate.registry import ModelSpec
+
+if __name__ == "__main__":
+    gen = make_generator(ModelSpec.from_dict(json.loads(sys.argv[1])))
+    gen.generate([GenerationRequest("capital", "What is the capital of France?", 4)])
+    print("engine processes:", json.dumps({p.pid: p.name() for p in psutil.Process().children(recursive=True)}),
+          flush=True)
+    # no gen.close(): the interpreter's exit has to stop the engine
+"""
+
+
+def test_a_forgotten_close_does_not_keep_the_process_from_exiting(vllm_importable, tmp_path):
+    for gen in STARTED:  # one engine at a time: the module's is done with by now
+        gen.close()
+    script = tmp_path / "forgetful.py"
+    script.write_text(FORGETFUL_SCRIPT)
+    # Before the fix, such a process printed its last line and then waited on the engine forever (review F5);
+    # the limit only keeps a regression from hanging the suite.
+    proc = subprocess.run([sys.executable, str(script), json.dumps(VLLM_SPEC.to_dict())], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # vLLM logs to stdout too, its shutdown at exit included: the line is found by its label.
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("engine processes: "))
+    engine_processes = json.loads(line.removeprefix("engine processes: "))
+    assert "VLLM::EngineCore" in engine_processes.values()
+    left = []
+    for pid in engine_processes:
+        try:
+            left.append(psutil.Process(int(pid)))
+        except psutil.NoSuchProcess:
+            pass
+    # A process the shutdown told to stop may take a moment to go once its parent has gone (multiprocessing's
+    # resource tracker reads its pipe's end; a worker finishes its SIGTERM handler): they are given a minute.
+    _, alive = psutil.wait_procs(left, timeout=60)
+    assert {p.pid: engine_processes[str(p.pid)] for p in alive} == {}
