@@ -125,10 +125,13 @@ def clean_env(data_root: Path) -> dict:
     return env
 
 
+DAGSTER_YAML = REPO / "dagster.yaml"  # --dagster-yaml: another instance configuration, for a what-if
+
+
 def fresh_project(root: Path, name: str) -> Path:
     project = root / name
     project.mkdir()
-    shutil.copy(REPO / "dagster.yaml", project / "dagster.yaml")
+    shutil.copy(DAGSTER_YAML, project / "dagster.yaml")
     return project
 
 
@@ -213,13 +216,17 @@ def main() -> None:
     ap.add_argument("--profile", help="also profile one `lcp backfill` (cProfile, wall-clock) into this file")
     ap.add_argument("--profile-only", action="store_true", help="skip the timed pairs")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--dagster-yaml", help="the project's dagster.yaml (default: the repository's)")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
 
     lcp = str(Path(sys.executable).parent / "lcp")
+    if args.dagster_yaml:
+        global DAGSTER_YAML
+        DAGSTER_YAML = Path(args.dagster_yaml).resolve()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    result: dict = {"commit": commit, "code": code_under_test(), "started": started, "load_start": loadavg(),
+    result: dict = {"commit": commit, "code": code_under_test(), "dagster_yaml": str(DAGSTER_YAML), "started": started, "load_start": loadavg(),
                     "cpus": os.cpu_count()}
     print(f"longbench_eval: commit {commit}, code {result['code']}, {started}, load {result['load_start']}", flush=True)
     with tempfile.TemporaryDirectory(prefix="lcp-longbench-eval-") as tmp:
