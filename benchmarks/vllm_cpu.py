@@ -11,7 +11,8 @@ pipeline builds them.
 
 Per dtype (fp32, bf16): the project's ``TransformersGenerator`` (``batch_size`` 1, as the built-in model runs on a
 CPU) and ``VLLMGenerator`` are both loaded first (load and engine start timed apart, excluded from the ratio);
-then transformers generates every request, then vLLM, each once; the engine is stopped before the next dtype.
+then transformers generates every request, then vLLM, alternated ``--reps`` times (median of each; the outputs
+of the last pass are compared); the engine is stopped before the next dtype.
 Reported: identical outputs n/N, rows whose prompt token ids are equal (``prompt_ids_hash``, what each backend
 fed), completion tokens, wall seconds of each ``generate`` call and the ratio transformers / vLLM.
 
@@ -123,12 +124,15 @@ def run_dtype(folder: str, dtype: str, requests, args) -> dict:
     vllm_start = time.perf_counter() - t0
     try:
         load = loadavg()
-        t0 = time.perf_counter()
-        a = hf.generate(requests)
-        hf_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        b = vl.generate(requests)
-        vllm_s = time.perf_counter() - t0
+        hf_times, vllm_times = [], []
+        for _ in range(args.reps):  # alternated: transformers, vLLM, transformers, vLLM, ...
+            t0 = time.perf_counter()
+            a = hf.generate(requests)
+            hf_times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            b = vl.generate(requests)
+            vllm_times.append(time.perf_counter() - t0)
+        hf_s, vllm_s = statistics.median(hf_times), statistics.median(vllm_times)
     finally:
         vl.close()
         del hf
@@ -143,6 +147,8 @@ def run_dtype(folder: str, dtype: str, requests, args) -> dict:
         "completion_tokens_transformers": sum(x.completion_tokens for x in a),
         "completion_tokens_vllm": sum(y.completion_tokens for y in b),
         "transformers_s": hf_s, "vllm_s": vllm_s, "ratio_transformers_over_vllm": hf_s / vllm_s,
+        "transformers_runs_s": hf_times, "vllm_runs_s": vllm_times,
+        "ratio_per_rep": [h / v for h, v in zip(hf_times, vllm_times, strict=True)],
         "transformers_load_s": hf_load, "vllm_engine_start_s": vllm_start,
         "differing": [{"prompt": i, "transformers": x.output[:160], "vllm": y.output[:160],
                        "finish": [x.finish_reason, y.finish_reason]}
@@ -161,6 +167,7 @@ def main() -> None:
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--kv-cache-gib", type=float, default=2.0)
     ap.add_argument("--enforce-eager", action="store_true")
+    ap.add_argument("--reps", type=int, default=1, help="alternated passes per backend (median; prefix caching is off)")
     ap.add_argument("--hf-dir", help="SmolLM2's converted Hugging Face folder (default: the project's conversion)")
     ap.add_argument("--json")
     args = ap.parse_args()
