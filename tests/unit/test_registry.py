@@ -168,7 +168,17 @@ def test_every_backend_has_a_generator_that_loads_nothing_yet(backend, cls):
     gen = make_generator(dataclasses.replace(LLAMA, backend=backend))
     assert type(gen).__name__ == cls and gen.backend == backend
     assert gen.sampling_params()["decoding"] == "greedy"
-    assert "vllm" not in sys.modules  # building a generator imports no engine
+
+
+def test_building_generators_imports_no_engine():
+    # In a fresh interpreter: other tests of the session (tests/integration/test_vllm_backend.py) import vLLM.
+    code = ("import sys; from lc_pipeline.generate.backends import make_generator; "
+            "from lc_pipeline.generate.registry import ModelSpec; "
+            "[make_generator(ModelSpec(slug='m', backend=b, model_id='meta-llama/Llama-3.1-8B-Instruct', "
+            "gguf_file=None, max_model_len=4096)) for b in ('transformers', 'llamacpp', 'openai', 'vllm')]; "
+            "print('vllm' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
 
 
 def test_every_model_backend_has_a_registered_generator():
