@@ -5,7 +5,8 @@ template, no added BOS on templated text) and handed to the engine as token ids,
 vLLM sees is what we counted; one ``generate`` call carries every request, and the engine
 batches them continuously (requests skipped under policy ``skip`` are left out of it and recorded as
 ``status: skipped``). The engine is created on first use inside the step that needs
-it and released by ``close()`` (the generations asset calls it when the step ends): its
+it, kept for the model's later partitions in the same process, and released by ``close()``
+(the runner calls it when it is done with the model: resources/generator.py): its
 EngineCore and worker processes exit, so a machine holds one model at a time and the
 process can exit (a forgotten ``close()`` runs at interpreter exit).
 
