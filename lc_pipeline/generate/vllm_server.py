@@ -17,7 +17,7 @@ partitions of one ``lcp backfill`` share one server. Each start and stop is writ
 kept when the server failed.
 
 A server the user runs themselves needs none of this: register it as ``backend: openai`` with
-``api: completions`` and its ``base_url`` (docs/models.md).
+``api: completions`` and its ``base_url`` (docs/vllm.md).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ releases them when it is done with a model (``release_engines``, also on an erro
 GPU holds one such model at a time; whatever is still held when the process exits is closed then
 (``release_all``, registered with atexit), so the process exits instead of waiting on the engine's
 processes. A run whose steps each get a process (the multiprocess executor of the UI and the
-daemon) starts one engine per step: a model served once for many runs is the managed server's job
-(docs/models.md).
+daemon) starts one engine per step; to start it once, run ``vllm serve`` yourself and register the
+model as ``backend: openai`` (docs/vllm.md).
 """
 
 from __future__ import annotations
