@@ -292,14 +292,14 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
     try:
         if runner.missing_instances():  # model-independent: e.g. a benchmark run as released, then imported
             runner.build_benchmark()    # predictions backfilled before any model ran (nothing built re-runs)
-        complete = runner.evaluate_model(model, list(lengths) or None)
+        board = runner.backfill_model(model, list(lengths) or None)
     except (KeyError, ValueError, RuntimeError, OSError) as exc:  # OSError: e.g. a model file that is not there
         raise click.ClickException(str(exc)) from exc
-    if not complete:  # its LongScore waits for the other lengths: the leaderboard has nothing new
+    if board is None:  # its LongScore waits for the other lengths: the leaderboard has nothing new
         click.echo(f"{model}: scored {list(lengths)}; its LongScore and leaderboard row follow once every length "
                    "is scored", err=True)
         return
-    _print_leaderboard(runner.leaderboard())
+    _print_leaderboard(board)
 
 
 def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str, wait: bool) -> None:
@@ -403,12 +403,36 @@ def query(sql: str, fmt: str, max_rows: int) -> None:
 def ui(port: int, host: str, config: str | None) -> None:
     """Start the Dagster UI and daemon (`dagster dev`) on this project."""
     s = _settings(config)
+    _add_imported_model_partitions(s)
     workspace = s.project_dir / "workspace.yaml"
     target = ["-w", str(workspace)] if workspace.exists() else ["-m", "lc_pipeline.definitions"]
     args = ["dagster", "dev", *target, "-h", host, "-p", str(port)]
     click.echo(f"DAGSTER_HOME={s.dagster_home}\n$ {' '.join(args)}", err=True)
     exe = shutil.which("dagster") or str(Path(sys.executable).with_name("dagster"))
     os.execvp(exe, args)
+
+
+def _add_imported_model_partitions(s: Settings) -> None:
+    """The partitions of imported models whose ``lcp import-predictions`` ran before the instance's storage
+    existed (commands/imports.py, instance_storage_exists): added before the UI lists them."""
+    from lc_pipeline.commands.imports import imported_model_slugs
+    from lc_pipeline.generate.registry import ModelSpecError
+
+    try:
+        slugs = imported_model_slugs(s.models_file)
+    except ModelSpecError as exc:  # the UI still starts (and shows the definitions' own error)
+        click.echo(f"! imported models' partitions not added: {exc}", err=True)
+        return
+    if not slugs:
+        return
+    import dagster as dg
+
+    from lc_pipeline.partitions import MODEL_DIM
+
+    instance = dg.DagsterInstance.get()
+    new = [slug for slug in slugs if not instance.has_dynamic_partition(MODEL_DIM, slug)]
+    if new:
+        instance.add_dynamic_partitions(MODEL_DIM, new)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ class Runner:
         self.ran: list[str] = []
         self.reused: list[str] = []
         self.tags: dict[str, str] = {}  # added to every run this runner launches
+        self.board: pl.DataFrame | None = None  # the leaderboard a backfill_model made in its model's run
         recovered = recover_dead_cli_runs(instance)
         if recovered:
             echo(f"  ! marked {len(recovered)} run(s) of killed lcp processes as failed and freed their slots")
@@ -157,6 +158,19 @@ class Runner:
         with self.releasing_engines():
             return self._evaluate_model(slug, lengths)
 
+    def backfill_model(self, slug: str, lengths: list[str] | None = None) -> pl.DataFrame | None:
+        """``lcp backfill``: :meth:`evaluate_model`, then the leaderboard (None while the model waits for lengths).
+
+        In a benchmark run as released, the leaderboard reads every model's benchmark_scores from the lake (no
+        input of its own), so when this model's benchmark_scores runs, the leaderboard runs in the same Dagster
+        run, after it, under the leaderboard lock (one run fewer per backfill, issue 29); when they are reused,
+        the leaderboard runs alone as in :meth:`leaderboard`."""
+        with self.releasing_engines():
+            complete = self._evaluate_model(slug, lengths, leaderboard_in_model_run=not self.has("long_scores"))
+        if not complete:
+            return None
+        return self.board if self.board is not None else self.leaderboard()
+
     @contextmanager
     def releasing_engines(self) -> Iterator[None]:
         """Close the vLLM engines and servers this process holds when the block ends, however it ends."""
@@ -167,7 +181,7 @@ class Runner:
             if released:
                 self.echo(f"  - vLLM engine/server of {', '.join(released)} closed")
 
-    def _evaluate_model(self, slug: str, lengths: list[str] | None) -> bool:
+    def _evaluate_model(self, slug: str, lengths: list[str] | None, leaderboard_in_model_run: bool = False) -> bool:
         cfg = self.config
         self.register_models([slug])
         missing = self.missing_instances()
@@ -193,8 +207,16 @@ class Runner:
         judged = self.judge_headline_tasks(slug, lengths or cfg.lengths)
         judged = self.score_citations(slug, lengths or cfg.lengths) or judged
         per_model = [a for a in ("prior_knowledge", "long_scores", "lveval_ablation", "benchmark_scores") if self.has(a)]
-        self.step(f"{' + '.join(per_model)} [{slug}]", per_model, {a: fps[a] for a in per_model}, slug,
-                  {MODEL_DIM: slug}, force=judged)  # new verdicts: the tables read them
+        per_model_fps, dims = {a: fps[a] for a in per_model}, {MODEL_DIM: slug}
+        if leaderboard_in_model_run and (judged or not all(self.is_fresh(a, slug, dims, per_model_fps[a])
+                                                           for a in per_model)):
+            with self.leaderboard_lock():
+                self.step(f"{' + '.join(per_model)} [{slug}] + leaderboard", [*per_model, "leaderboard"],
+                          {**per_model_fps, "leaderboard": ""}, slug, dims, force=True)
+                self.board = self._read_leaderboard()
+            return True
+        self.step(f"{' + '.join(per_model)} [{slug}]", per_model, per_model_fps, slug,
+                  dims, force=judged)  # new verdicts: the tables read them
         return True
 
     def judge_headline_tasks(self, slug: str, lengths) -> bool:
@@ -249,11 +271,18 @@ class Runner:
         # Always re-run: it is cheap and must reflect every model evaluated so far. One lcp process
         # at a time: two backfills finishing together could otherwise write last the board that read
         # the lake first, without the other model. Serialized, the later run sees both long_scores.
+        with self.leaderboard_lock():
+            self.step("leaderboard", ["leaderboard"], {"leaderboard": ""}, force=True)
+            return self._read_leaderboard()
+
+    def leaderboard_lock(self) -> FileLock:
+        """The lock every leaderboard run is made under (see :meth:`leaderboard`)."""
         lock = self.pipeline.settings.dagster_home / "locks" / "leaderboard.lock"
         lock.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(lock):
-            self.step("leaderboard", ["leaderboard"], {"leaderboard": ""}, force=True)
-            return storage.read_parquet(partition_path(storage.lake_path(self.lake), "leaderboard", {}))
+        return FileLock(lock)
+
+    def _read_leaderboard(self) -> pl.DataFrame:
+        return storage.read_parquet(partition_path(storage.lake_path(self.lake), "leaderboard", {}))
 
     def demo(self, models: list[str] | None = None) -> pl.DataFrame:
         self.build_benchmark()

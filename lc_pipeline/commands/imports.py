@@ -24,7 +24,8 @@ from pathlib import Path
 
 import click
 
-__all__ = ["config_record_ids", "import_predictions", "import_predictions_command"]
+__all__ = ["config_record_ids", "import_predictions", "import_predictions_command", "imported_model_slugs",
+           "instance_storage_exists"]
 
 SHOWN = 10  # rejected lines / missing ids printed; the files hold all of them
 
@@ -138,6 +139,39 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# The keys of dagster.yaml that put the instance's storage somewhere else than SQLite files in DAGSTER_HOME.
+STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
+
+
+def instance_storage_exists(dagster_home: Path) -> bool:
+    """Whether a Dagster process may already hold this instance open (a UI, a daemon, an earlier ``lcp`` run):
+    its dagster.yaml names a storage of its own (Postgres, another folder: assumed so), or the default SQLite
+    run storage (``history/runs.db``) has been created. When it has not, no UI can list partitions yet, and
+    ``lcp import-predictions`` leaves the model's partition to the ``lcp backfill`` or ``lcp ui`` that creates
+    the storage (both add it), sparing the import Dagster's imports and instance (issue 29)."""
+    import yaml
+
+    settings_file = dagster_home / "dagster.yaml"
+    if settings_file.exists():
+        try:
+            settings = yaml.safe_load(settings_file.read_text(encoding="utf-8"))
+        except yaml.YAMLError:
+            return True  # Dagster reports its own file's error when it opens the instance
+        if isinstance(settings, dict) and any(key in settings for key in STORAGE_KEYS):
+            return True
+    return (dagster_home / "history" / "runs.db").exists()
+
+
+def imported_model_slugs(models_file: Path) -> list[str]:
+    """The models of ``models_file`` registered with backend ``imported`` (their partitions may wait for
+    ``lcp ui`` or ``lcp backfill``, see :func:`instance_storage_exists`)."""
+    from lc_pipeline.generate import imported_backend as imp
+    from lc_pipeline.generate.registry import ModelRegistry
+
+    registry = ModelRegistry(models_file)
+    return [slug for slug in registry.names() if registry.get(slug).backend == imp.BACKEND]
+
+
 @click.command("import-predictions")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--model", required=True, help="The name to register the predictions under (a model slug).")
@@ -147,12 +181,9 @@ def _sha256(data: bytes) -> str:
                    "rejected.jsonl beside the stored copy, and records without a prediction are listed.")
 def import_predictions_command(file: Path, model: str, config: str | None, on_error: str) -> None:
     """Import predictions made elsewhere ({"_id", "prediction"} per line) as model MODEL (backend imported)."""
-    import dagster as dg
-
     from lc_pipeline.config import load_config
     from lc_pipeline.generate.imported_backend import PredictionsError
     from lc_pipeline.generate.registry import ModelSpecError
-    from lc_pipeline.partitions import MODEL_DIM
     from lc_pipeline.settings import cli_settings
 
     s = cli_settings(config)
@@ -161,9 +192,14 @@ def import_predictions_command(file: Path, model: str, config: str | None, on_er
         parsed, folder, where = import_predictions(file, model, cfg, s.lake_dir, s.models_file, on_error)
     except (PredictionsError, ImportProblem, ModelSpecError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-    instance = dg.DagsterInstance.get()
-    if not instance.has_dynamic_partition(MODEL_DIM, model):
-        instance.add_dynamic_partitions(MODEL_DIM, [model])
+    if instance_storage_exists(s.dagster_home):  # else lcp backfill / lcp ui add it when they create the storage
+        import dagster as dg
+
+        from lc_pipeline.partitions import MODEL_DIM
+
+        instance = dg.DagsterInstance.get()
+        if not instance.has_dynamic_partition(MODEL_DIM, model):
+            instance.add_dynamic_partitions(MODEL_DIM, [model])
     click.echo(f"{model}: {len(parsed.predictions)} predictions imported from {file} (records of config "
                f"{cfg.name!r} read from its {where}); stored in {folder}")
     if parsed.rejected:

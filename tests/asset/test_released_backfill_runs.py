@@ -1,0 +1,108 @@
+"""Issue 29, fewer fixed costs around a backfill of imported predictions, with what users see kept:
+
+- `lcp import-predictions` into a project whose Dagster storage does not exist yet opens no instance; the model's
+  partition appears with the `lcp backfill` (or `lcp ui`) that creates the storage; into a project whose storage
+  exists (a UI may be running), the import adds it at once;
+- in a benchmark run as released, the leaderboard is materialized in the same Dagster run as the model's
+  benchmark_scores (after it, with its own materialization and metadata), and alone when those are reused.
+
+The records are small invented LongBench ones (qasper), run as released, as in tests/unit/test_imported_predictions.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from lc_pipeline.cli import _add_imported_model_partitions, main
+from lc_pipeline.commands.imports import imported_model_slugs, instance_storage_exists
+from lc_pipeline.partitions import MODEL_DIM
+from lc_pipeline.settings import Settings
+
+IDS = ["q-1", "q-2", "q-3"]
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    data = tmp_path / "data" / "longbench"
+    data.mkdir(parents=True)
+    (data / "qasper.jsonl").write_text("".join(json.dumps(
+        {"dataset": "qasper", "_id": rid, "language": "en", "context": f"The paper {rid} studies parsing.",
+         "input": "What is studied?", "answers": ["parsing"], "all_classes": None}) + "\n" for rid in IDS))
+    config = {"name": "lb", "sources": [{"name": "longbench", "kind": "longbench", "paths": "$LCP_DATA/longbench"}],
+              "released": {"benchmark": "longbench"}, "lengths": ["all"]}
+    (tmp_path / "lb.yaml").write_text(yaml.safe_dump(config))
+    for var, value in {"LCP_CONFIG": tmp_path / "lb.yaml", "LCP_DATA": tmp_path / "data", "LCP_LAKE": tmp_path / "lake",
+                       "LCP_MODELS": tmp_path / "models.yaml", "DAGSTER_HOME": tmp_path / ".dagster",
+                       "LCP_PROJECT_DIR": tmp_path}.items():
+        monkeypatch.setenv(var, str(value))
+    return tmp_path
+
+
+def lcp(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return result.output
+
+
+def import_predictions(project: Path, model: str) -> str:
+    preds = project / f"{model}.jsonl"
+    preds.write_text("".join(json.dumps({"_id": r, "prediction": f"{model} says parsing"}) + "\n" for r in IDS))
+    return lcp("import-predictions", str(preds), "--model", model, "--config", str(project / "lb.yaml"))
+
+
+def latest(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> dg.EventLogRecord:
+    records = instance.fetch_materializations(dg.AssetRecordsFilter(
+        asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None), limit=1).records
+    assert records, f"{asset} [{partition}] was never materialized"
+    return records[0]
+
+
+def test_imports_leave_the_partition_to_the_first_backfill_and_the_leaderboard_rides_in_the_model_run(project):
+    home = project / ".dagster"
+    assert "3 predictions imported" in import_predictions(project, "first")
+    assert not instance_storage_exists(home)  # nothing opened the instance: no UI can list partitions yet
+    out = lcp("backfill", "--model", "first", "--config", str(project / "lb.yaml"))
+    assert "benchmark_scores [first] + leaderboard" in out and "longbench/en" in out
+    assert instance_storage_exists(home)
+
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_dynamic_partitions(MODEL_DIM) == ["first"]
+        scores, board = latest(instance, "benchmark_scores", "first"), latest(instance, "leaderboard")
+        assert board.run_id == scores.run_id  # one run: benchmark_scores, then the leaderboard
+        assert board.asset_materialization.metadata["models"].value == 1
+        assert board.storage_id > scores.storage_id
+
+        # The storage exists now (a UI may be running): the next import adds its partition at once.
+        import_predictions(project, "second")
+        assert set(instance.get_dynamic_partitions(MODEL_DIM)) == {"first", "second"}
+
+        # Reused benchmark_scores: the leaderboard runs alone and still ranks every model.
+        out = lcp("backfill", "--model", "first", "--config", str(project / "lb.yaml"))
+        assert "benchmark_scores [first]: up to date, reused" in out
+        again = latest(instance, "leaderboard")
+        assert again.run_id != board.run_id and again.run_id != latest(instance, "benchmark_scores", "first").run_id
+
+
+def test_lcp_ui_adds_the_partitions_of_imported_models_before_the_ui_lists_them(project):
+    import_predictions(project, "early")
+    assert not instance_storage_exists(project / ".dagster")
+    assert imported_model_slugs(project / "models.yaml") == ["early"]
+    _add_imported_model_partitions(Settings.from_env())  # what `lcp ui` does before starting dagster dev
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_dynamic_partitions(MODEL_DIM) == ["early"]
+
+
+def test_a_dagster_yaml_with_its_own_storage_counts_as_an_existing_instance(tmp_path):
+    home = tmp_path / ".dagster"
+    home.mkdir()
+    assert not instance_storage_exists(home)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    assert not instance_storage_exists(home)
+    (home / "dagster.yaml").write_text("storage:\n  postgres:\n    postgres_url: postgresql://db/dagster\n")
+    assert instance_storage_exists(home)
