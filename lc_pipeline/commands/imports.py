@@ -43,7 +43,7 @@ def config_record_ids(config, lake_dir) -> tuple[set[str], str]:
     import polars as pl
 
     from lc_pipeline import storage
-    from lc_pipeline.resources.parquet_io import partition_path
+    from lc_pipeline.lake_files import partition_path
 
     if config.released is None:
         raise ImportProblem(f"config {config.name!r} does not run a benchmark as released (no `released:` section): "

@@ -115,3 +115,21 @@ def test_compare_reads_the_lake_without_dagster_or_torch(tmp_path: Path):
     _, modules = run_lcp(["compare", "m1", "m2"], tmp_path, fails_with="model 'm1' has no metric_scores partition")
     assert {"polars", "lc_pipeline"} <= modules
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
+
+
+def test_import_predictions_into_a_project_without_dagster_storage_imports_no_dagster_or_torch(tmp_path: Path):
+    """Nothing has opened the instance yet: the model's partition waits for `lcp backfill` / `lcp ui` (issue 29)."""
+    data = tmp_path / "data" / "longbench"
+    data.mkdir(parents=True)
+    (data / "qasper.jsonl").write_text(json.dumps(
+        {"dataset": "qasper", "_id": "q-1", "language": "en", "context": "The paper studies parsing.",
+         "input": "What is studied?", "answers": ["parsing"], "all_classes": None}) + "\n")
+    (tmp_path / "lb.yaml").write_text(json.dumps(
+        {"name": "lb", "sources": [{"name": "longbench", "kind": "longbench", "paths": str(data)}],
+         "released": {"benchmark": "longbench"}, "lengths": ["all"]}))
+    (tmp_path / "preds.jsonl").write_text(json.dumps({"_id": "q-1", "prediction": "parsing"}) + "\n")
+    output, modules = run_lcp(["import-predictions", str(tmp_path / "preds.jsonl"), "--model", "elsewhere",
+                               "--config", str(tmp_path / "lb.yaml")], tmp_path)
+    assert "1 predictions imported" in output
+    assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
+    assert not (tmp_path / ".dagster" / "history").exists()
