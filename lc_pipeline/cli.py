@@ -290,6 +290,7 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
     runner = _runner(s)
     runner.tags = {"lcp/backfill": model}
     try:
+        _check_model_files(runner.pipeline.resources["models"].spec(model))
         if runner.missing_instances():  # model-independent: e.g. a benchmark run as released, then imported
             runner.build_benchmark()    # predictions backfilled before any model ran (nothing built re-runs)
         board = runner.backfill_model(model, list(lengths) or None)
@@ -300,6 +301,19 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
                    "is scored", err=True)
         return
     _print_leaderboard(board)
+
+
+def _check_model_files(spec) -> None:
+    """A model whose files are not where its settings say fails here, before the benchmark is built for it: the
+    weights (or the tokenizer an openai model counts with) of a local model_id / GGUF, or its model package."""
+    from lc_pipeline.generate.registry import resolve_model_path
+
+    if spec.backend == "imported":  # reads a predictions file, checked by the import
+        return
+    try:
+        resolve_model_path(spec)
+    except ImportError as exc:  # model_id package:<module> not installed
+        raise click.ClickException(str(exc)) from exc
 
 
 def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str, wait: bool) -> None:
