@@ -54,7 +54,7 @@ demo: install
 	$(BIN)/lcp demo
 
 test: install-test
-	$(BIN)/python -m pytest -q --durations=30
+	$(BIN)/python -m pytest -q -rs --durations=30
 
 ui: install
 	$(BIN)/lcp ui
