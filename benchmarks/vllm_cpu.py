@@ -31,16 +31,13 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from run_info import loadavg  # benchmarks/run_info.py: the script's folder is on sys.path
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-
-
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def demo_prompts(n: int) -> list[str]:
