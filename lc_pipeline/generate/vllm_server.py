@@ -296,7 +296,7 @@ class VLLMServerGenerator:
         """Stop the server (its engine and every process it started)."""
         client, self._client = self._client, None
         try:
-            if client is not None and hasattr(client, "close"):
+            if client is not None:
                 client.close()
         finally:
             if self.server is not None:
