@@ -58,3 +58,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def released_longbench_project(root: Path, monkeypatch, records: list[dict]) -> Path:
+    """A project under ``root`` running LongBench as released over ``records`` (qasper.jsonl in $LCP_DATA/longbench),
+    with its own lake, registry and Dagster home, set in the environment through ``monkeypatch``; returns ``root``."""
+    import json
+
+    data = root / "data" / "longbench"
+    data.mkdir(parents=True)
+    (data / "qasper.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    config = {"name": "lb", "sources": [{"name": "longbench", "kind": "longbench", "paths": "$LCP_DATA/longbench"}],
+              "released": {"benchmark": "longbench"}, "lengths": ["all"]}
+    (root / "lb.yaml").write_text(yaml.safe_dump(config))
+    for var, value in {"LCP_CONFIG": root / "lb.yaml", "LCP_DATA": root / "data", "LCP_LAKE": root / "lake",
+                       "LCP_MODELS": root / "models.yaml", "DAGSTER_HOME": root / ".dagster",
+                       "LCP_PROJECT_DIR": root}.items():
+        monkeypatch.setenv(var, str(value))
+    return root

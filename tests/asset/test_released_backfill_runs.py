@@ -16,8 +16,8 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-import yaml
 from click.testing import CliRunner
+from conftest import released_longbench_project
 
 from lc_pipeline.cli import _add_imported_model_partitions, main
 from lc_pipeline.commands.imports import imported_model_slugs, instance_storage_exists
@@ -29,19 +29,9 @@ IDS = ["q-1", "q-2", "q-3"]
 
 @pytest.fixture
 def project(tmp_path, monkeypatch) -> Path:
-    data = tmp_path / "data" / "longbench"
-    data.mkdir(parents=True)
-    (data / "qasper.jsonl").write_text("".join(json.dumps(
+    return released_longbench_project(tmp_path, monkeypatch, [
         {"dataset": "qasper", "_id": rid, "language": "en", "context": f"The paper {rid} studies parsing.",
-         "input": "What is studied?", "answers": ["parsing"], "all_classes": None}) + "\n" for rid in IDS))
-    config = {"name": "lb", "sources": [{"name": "longbench", "kind": "longbench", "paths": "$LCP_DATA/longbench"}],
-              "released": {"benchmark": "longbench"}, "lengths": ["all"]}
-    (tmp_path / "lb.yaml").write_text(yaml.safe_dump(config))
-    for var, value in {"LCP_CONFIG": tmp_path / "lb.yaml", "LCP_DATA": tmp_path / "data", "LCP_LAKE": tmp_path / "lake",
-                       "LCP_MODELS": tmp_path / "models.yaml", "DAGSTER_HOME": tmp_path / ".dagster",
-                       "LCP_PROJECT_DIR": tmp_path}.items():
-        monkeypatch.setenv(var, str(value))
-    return tmp_path
+         "input": "What is studied?", "answers": ["parsing"], "all_classes": None} for rid in IDS])
 
 
 def lcp(*args: str) -> str:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-import yaml
 from click.testing import CliRunner
+from conftest import released_longbench_project
 
 from lc_pipeline.cli import main
 from lc_pipeline.config import load_config
@@ -41,17 +41,7 @@ def record(rid: str, context: str = "The paper studies parsing.") -> dict:
 @pytest.fixture
 def project(tmp_path, monkeypatch) -> Path:
     """A released LongBench config over three qasper records in $LCP_DATA/longbench, a lake and a registry."""
-    data = tmp_path / "data" / "longbench"
-    data.mkdir(parents=True)
-    (data / "qasper.jsonl").write_text("".join(json.dumps(record(r)) + "\n" for r in IDS))
-    config = {"name": "lb", "sources": [{"name": "longbench", "kind": "longbench", "paths": "$LCP_DATA/longbench"}],
-              "released": {"benchmark": "longbench"}, "lengths": ["all"]}
-    (tmp_path / "lb.yaml").write_text(yaml.safe_dump(config))
-    for var, value in {"LCP_CONFIG": tmp_path / "lb.yaml", "LCP_DATA": tmp_path / "data", "LCP_LAKE": tmp_path / "lake",
-                       "LCP_MODELS": tmp_path / "models.yaml", "DAGSTER_HOME": tmp_path / ".dagster",
-                       "LCP_PROJECT_DIR": tmp_path}.items():
-        monkeypatch.setenv(var, str(value))
-    return tmp_path
+    return released_longbench_project(tmp_path, monkeypatch, [record(r) for r in IDS])
 
 
 def lines(*records: dict | str) -> str:
