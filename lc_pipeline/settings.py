@@ -8,6 +8,10 @@ LCP_LOCAL_CACHE  node-local cache for what cannot live in an object store (the j
 DAGSTER_HOME     Dagster instance directory (dagster.yaml: SQLite or Postgres storage)     [./.dagster]
 LCP_EXECUTOR     how a run's steps execute: multiprocess | k8s | celery                    [multiprocess]
 LCP_EXECUTOR_CONFIG  YAML file with that executor's config (deploy/<profile>/executor.yaml)  [none]
+LCP_OFFICIAL     the benchmark authors' checkouts as <owner>+<repo>/<path> (the layout of ../shared/official),
+                 read before the cache and the network (lc_pipeline/official.py)           [none]
+LCP_OFFICIAL_URL host of the authors' files at pinned commits: <url>/<owner>/<repo>/<commit>/<path>
+                                                                  [https://raw.githubusercontent.com]
 
 A bucket's credentials are not settings: s3fs / gcsfs read them from the environment
 (see :mod:`lc_pipeline.storage`).
@@ -22,6 +26,7 @@ from pathlib import Path
 from lc_pipeline import storage
 
 DEFAULT_LOCAL_CACHE = Path("~/.cache/lc_pipeline").expanduser()
+DEFAULT_OFFICIAL_URL = "https://raw.githubusercontent.com"
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,8 @@ class Settings:
     local_cache_dir: Path = DEFAULT_LOCAL_CACHE
     executor: str = "multiprocess"
     executor_config: Path | None = None
+    official_dir: Path | None = None  # the authors' checkouts (LCP_OFFICIAL); None: cache, then network
+    official_url: str = DEFAULT_OFFICIAL_URL
 
     @classmethod
     def from_env(cls, project_dir: str | Path | None = None) -> Settings:
@@ -56,6 +63,8 @@ class Settings:
             local_cache_dir=path("LCP_LOCAL_CACHE", str(DEFAULT_LOCAL_CACHE)),
             executor=(env("LCP_EXECUTOR") or "multiprocess").strip().lower(),
             executor_config=path("LCP_EXECUTOR_CONFIG", "") if env("LCP_EXECUTOR_CONFIG") else None,
+            official_dir=path("LCP_OFFICIAL", "") if env("LCP_OFFICIAL") else None,
+            official_url=(env("LCP_OFFICIAL_URL") or DEFAULT_OFFICIAL_URL).rstrip("/"),
         )
 
     @property

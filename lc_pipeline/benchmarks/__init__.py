@@ -1,0 +1,1 @@
+"""One package per published benchmark: its protocol, sources, builders, metrics and the authors' files it reads."""

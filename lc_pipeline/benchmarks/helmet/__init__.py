@@ -1,0 +1,1 @@
+"""HELMET (princeton-nlp/HELMET): the benchmark's own package."""

@@ -1,0 +1,1 @@
+"""LongBench v1 and LongBench-E (THUDM/LongBench): the benchmark's own package."""

@@ -1,0 +1,1 @@
+"""LongBench v2 (THUDM/LongBench): the benchmark's own package."""

@@ -1,0 +1,1 @@
+"""Loong (MozerWang/Loong): the benchmark's own package."""

@@ -1,0 +1,1 @@
+"""LV-Eval (infinigence/LVEval): the benchmark's own package."""

@@ -1,0 +1,1 @@
+"""MiniLongBench (MilkThink-Lab/MiniLongBench): the benchmark's own package."""
