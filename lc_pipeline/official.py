@@ -277,16 +277,18 @@ def _not_literal(value: ast.expr) -> str:
             return "an f-string (its text is made when the file runs)"
         if isinstance(node, ast.Call):
             return f"a call to {ast.unparse(node.func)}() (its value is made when the file runs)"
-        if isinstance(node, ast.Name):
-            return f"the name {node.id!r} (a variable or function, not a literal)"
-        return f"a {type(node).__name__} expression {ast.unparse(node)[:80]!r}"
+        if isinstance(node, ast.Name | ast.Attribute):
+            return f"the name {ast.unparse(node)!r} (a variable or function, not a literal)"
+        return f"the {type(node).__name__} expression {ast.unparse(node)[:80]!r}"
 
     if not isinstance(value, _LITERAL_NODES):
         return kind(value)
     bad = next((n for n in ast.walk(value) if not isinstance(n, _LITERAL_NODES)), None)
     if bad is not None:
-        return f"a {type(value).__name__.lower()} holding {kind(bad)} at line {bad.lineno}"
-    return f"a {type(value).__name__} expression {ast.unparse(value)[:80]!r} that ast.literal_eval rejects"
+        container = {ast.Dict: "a dict holding", ast.List: "a list holding", ast.Tuple: "a tuple holding",
+                     ast.Set: "a set holding"}.get(type(value), "an expression using")
+        return f"{container} {kind(bad)} at line {bad.lineno}"
+    return f"the {type(value).__name__} expression {ast.unparse(value)[:80]!r}, which ast.literal_eval rejects"
 
 
 def _scopes(tree: ast.Module) -> list[tuple[str, ast.stmt]]:
