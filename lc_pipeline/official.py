@@ -129,24 +129,26 @@ def _missing(file: OfficialFile, looked: list[str], url: str, reason: str) -> Of
         f"git -C <dir>/{file.folder} checkout {file.commit}), or run with network so that {url} is fetched")
 
 
-def official_path(file: OfficialFile, *, settings: Settings | None = None) -> Path:
-    """A local path holding ``file``'s pinned bytes: the user's checkout, the cache, or fetched into the cache."""
+def _locate(file: OfficialFile, settings: Settings | None) -> tuple[Path, bytes]:
+    """Where ``file`` is (checkout, cache, or fetched into the cache) and its verified bytes."""
     s = settings or Settings.from_env()
     looked = []
     if s.official_dir is not None:
         checkout = Path(s.official_dir) / file.folder
         local = _inside(checkout, file)
         if local.is_file():
-            _verify(file, local.read_bytes(), str(local),
+            data = local.read_bytes()
+            _verify(file, data, str(local),
                     f"check out that commit in {checkout} (git -C {checkout} checkout {file.commit})")
-            return local
+            return local, data
         looked.append(f"{local} (LCP_OFFICIAL): absent")
     else:
         looked.append("LCP_OFFICIAL: not set")
     cached = _inside(Path(s.local_cache_dir) / "official" / file.folder / file.commit, file)
     if cached.is_file():
-        _verify(file, cached.read_bytes(), str(cached), "the cached copy is damaged: delete it to fetch it again")
-        return cached
+        data = cached.read_bytes()
+        _verify(file, data, str(cached), "the cached copy is damaged: delete it to fetch it again")
+        return cached, data
     looked.append(f"{cached} (cache): absent")
     url = file.url(s.official_url)
     offline = _offline_var()
@@ -158,16 +160,19 @@ def official_path(file: OfficialFile, *, settings: Settings | None = None) -> Pa
     except (urllib.error.URLError, OSError, ValueError) as e:  # HTTPError and timeouts included
         raise _missing(file, looked, url, f"fetching {url} failed ({e})") from e
     _verify(file, data, url, "the server sent other bytes than the pinned file: refused, nothing cached")
-    with storage.replacing(cached) as tmp:
+    with storage.replacing(cached) as tmp:  # temp file + rename: a concurrent reader sees all of it or nothing
         tmp.write_bytes(data)
-    return cached
+    return cached, data
+
+
+def official_path(file: OfficialFile, *, settings: Settings | None = None) -> Path:
+    """A verified local path holding ``file``'s pinned bytes: the user's checkout, the cache, or fetched into it."""
+    return _locate(file, settings)[0]
 
 
 def read_official_bytes(file: OfficialFile, *, settings: Settings | None = None) -> bytes:
-    """``file``'s verified bytes."""
-    data = official_path(file, settings=settings).read_bytes()
-    _verify(file, data, str(file), "it changed after it was verified")  # a file replaced between the two reads
-    return data
+    """``file``'s bytes, verified against its pinned sha256 (read once: what was verified is what is returned)."""
+    return _locate(file, settings)[1]
 
 
 def read_official_text(file: OfficialFile, *, settings: Settings | None = None) -> str:
