@@ -373,7 +373,7 @@ def read_python_literal(file: OfficialFile, name: str, *, function: str | None =
 def function_literals(file: OfficialFile, function: str, *,
                       settings: Settings | None = None) -> list[tuple[str, int, Any]]:
     """Every ``name = <literal>`` inside ``function`` of ``file`` (branches included, nested functions not), as
-    ``(name, line, value)`` in source order: for files that set templates per branch (HELMET's ``data.py``).
+    ``(name, line, value)`` in source order: for files that set templates per branch of a loader.
     Assignments of non-literal values are left out."""
     tree = _parse(file, settings)
     out = []
