@@ -400,14 +400,19 @@ def sources_validate(paths: tuple[Path, ...], kind: str | None, fmt: str, reason
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
 @click.option("--max-rows", type=click.IntRange(min=1), default=10_000, show_default=True,
               help="Print at most this many rows; a longer result says so on stderr and is not fetched.")
-def query(sql: str, fmt: str, max_rows: int) -> None:
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=600.0, show_default=True,
+              help="Stop the query after this many seconds (0: no limit).")
+@click.option("--memory-limit", default="25%", show_default=True,
+              help="DuckDB's memory limit for the query, e.g. 2GB or 50% (of the machine's memory); past it the "
+                   "query stops (nothing is spilled to disk).")
+def query(sql: str, fmt: str, max_rows: int, timeout_s: float, memory_limit: str) -> None:
     """Run read-only SQL (SELECT / EXPLAIN) over every lake table (each a DuckDB view, hive columns length/model
     included) and nothing else: writes, files, URLs and extensions outside the lake are refused (exit 1),
-    bad SQL exits 1 with DuckDB's message."""
+    bad SQL exits 1 with DuckDB's message, a query past --timeout or --memory-limit exits 1 saying which."""
     from lc_pipeline.commands.query import print_query
     from lc_pipeline.settings import Settings
 
-    print_query(Settings.from_env().lake_dir, sql, fmt, max_rows)
+    print_query(Settings.from_env().lake_dir, sql, fmt, max_rows, timeout_s=timeout_s, memory_limit=memory_limit)
 
 
 @main.command()

@@ -6,9 +6,18 @@ shows ``File Filters`` and ``Scanning Files: 1/N``).
 
 The views are also kept in ``<lake>/lake.duckdb`` for other tools (``duckdb -readonly
 data_lake/lake.duckdb``, notebooks). That file holds views only, no data: no pipeline run
-opens it, and ``lcp query`` opens it for writing only when the set of tables changed (new
-partitions need nothing: the views glob the table folders). If another process holds it
-for writing, the query runs on the same views built in memory instead of waiting.
+opens it, and ``lcp query`` rewrites it only when the set of tables changed (new partitions
+need nothing: the views glob the table folders). It is rewritten whole: a new file is built
+beside it and renamed over it, so a view that can no longer be made (a lake copied elsewhere,
+a truncated file) never stays behind pointing at old files, and anything else the file came to
+hold (a table) is gone. A ``lake.duckdb`` that is a symbolic link or not a regular file is
+neither opened nor written (it would write or read outside the lake): the query runs on the
+same views built in memory, as it does when another process holds the file for writing.
+
+Names and paths reach SQL only quoted: a table is a top-level folder whose name matches
+``[a-z0-9_]+`` (other folders are not tables and :func:`notes` lists them), and the view name
+is quoted with ``"`` doubled all the same; paths are quoted with ``'`` doubled and their glob
+characters (``*``, ``?``, ``[``) escaped, so a lake under ``lk[1]/`` reads its own files.
 
 A lake on an object store (``LCP_LAKE=s3://bucket/lake``) is read the same way, through the
 fsspec filesystem the pipeline writes with (registered on the connection; credentials from the
@@ -22,7 +31,10 @@ A connection reads only the lake (issue 22, item 4). It opens with extension aut
 autoload off, so no query installs an extension under ``~/.duckdb`` or reaches the network (an
 ``https://`` path or ``sqlite_scan`` would otherwise fetch httpfs / sqlite_scanner); once the views
 exist, ``allowed_directories`` is set to the lake, ``enable_external_access`` is turned off and the
-configuration is locked, and only then does the caller's SQL run. ``read_csv('/etc/passwd')``,
+configuration is locked, and only then does any SQL run: the views, too, are made on a
+locked connection, so nothing a folder's name or a file's content could smuggle into them reaches
+outside the lake. Each connection has a memory limit (:data:`MEMORY_LIMIT`, DuckDB's ``memory_limit``,
+no spilling to disk) and :func:`query` a wall-clock limit (``timeout_s``; DuckDB's ``interrupt``). ``read_csv('/etc/passwd')``,
 ``read_blob('/proc/self/environ')``, ``ATTACH``, ``COPY ... TO`` or a URL outside the lake then fail
 in DuckDB itself (``Permission Error: Cannot access file ...``), whatever :func:`check_read_only`
 lets through; :func:`query` and :func:`frame` raise :class:`OutsideLake` for them. DuckDB's
@@ -36,6 +48,7 @@ naming the file, and every other table reads as before.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,7 +78,13 @@ CONNECT_CONFIG = {
     "autoload_known_extensions": False,
     "allow_community_extensions": False,
     "allow_persistent_secrets": False,
+    "temp_directory": "",  # no spilling: nothing is written, a query past the memory limit fails instead
 }
+# DuckDB's memory_limit for a lake connection (its default is 80% of the machine): a query past it fails with
+# DuckDB's "Out of Memory Error" instead of taking the machine. `lcp query --memory-limit` sets another.
+MEMORY_LIMIT = "25%"
+# A table is a top-level folder with this name (schemas.TABLES all match); any other folder is not read.
+TABLE_NAME = re.compile(r"[a-z0-9_]+")
 SHOW_TABLES = 'lcp query "show tables"'
 
 
@@ -77,25 +96,53 @@ class OutsideLake(QueryRefused):
     """The query read a file, URL or extension outside the lake, which the locked connection refuses."""
 
 
-def table_dirs(lake_dir: Path) -> dict[str, Path]:
-    """Tables are top-level folders holding at least one data file (checkpoints are skipped)."""
+class QueryTimeout(QueryRefused):
+    """The query ran past its wall-clock limit and was interrupted."""
+
+
+def _data_folders(lake_dir: Path) -> list[Path]:
+    """Top-level folders holding at least one data file (``_`` and ``.`` folders, e.g. checkpoints, skipped)."""
     lake_dir = storage.lake_path(lake_dir)
     if not lake_dir.exists():
-        return {}
-    return {
-        d.name: d
-        for d in sorted(lake_dir.iterdir(), key=lambda p: p.name)
-        if d.is_dir() and not d.name.startswith(("_", ".")) and next(d.rglob(FILE_NAME), None) is not None
-    }
+        return []
+    return [d for d in sorted(lake_dir.iterdir(), key=lambda p: p.name)
+            if d.is_dir() and not d.name.startswith(("_", ".")) and next(d.rglob(FILE_NAME), None) is not None]
+
+
+def table_dirs(lake_dir: Path) -> dict[str, Path]:
+    """Tables are top-level folders named ``[a-z0-9_]+`` holding at least one data file (checkpoints are
+    skipped); a folder with another name is not a table (:func:`notes` says so)."""
+    return {d.name: d for d in _data_folders(lake_dir) if TABLE_NAME.fullmatch(d.name)}
+
+
+def notes(lake_dir: Path) -> list[str]:
+    """What a query over the lake leaves out, one line each: data folders whose name is not a table name,
+    and a ``lake.duckdb`` that is not used (a link, or not a regular file)."""
+    out = [f"folder {d.name!r} in the lake is not read: a table's folder name matches {TABLE_NAME.pattern}"
+           for d in _data_folders(lake_dir) if not TABLE_NAME.fullmatch(d.name)]
+    why = _unusable_db(Path(lake_dir).resolve() / DB_NAME) if storage.is_local(lake_dir) else None
+    if why:
+        out.append(f"{Path(lake_dir) / DB_NAME} is not used ({why}); the views are built in memory")
+    return out
 
 
 def _quote(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+def _ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier (``"`` doubled)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _glob_escape(path: str) -> str:
+    """``path`` with DuckDB's glob characters matching only themselves (``[`` -> ``[[]``)."""
+    return re.sub(r"([*?\[])", r"[\1]", path)
+
+
 def view_source(table_dir: Path) -> str:
     """The ``read_parquet`` call behind a table's view."""
-    pattern = f"{storage.url(table_dir)}/**/{FILE_NAME}"
+    pattern = f"{_glob_escape(storage.url(table_dir))}/**/{FILE_NAME}"
     return f"read_parquet({_quote(pattern)}, {READ_OPTIONS})"
 
 
@@ -111,12 +158,12 @@ def create_views(con: duckdb.DuckDBPyConnection, tables: dict[str, Path]) -> dic
         storage.register_filesystem(con, d)  # a no-op for local folders
         source = view_source(d)
         try:  # DuckDB reads every file's footer here (union_by_name): a truncated file fails now
-            con.execute(f'create or replace view "{name}" as select * from {source}')
+            con.execute(f"create or replace view {_ident(name)} as select * from {source}")
         except duckdb.Error as exc:
             unreadable[name] = re.sub(r"^[A-Za-z ]*Error: ", "", _first_line(exc))
             continue
         # The comment records the source so a later refresh can tell whether the view is current.
-        con.execute(f'comment on view "{name}" is {_quote(source)}')
+        con.execute(f"comment on view {_ident(name)} is {_quote(source)}")
     return unreadable
 
 
@@ -128,7 +175,7 @@ def _stand_in_views(con: duckdb.DuckDBPyConnection, unreadable: dict[str, str]) 
         if name in have:  # a view made while its files were whole: DuckDB's own error names the file
             continue
         message = _quote(f"table {name} cannot be read: {why}")
-        con.execute(f'create or replace temp view "{name}" as select error({message}) as unreadable '
+        con.execute(f"create or replace temp view {_ident(name)} as select error({message}) as unreadable "
                     f"from range(1) where error({message}) is null")
 
 
@@ -137,8 +184,11 @@ def allowed_directories(lake_dir: Path) -> list[str]:
     (fsspec's ``memory:///b`` has three slashes where the URL has two)."""
     p = storage.lake_path(lake_dir)
     if storage.is_local(p):
-        return [str(Path(p).resolve()) + "/"]
-    return list(dict.fromkeys([storage.url(p).rstrip("/") + "/", p.fs.unstrip_protocol(p.path).rstrip("/") + "/"]))
+        dirs = [str(Path(p).resolve()) + "/"]
+    else:
+        dirs = [storage.url(p).rstrip("/") + "/", p.fs.unstrip_protocol(p.path).rstrip("/") + "/"]
+    # DuckDB checks a glob pattern as written: the views' escaped spelling (lk[[]1]/) is the same folder.
+    return list(dict.fromkeys([*dirs, *map(_glob_escape, dirs)]))
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, lake_dir: Path) -> None:
@@ -152,27 +202,58 @@ def lock_down(con: duckdb.DuckDBPyConnection, lake_dir: Path) -> None:
     con.execute("set lock_configuration = true")
 
 
+def _open(path: Path | None, lake_dir: Path, *, read_only: bool, memory_limit: str) -> duckdb.DuckDBPyConnection:
+    """A connection to ``path`` (None: in memory), locked to the lake before any other SQL runs on it."""
+    con = duckdb.connect(":memory:" if path is None else str(path), read_only=read_only,
+                         config={**CONNECT_CONFIG, "memory_limit": memory_limit})
+    try:
+        storage.register_filesystem(con, lake_dir)  # an object store's fsspec filesystem; a no-op for local folders
+        lock_down(con, lake_dir)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _unusable_db(db: Path) -> str | None:
+    """Why ``lake.duckdb`` may not be opened or replaced, or None: it must be absent, or a regular file that is
+    no symbolic link (else it would be read or written outside the lake)."""
+    if db.is_symlink() or (db.exists() and not db.is_file()):
+        return "a symbolic link or not a regular file: it would be read or written outside the lake"
+    if "?" in str(db):  # DuckDB puts its write-ahead log at "<path before ?>.wal?<rest>", outside the lock
+        return "its path holds '?', which DuckDB's write-ahead log does not handle"
+    return None
+
+
+def _usable_db(db: Path) -> bool:
+    return _unusable_db(db) is None
+
+
 def _views(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """The connection's views and their comments (each view's source, see :func:`create_views`)."""
     return dict(con.execute("select view_name, coalesce(comment, '') from duckdb_views() where not internal")
                 .fetchall())
 
 
-def _current_views(db: Path) -> dict[str, str] | None:
-    if not db.exists():
-        return None
-    with duckdb.connect(str(db), read_only=True) as con:
-        return _views(con)
+def _holds_only(con: duckdb.DuckDBPyConnection, wanted: dict[str, str]) -> bool:
+    """Whether the database holds the ``wanted`` views and nothing else (no table, macro or sequence)."""
+    others = con.execute("select (select count(*) from duckdb_tables() where not internal) "
+                         "+ (select count(*) from duckdb_sequences() where not temporary) "
+                         "+ (select count(*) from duckdb_functions() where not internal "
+                         "   and function_type in ('macro', 'table_macro'))").fetchone()[0]
+    return others == 0 and _views(con) == wanted
 
 
-def _open_if_current(db: Path, wanted: dict[str, str]) -> duckdb.DuckDBPyConnection | None:
-    """``lake.duckdb`` opened read-only for a query when its views are ``wanted`` (one open: what
-    ``lcp query`` costs beyond DuckDB's own is start-up, issue 29); None when it is missing or stale."""
+def _open_if_current(db: Path, lake_dir: Path, wanted: dict[str, str], memory_limit: str
+                     ) -> duckdb.DuckDBPyConnection | None:
+    """``lake.duckdb`` opened read-only (and locked) for a query when it holds the ``wanted`` views and nothing
+    else (one open: what ``lcp query`` costs beyond DuckDB's own is start-up, issue 29); None when it is
+    missing or stale."""
     if not db.exists():
         return None
-    con = duckdb.connect(str(db), read_only=True, config=CONNECT_CONFIG)
+    con = _open(db, lake_dir, read_only=True, memory_limit=memory_limit)
     try:
-        current = _views(con) == wanted
+        current = _holds_only(con, wanted)
     except BaseException:
         con.close()
         raise
@@ -184,26 +265,30 @@ def _open_if_current(db: Path, wanted: dict[str, str]) -> duckdb.DuckDBPyConnect
 
 def refresh_views(lake_dir: Path) -> Path:
     """Bring ``lake.duckdb`` up to date with the lake's tables; writes only when they changed."""
-    return _refresh_views(lake_dir)[0]
-
-
-def _refresh_views(lake_dir: Path) -> tuple[Path, dict[str, str]]:
-    """``lake.duckdb`` and the tables whose view could not be made (see :func:`create_views`); a
-    table that stays unreadable makes each call try again, so a repaired file is picked up."""
-    if not storage.is_local(lake_dir):
-        raise ValueError(f"{lake_dir}: a lake on an object store has no views file; use lake.connect()")
     lake_dir = Path(lake_dir).resolve()
-    db = lake_dir / DB_NAME
     tables = table_dirs(lake_dir)
     wanted = {name: view_source(d) for name, d in tables.items()}
-    if _current_views(db) == wanted:
-        return db, {}
-    lake_dir.mkdir(parents=True, exist_ok=True)
-    with duckdb.connect(str(db), config=CONNECT_CONFIG) as con:
-        existing = {r[0] for r in con.execute("select view_name from duckdb_views() where not internal").fetchall()}
-        unreadable = create_views(con, tables)
-        for stale in existing - set(tables):
-            con.execute(f'drop view if exists "{stale}"')
+    con = _open_if_current(lake_dir / DB_NAME, lake_dir, wanted, MEMORY_LIMIT) if _usable_db(lake_dir / DB_NAME) \
+        else None
+    if con is not None:
+        con.close()
+        return lake_dir / DB_NAME
+    return _rebuild_views(lake_dir, tables, MEMORY_LIMIT)[0]
+
+
+def _rebuild_views(lake_dir: Path, tables: dict[str, Path], memory_limit: str) -> tuple[Path, dict[str, str]]:
+    """A new ``lake.duckdb`` holding one view per readable table, made on a locked connection in a file beside
+    it and renamed over it (no stale view or other object survives), and the tables whose view could not be made
+    (see :func:`create_views`): a table that stays unreadable makes each call try again, so a repaired file is
+    picked up."""
+    if not storage.is_local(lake_dir):
+        raise ValueError(f"{lake_dir}: a lake on an object store has no views file; use lake.connect()")
+    db = Path(lake_dir).resolve() / DB_NAME
+    why = _unusable_db(db)
+    if why:
+        raise ValueError(f"{db} is not written: {why}")
+    with storage.replacing(db) as tmp, _open(tmp, lake_dir, read_only=False, memory_limit=memory_limit) as con:
+        unreadable = create_views(con, tables)  # con closes before the file is renamed
     return db, unreadable
 
 
@@ -226,33 +311,38 @@ def check_read_only(sql: str) -> None:
             check_read_only(_EXPLAIN.sub("", st.query, count=1))
 
 
-def connect(lake_dir: Path) -> duckdb.DuckDBPyConnection:
+def connect(lake_dir: Path, *, memory_limit: str = MEMORY_LIMIT) -> duckdb.DuckDBPyConnection:
     """A connection with one view per lake table that reads nothing but the lake (see the module
     docstring): ``lake.duckdb`` opened read-only, or the same views in memory when another process
-    holds that file for writing. Close it when done."""
+    holds that file for writing or it is not a regular file in the lake. ``memory_limit``: DuckDB's (e.g.
+    ``"2GB"``, ``"25%"``). Close it when done."""
     lake_dir = storage.lake_path(lake_dir)
     tables = table_dirs(lake_dir)
     if not tables:
         raise FileNotFoundError(f"the lake {lake_dir} has no tables yet: run `lcp demo` (or materialize assets) first")
     con = None
     unreadable: dict[str, str] = {}
-    if storage.is_local(lake_dir):
+    if storage.is_local(lake_dir) and _usable_db(Path(lake_dir).resolve() / DB_NAME):
+        db = Path(lake_dir).resolve() / DB_NAME
         try:
             wanted = {name: view_source(d) for name, d in tables.items()}
-            con = _open_if_current(Path(lake_dir).resolve() / DB_NAME, wanted)
+            con = _open_if_current(db, lake_dir, wanted, memory_limit)
             if con is None:
-                db, unreadable = _refresh_views(lake_dir)
-                con = duckdb.connect(str(db), read_only=True, config=CONNECT_CONFIG)
-        except (duckdb.IOException, duckdb.ConnectionException):
-            # "Could not set lock on file" (another process is writing it), or this process holds it open with
-            # other settings: the views are built in memory below
-            pass
+                db, unreadable = _rebuild_views(lake_dir, tables, memory_limit)
+                con = _open(db, lake_dir, read_only=True, memory_limit=memory_limit)
+        except (duckdb.IOException, duckdb.ConnectionException, OSError):
+            # "Could not set lock on file" (another process is writing it), this process holds it open with
+            # other settings, or the lake's folder is not writable: the views are built in memory below
+            con = None
     if con is None:
-        con = duckdb.connect(config=CONNECT_CONFIG)
-        unreadable = create_views(con, tables)
+        con = _open(None, lake_dir, read_only=False, memory_limit=memory_limit)
+        try:
+            unreadable = create_views(con, tables)
+        except BaseException:
+            con.close()
+            raise
     try:
         _stand_in_views(con, unreadable)
-        lock_down(con, lake_dir)
     except BaseException:
         con.close()
         raise
@@ -273,13 +363,17 @@ def _outside_lake(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> OutsideL
 
 
 @contextmanager
-def _reading(lake_dir: Path, sql: str) -> Iterator[duckdb.DuckDBPyConnection]:
+def _reading(lake_dir: Path, sql: str, memory_limit: str = MEMORY_LIMIT) -> Iterator[duckdb.DuckDBPyConnection]:
     """A locked connection for read-only ``sql`` (refused otherwise); DuckDB refusing a read outside the lake
-    inside the block becomes :class:`OutsideLake`."""
+    inside the block becomes :class:`OutsideLake`, running out of its memory limit :class:`QueryRefused`."""
     check_read_only(sql)
-    with connect(lake_dir) as con:
+    with connect(lake_dir, memory_limit=memory_limit) as con:
         try:
             yield con
+        except duckdb.OutOfMemoryException as exc:
+            limit = con.execute("select current_setting('memory_limit')").fetchone()[0]
+            raise QueryRefused(f"the query needs more memory than a lake query may take ({memory_limit} = {limit}; "
+                               f"lcp query --memory-limit sets another): {_first_line(exc)}") from exc
         except duckdb.Error as exc:
             outside = _outside_lake(con, exc)
             if outside is None:
@@ -287,18 +381,48 @@ def _reading(lake_dir: Path, sql: str) -> Iterator[duckdb.DuckDBPyConnection]:
             raise outside from exc
 
 
-def query(lake_dir: Path, sql: str, max_rows: int | None = None) -> tuple[list[str], list[tuple]]:
+@contextmanager
+def _deadline(con: duckdb.DuckDBPyConnection, timeout_s: float | None) -> Iterator[None]:
+    """Interrupt ``con``'s statement after ``timeout_s`` seconds of wall-clock time (None or 0: no limit); the
+    interrupted statement raises :class:`QueryTimeout`."""
+    if not timeout_s:
+        yield
+        return
+    fired = threading.Event()
+
+    def stop() -> None:
+        fired.set()
+        con.interrupt()
+
+    timer = threading.Timer(timeout_s, stop)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except duckdb.InterruptException as exc:
+        if not fired.is_set():
+            raise
+        raise QueryTimeout(f"the query was stopped after {timeout_s:g} s, its time limit (lcp query --timeout "
+                           "sets another)") from exc
+    finally:
+        timer.cancel()
+
+
+def query(lake_dir: Path, sql: str, max_rows: int | None = None, *, timeout_s: float | None = None,
+          memory_limit: str = MEMORY_LIMIT) -> tuple[list[str], list[tuple]]:
     """Run read-only ``sql`` over the lake's views; returns (column names, rows).
 
     With ``max_rows`` at most ``max_rows + 1`` rows are fetched (DuckDB streams the rest away
-    unread), so a caller can tell that there were more without holding them all."""
-    with _reading(lake_dir, sql) as con:
+    unread), so a caller can tell that there were more without holding them all. ``timeout_s``: the
+    statement (fetching included) is interrupted after that many seconds (:class:`QueryTimeout`);
+    ``memory_limit``: DuckDB's for the connection (past it, :class:`QueryRefused`)."""
+    with _reading(lake_dir, sql, memory_limit) as con, _deadline(con, timeout_s):
         cur = con.execute(sql)
         columns = [d[0] for d in cur.description] if cur.description else []
         return columns, (cur.fetchall() if max_rows is None else cur.fetchmany(max_rows + 1))
 
 
-def frame(lake_dir: Path, sql: str):
-    """Run read-only ``sql`` and return a polars DataFrame."""
-    with _reading(lake_dir, sql) as con:
+def frame(lake_dir: Path, sql: str, *, timeout_s: float | None = None, memory_limit: str = MEMORY_LIMIT):
+    """Run read-only ``sql`` and return a polars DataFrame (limits as for :func:`query`)."""
+    with _reading(lake_dir, sql, memory_limit) as con, _deadline(con, timeout_s):
         return con.sql(sql).pl()

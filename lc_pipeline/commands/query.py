@@ -6,7 +6,11 @@ The SQL runs on a connection locked to the lake (:func:`lc_pipeline.lake.connect
 or extension outside it, or a write, exits 1 with a message naming the lake's tables. At most
 ``--max-rows`` rows (default 10,000) are printed; when the query returns more, the rest is never
 fetched and stderr says so, so ``select * from range(10000000)`` prints its first rows instead of
-running out of memory.
+running out of memory. The query runs under a memory limit (``--memory-limit``, default
+:data:`lc_pipeline.lake.MEMORY_LIMIT` of the machine's memory, no spilling to disk) and a wall-clock
+limit (``--timeout``, default :data:`DEFAULT_TIMEOUT_S` seconds): past either it exits 1 saying which.
+Folders of the lake that are not read as tables (a name outside ``[a-z0-9_]+``), and a ``lake.duckdb``
+that is not used (a symbolic link), are named on stderr.
 """
 
 from __future__ import annotations
@@ -20,13 +24,18 @@ from lc_pipeline import lake
 from lc_pipeline.commands.output import print_table
 
 DEFAULT_MAX_ROWS = 10_000
+DEFAULT_TIMEOUT_S = 600.0
 
 
-def print_query(lake_dir: Path, sql: str, fmt: str = "table", max_rows: int = DEFAULT_MAX_ROWS) -> None:
-    """Print ``sql``'s result over the lake; a refused or failing query raises ``click.ClickException``
-    with the reason (no traceback), a longer result is cut at ``max_rows`` with a note on stderr."""
+def print_query(lake_dir: Path, sql: str, fmt: str = "table", max_rows: int = DEFAULT_MAX_ROWS, *,
+                timeout_s: float | None = DEFAULT_TIMEOUT_S, memory_limit: str = lake.MEMORY_LIMIT) -> None:
+    """Print ``sql``'s result over the lake; a refused, failing, too long or too large query raises
+    ``click.ClickException`` with the reason (no traceback), a longer result is cut at ``max_rows`` with a
+    note on stderr."""
+    for note in lake.notes(lake_dir):
+        click.echo(f"note: {note}", err=True)
     try:
-        columns, rows = lake.query(lake_dir, sql, max_rows=max_rows)
+        columns, rows = lake.query(lake_dir, sql, max_rows=max_rows, timeout_s=timeout_s, memory_limit=memory_limit)
     except (duckdb.Error, FileNotFoundError, lake.QueryRefused) as exc:
         raise click.ClickException(str(exc)) from exc
     more = len(rows) > max_rows
