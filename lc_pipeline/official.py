@@ -79,8 +79,9 @@ class OfficialFile:
         if not _REPO.fullmatch(self.repo) or self.repo.split("/")[1] in {".", ".."}:
             raise OfficialFileError(f"{where}: repo {self.repo!r} is not 'owner/name'")
         for field, width in (("commit", 40), ("sha256", 64)):
-            if not _HEX[width].fullmatch(getattr(self, field)):
-                raise OfficialFileError(f"{where}: {field} {getattr(self, field)!r} is not {width} lowercase hex digits")
+            value = getattr(self, field)
+            if not _HEX[width].fullmatch(value):
+                raise OfficialFileError(f"{where}: {field} {value!r} is not {width} lowercase hex digits")
         p = PurePosixPath(self.path)
         if (not self.path or "\\" in self.path or p.is_absolute() or str(p) != self.path
                 or any(part in {".", ".."} for part in p.parts)):

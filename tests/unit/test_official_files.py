@@ -7,6 +7,7 @@ Tests of the reading machinery use small files of our own in a temporary checkou
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import string
@@ -246,7 +247,8 @@ def test_literals_inside_a_function(own_checkouts):
     assert read_python_literal(file, "same", function="build") == "s"  # assigned twice, same value
     with pytest.raises(OfficialFileError, match=r"'branch' is assigned 2 different values in function build\(\)"):
         read_python_literal(file, "branch", function="build")
-    with pytest.raises(OfficialFileError, match=r"'not_literal' in function build\(\) \(line 29\) is an expression using the name 'kind'"):
+    with pytest.raises(OfficialFileError,
+                       match=r"'not_literal' in function build\(\) \(line 29\) is an expression using the name 'kind'"):
         read_python_literal(file, "not_literal", function="build")
     with pytest.raises(OfficialFileError, match=r"no function missing\(\) \(functions: build\)"):
         read_python_literal(file, "local", function="missing")
@@ -324,3 +326,15 @@ def test_settings_official_dir_and_url(monkeypatch, tmp_path):
     monkeypatch.setenv("LCP_OFFICIAL_URL", "http://127.0.0.1:9/raw/")
     s = Settings.from_env(tmp_path)
     assert s.official_dir == tmp_path.resolve() / "checkouts" and s.official_url == "http://127.0.0.1:9/raw"
+
+
+@needs_shared
+def test_readers_take_the_runs_settings(monkeypatch, tmp_path):
+    monkeypatch.delenv("LCP_OFFICIAL", raising=False)
+    monkeypatch.setenv("LCP_OFFLINE", "1")
+    monkeypatch.setenv("LCP_LOCAL_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(OfficialFileError, match="LCP_OFFICIAL: not set"):
+        manifest("loong").judge_prompt()
+    settings = dataclasses.replace(Settings.from_env(tmp_path), official_dir=SHARED_OFFICIAL)
+    assert fields(manifest("loong").judge_prompt(settings=settings)) == ["", "", ""]
+    assert len(manifest("lveval").datasets(settings=settings)) == 11

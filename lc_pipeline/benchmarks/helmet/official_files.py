@@ -26,6 +26,7 @@ from lc_pipeline.official import (
     read_official_json,
     read_python_literal,
 )
+from lc_pipeline.settings import Settings
 
 REPO = "princeton-nlp/HELMET"
 COMMIT = "4526dfbdc512bd9ff721da336bff4e3e75ecfd27"
@@ -59,35 +60,35 @@ SUMM_JUDGE_PROMPTS = ("fluency_prompt", "fluency_prompt_book", "recall_prompt", 
 ALCE_DEMO_KEYS = ("instruction", "demo_sep", "demo_prompt", "doc_prompt", "demos")
 
 
-def _string(file: OfficialFile, name: str) -> str:
-    value = read_python_literal(file, name)
+def _string(file: OfficialFile, name: str, settings: Settings | None) -> str:
+    value = read_python_literal(file, name, settings=settings)
     if not isinstance(value, str):
         raise OfficialFileError(f"{file}: {name} is a {type(value).__name__}, not a string")
     return value
 
 
-def longqa_judge_prompt() -> str:
+def longqa_judge_prompt(*, settings: Settings | None = None) -> str:
     """The LongQA (NarrativeQA) judge prompt."""
-    return _string(EVAL_GPT4_LONGQA, LONGQA_JUDGE_PROMPT)
+    return _string(EVAL_GPT4_LONGQA, LONGQA_JUDGE_PROMPT, settings)
 
 
-def summ_judge_prompts() -> dict[str, str]:
+def summ_judge_prompts(*, settings: Settings | None = None) -> dict[str, str]:
     """The summarization judge prompts by the authors' variable names (:data:`SUMM_JUDGE_PROMPTS`)."""
-    return {name: _string(EVAL_GPT4_SUMM, name) for name in SUMM_JUDGE_PROMPTS}
+    return {name: _string(EVAL_GPT4_SUMM, name, settings) for name in SUMM_JUDGE_PROMPTS}
 
 
-def alce_demos(name: str) -> dict[str, Any]:
+def alce_demos(name: str, *, settings: Settings | None = None) -> dict[str, Any]:
     """The ALCE instruction, templates and demonstrations of ``prompts/<name>.json`` (:data:`ALCE_DEMO_NAMES`)."""
     if name not in ALCE_DEMOS:
         raise OfficialFileError(f"HELMET has no ALCE prompt file {name!r} (known: {', '.join(ALCE_DEMO_NAMES)})")
     file = ALCE_DEMOS[name]
-    data = mapping_of(file, read_official_json(file), (str, list), "the demo file")
+    data = mapping_of(file, read_official_json(file, settings=settings), (str, list), "the demo file")
     missing = [k for k in ALCE_DEMO_KEYS if k not in data]
     if missing:
         raise OfficialFileError(f"{file}: missing {', '.join(missing)}")
     return data
 
 
-def data_templates(function: str) -> list[tuple[str, int, Any]]:
+def data_templates(function: str, *, settings: Settings | None = None) -> list[tuple[str, int, Any]]:
     """Every ``name = <literal>`` inside ``function`` of ``data.py``, as ``(name, line, value)`` in source order."""
-    return function_literals(DATA, function)
+    return function_literals(DATA, function, settings=settings)

@@ -14,6 +14,7 @@ Readers (each reads and verifies the file through :mod:`lc_pipeline.official`; c
 from __future__ import annotations
 
 from lc_pipeline.official import OfficialFile, mapping_of, read_official_json
+from lc_pipeline.settings import Settings
 
 REPO = "THUDM/LongBench"
 COMMIT = "2e00731f8d0bff23dc4325161044d0ed8af94c1e"
@@ -32,16 +33,17 @@ PRED = OfficialFile(REPO, COMMIT, "LongBench/pred.py",
 FILES = (DATASET2PROMPT, DATASET2MAXLEN, MODEL2MAXLEN, MODEL2PATH, PRED)
 
 
-def dataset_prompts() -> dict[str, str]:
+def dataset_prompts(*, settings: Settings | None = None) -> dict[str, str]:
     """Task name -> the authors' prompt template (``str.format`` fields ``context`` and ``input``)."""
-    return mapping_of(DATASET2PROMPT, read_official_json(DATASET2PROMPT), str, "the prompt table")
+    return mapping_of(DATASET2PROMPT, read_official_json(DATASET2PROMPT, settings=settings), str, "the prompt table")
 
 
-def dataset_max_new_tokens() -> dict[str, int]:
+def dataset_max_new_tokens(*, settings: Settings | None = None) -> dict[str, int]:
     """Task name -> the number of tokens the authors generate for it."""
-    return mapping_of(DATASET2MAXLEN, read_official_json(DATASET2MAXLEN), int, "the answer-length table")
+    table = read_official_json(DATASET2MAXLEN, settings=settings)
+    return mapping_of(DATASET2MAXLEN, table, int, "the answer-length table")
 
 
-def model_max_lengths() -> dict[str, int]:
+def model_max_lengths(*, settings: Settings | None = None) -> dict[str, int]:
     """The authors' model name -> prompt budget in tokens."""
-    return mapping_of(MODEL2MAXLEN, read_official_json(MODEL2MAXLEN), int, "the model budget table")
+    return mapping_of(MODEL2MAXLEN, read_official_json(MODEL2MAXLEN, settings=settings), int, "the model budget table")

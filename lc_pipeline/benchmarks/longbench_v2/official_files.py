@@ -19,6 +19,7 @@ from lc_pipeline.official import (
     read_official_json,
     read_official_text,
 )
+from lc_pipeline.settings import Settings
 
 REPO = "THUDM/LongBench"
 COMMIT = "2e00731f8d0bff23dc4325161044d0ed8af94c1e"
@@ -43,13 +44,13 @@ PRED = OfficialFile(REPO, COMMIT, "pred.py", "ab63f77866a1c0dc770582bc3fe6b014c3
 FILES = (*PROMPTS.values(), MODEL2MAXLEN, PRED)
 
 
-def prompt_template(name: str) -> str:
+def prompt_template(name: str, *, settings: Settings | None = None) -> str:
     """The authors' template ``prompts/<name>.txt``; ``name`` is one of :data:`PROMPT_NAMES`."""
     if name not in PROMPTS:
         raise OfficialFileError(f"LongBench v2 has no prompt {name!r} (known: {', '.join(PROMPT_NAMES)})")
-    return read_official_text(PROMPTS[name])
+    return read_official_text(PROMPTS[name], settings=settings)
 
 
-def model_max_lengths() -> dict[str, int]:
+def model_max_lengths(*, settings: Settings | None = None) -> dict[str, int]:
     """The authors' model name -> prompt budget in tokens."""
-    return mapping_of(MODEL2MAXLEN, read_official_json(MODEL2MAXLEN), int, "the model budget table")
+    return mapping_of(MODEL2MAXLEN, read_official_json(MODEL2MAXLEN, settings=settings), int, "the model budget table")

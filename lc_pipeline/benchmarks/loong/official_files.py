@@ -11,6 +11,7 @@ The other files (data loading, generation, token counting, metric) are pinned to
 from __future__ import annotations
 
 from lc_pipeline.official import OfficialFile, OfficialFileError, read_python_literal
+from lc_pipeline.settings import Settings
 
 REPO = "MozerWang/Loong"
 COMMIT = "e05a1fd3ebd89d16dcca4fbeb8e761c82609f819"
@@ -32,9 +33,9 @@ FILES = (PROMPT, STEP1_LOAD_DATA, STEP4_CAL_METRIC, GENERATE, METRIC, TOKEN_LENG
 JUDGE_FUNCTION = "get_evaluate_prompts"
 
 
-def judge_prompt() -> str:
+def judge_prompt(*, settings: Settings | None = None) -> str:
     """The authors' judge prompt (three positional ``{}``: question, gold answer, predicted answer)."""
-    value = read_python_literal(PROMPT, "prompt", function=JUDGE_FUNCTION)
+    value = read_python_literal(PROMPT, "prompt", function=JUDGE_FUNCTION, settings=settings)
     if not isinstance(value, str):
         raise OfficialFileError(f"{PROMPT}: 'prompt' in {JUDGE_FUNCTION}() is a {type(value).__name__}, not a string")
     return value

@@ -21,6 +21,7 @@ from lc_pipeline.official import (
     mapping_of,
     read_python_literal,
 )
+from lc_pipeline.settings import Settings
 
 REPO = "infinigence/LVEval"
 COMMIT = "63e7ae939bd347c76b2cdb1cebfb216faca26897"
@@ -33,28 +34,28 @@ UTILS = OfficialFile(REPO, COMMIT, "utils.py", "653f2854f4a20ffecadb265b93f06800
 FILES = (CONFIG, PREDICTION, UTILS)
 
 
-def _str_list(name: str) -> list[str]:
-    value = read_python_literal(CONFIG, name)
+def _str_list(name: str, settings: Settings | None) -> list[str]:
+    value = read_python_literal(CONFIG, name, settings=settings)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise OfficialFileError(f"{CONFIG}: {name} is not a list of strings")
     return value
 
 
-def dataset_prompts() -> dict[str, str]:
+def dataset_prompts(*, settings: Settings | None = None) -> dict[str, str]:
     """``DATASET_PROMPT``: dataset -> the authors' prompt template (fields ``context`` and ``input``)."""
-    return mapping_of(CONFIG, read_python_literal(CONFIG, "DATASET_PROMPT"), str, "DATASET_PROMPT")
+    return mapping_of(CONFIG, read_python_literal(CONFIG, "DATASET_PROMPT", settings=settings), str, "DATASET_PROMPT")
 
 
-def dataset_max_new_tokens() -> dict[str, int]:
+def dataset_max_new_tokens(*, settings: Settings | None = None) -> dict[str, int]:
     """``DATASET_MAXGEN``: dataset -> the number of tokens the authors generate."""
-    return mapping_of(CONFIG, read_python_literal(CONFIG, "DATASET_MAXGEN"), int, "DATASET_MAXGEN")
+    return mapping_of(CONFIG, read_python_literal(CONFIG, "DATASET_MAXGEN", settings=settings), int, "DATASET_MAXGEN")
 
 
-def datasets() -> list[str]:
+def datasets(*, settings: Settings | None = None) -> list[str]:
     """``DATASET_SELECTED``: the datasets the authors evaluate, in their order."""
-    return _str_list("DATASET_SELECTED")
+    return _str_list("DATASET_SELECTED", settings)
 
 
-def length_levels() -> list[str]:
+def length_levels(*, settings: Settings | None = None) -> list[str]:
     """``DATASET_LENGTH_LEVEL``: the length levels, shortest first."""
-    return _str_list("DATASET_LENGTH_LEVEL")
+    return _str_list("DATASET_LENGTH_LEVEL", settings)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from lc_pipeline.official import OfficialFile, OfficialFileError, read_official_json
+from lc_pipeline.settings import Settings
 
 REPO = "MilkThink-Lab/MiniLongBench"
 COMMIT = "504c24798b2f1bcf57d9e111251fd0f5454ed751"
@@ -28,9 +29,9 @@ FILES = (BEST_PARAMETERS, IRT, SCORER, METRICS)
 IRT_KEYS = ("disc", "diff", "ability", "item_ids")
 
 
-def irt_parameters() -> dict[str, Any]:
+def irt_parameters(*, settings: Settings | None = None) -> dict[str, Any]:
     """The released IRT parameters, as the file has them (see the module docstring)."""
-    data = read_official_json(BEST_PARAMETERS)
+    data = read_official_json(BEST_PARAMETERS, settings=settings)
     missing = [k for k in IRT_KEYS if not isinstance(data, dict) or k not in data]
     if missing:
         raise OfficialFileError(f"{BEST_PARAMETERS}: missing {', '.join(missing)}")
