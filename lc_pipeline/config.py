@@ -16,9 +16,13 @@ as written, so the config's fingerprint, and the ids derived from it, stay what 
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.util
 import json
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
@@ -43,10 +47,67 @@ from lc_pipeline.yaml_files import read_yaml
 
 PACKAGED_CONFIGS = Path(__file__).parent / "configs"
 _LEVEL = re.compile(r"^(\d+(?:\.\d+)?)(k?)$")
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
     pass
+
+
+# ------------------------------------------------------------------------------------------ protocols
+
+PROTOCOLS = ("official", "ours")
+OURS = "ours"
+
+
+@dataclass(frozen=True)
+class OfficialProtocol:
+    """A benchmark's official protocol (issue 30): how its authors' harness prompts, cuts and decodes, as data read
+    from their files (lc_pipeline/official.py) by the benchmark's own ``lc_pipeline/benchmarks/<benchmark>/
+    protocol.py``, whose ``official_protocol(fetch)`` returns one (the core names no benchmark).
+
+    - ``prompt(task, item)``: the user prompt of a source item (a ``source_items`` row), built as the authors
+      build it from the released record (construct/released.py puts it in the instance's ``prompt``);
+    - ``max_new_tokens``: task -> the tokens the authors generate;
+    - ``truncation``: the policy of every task (construct/truncation.py, e.g. ``prompt_middle:<budget>``: the
+      prompt cut to the authors' budget before the chat template);
+    - ``plain_prompt_tasks``: the tasks the authors feed without the chat template (every other task gets it).
+
+    The catalog of a config under it (tasks/catalog.py ``catalog_for``) takes ``truncation``, ``chat_template``
+    and ``max_new_tokens`` from here; its instances say ``label`` in their ``protocol`` column.
+    """
+
+    benchmark: str
+    commit: str  # the authors' commit the files were read at
+    prompt: Callable[[str, Mapping[str, Any]], str]
+    max_new_tokens: Mapping[str, int]
+    truncation: str
+    plain_prompt_tasks: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def label(self) -> str:
+        """What the rows say: ``official@<commit, 7 hex>``."""
+        return f"official@{self.commit[:7]}"
+
+    def task_updates(self, task: str) -> dict[str, Any]:
+        """The fields of the task's spec the protocol sets."""
+        updates: dict[str, Any] = {"truncation": self.truncation, "chat_template": task not in self.plain_prompt_tasks}
+        if task in self.max_new_tokens:
+            updates["max_new_tokens"] = int(self.max_new_tokens[task])
+        return updates
+
+
+def protocol_module(benchmark: str) -> str:
+    """Where a benchmark's official protocol lives (by convention)."""
+    return f"lc_pipeline.benchmarks.{benchmark}.protocol"
+
+
+def has_official_protocol(benchmark: str) -> bool:
+    """Whether ``benchmark`` has a protocol module (without importing it)."""
+    try:
+        return importlib.util.find_spec(protocol_module(benchmark)) is not None
+    except ModuleNotFoundError:  # no package lc_pipeline.benchmarks.<benchmark>
+        return False
 
 
 def level_tokens(level: str) -> int:
@@ -370,7 +431,7 @@ class ReleasedConfig(_Model):
 
 _SECTIONS = ("longbench100", "prior_knowledge", "lveval", "helmet", "minilongbench", "released")
 # Fields added after configs had fingerprints: hashed only when set, so existing ids stay as they were.
-_NEW_FIELDS = ("task_files", "task_files_sha256", "tasks", "released", "nli")
+_NEW_FIELDS = ("task_files", "task_files_sha256", "tasks", "released", "nli", "protocol")
 
 
 class BenchmarkConfig(_Model):
@@ -410,7 +471,13 @@ class BenchmarkConfig(_Model):
     released: ReleasedConfig | None = None
     # The default NLI judge of ALCE's citation metrics when the nli resource names none (NLIConfig).
     nli: NLIConfig | None = None
+    # A benchmark run as released: "official" (its authors' prompts, answer lengths and truncation, read from
+    # their files: OfficialProtocol), "ours" (our task files' wording and window fitting), or unset: official when
+    # the authors' files are on this machine (:meth:`official_protocol`), else ours. Rows say which (instances'
+    # ``protocol``).
+    protocol: StrictStr | None = None
     _task_files_sha256: str = PrivateAttr("")
+    _protocol: tuple[OfficialProtocol | None] | None = PrivateAttr(None)
 
     _LENGTH_FIELDS: ClassVar[tuple[str, ...]] = ("lengths", "base_lengths", "long_lengths")
 
@@ -497,7 +564,62 @@ class BenchmarkConfig(_Model):
                               f"{list(LENGTH_UNITS)}")
         self._task_files_sha256 = _file_sha256(self.task_files)
         self._check_tasks()
+        self._check_protocol()
         return self
+
+    def _check_protocol(self) -> None:
+        if self.protocol is None:
+            return
+        if self.protocol not in PROTOCOLS:
+            raise ConfigError(f"config {self.name!r}: field 'protocol': {self.protocol!r}: expected one of "
+                              f"{list(PROTOCOLS)} (or leave it out: official when the authors' files are found)")
+        if self.released is None:
+            raise ConfigError(f"config {self.name!r}: field 'protocol' applies to a benchmark run as released "
+                              "(a `released:` section); the constructed suites follow our own protocol")
+        if self.protocol == "official" and not has_official_protocol(self.released.benchmark):
+            raise ConfigError(f"config {self.name!r}: protocol: official: benchmark {self.released.benchmark!r} has "
+                              f"no official protocol here (no module {protocol_module(self.released.benchmark)}); "
+                              "use protocol: ours")
+
+    def official_protocol(self) -> OfficialProtocol | None:
+        """The protocol the config's released benchmark runs under: its :class:`OfficialProtocol`, or None (ours).
+
+        ``protocol: official``: the authors' files are found through lc_pipeline/official.py (``$LCP_OFFICIAL``,
+        the cache, else fetched at the pinned commit); not found is an error naming what to provide, never ours.
+        ``protocol: ours``, a config that runs no released benchmark, or a benchmark without a protocol module:
+        None. Unset (the packaged released configs): official when every file the protocol reads is on this
+        machine (``$LCP_OFFICIAL`` or fetched before into the cache; nothing is fetched for a default), else ours,
+        logged once. Resolved once per config object.
+        """
+        if self._protocol is None:
+            self._protocol = (self._resolve_protocol(),)
+        return self._protocol[0]
+
+    def protocol_label(self) -> str:
+        """What rows say: ``"official@<commit>"`` or ``"ours"``."""
+        protocol = self.official_protocol()
+        return OURS if protocol is None else protocol.label
+
+    def _resolve_protocol(self) -> OfficialProtocol | None:
+        if self.protocol == OURS or self.released is None:
+            return None
+        benchmark = self.released.benchmark
+        if not has_official_protocol(benchmark):
+            return None
+        explicit = self.protocol == "official"
+        module = importlib.import_module(protocol_module(benchmark))
+        try:
+            protocol = module.official_protocol(fetch=explicit)
+        except Exception as exc:  # the authors' files: missing, not matching their pin, or unreadable
+            if explicit:
+                raise ConfigError(f"config {self.name!r}: protocol: official: {exc}") from exc
+            raise ConfigError(f"config {self.name!r}: the authors' files of {benchmark} were found but cannot be "
+                              f"used ({exc}); fix them, or set protocol: ours") from exc
+        if protocol is None:
+            log.warning("config %r: %s runs under protocol ours: the authors' files were not found on this machine "
+                        "(set LCP_OFFICIAL to their checkouts, or protocol: official to fetch them)", self.name,
+                        benchmark)
+        return protocol
 
     def _check_tasks(self) -> None:
         """Every task the config names is declared in the task files (packaged or its own), so a misspelt
@@ -558,6 +680,9 @@ class BenchmarkConfig(_Model):
         data["minilongbench"] = self.minilongbench.model_dump(exclude_unset=True)  # what the old mapping gave
         if data["prior_knowledge"]["scorer"] == "metric":  # added later: hashed only when set otherwise
             del data["prior_knowledge"]["scorer"]
+        # The protocol in force, not as written: unset resolves by the files found; ours is not hashed (its rows are
+        # what they were before protocols existed).
+        data["protocol"] = None if self.protocol_label() == OURS else self.protocol_label()
         for key in _NEW_FIELDS:
             if not data[key]:
                 del data[key]

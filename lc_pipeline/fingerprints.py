@@ -22,7 +22,7 @@ CODE_VERSIONS = {
     "hard_negatives": "2",  # 2: searched with the index tuned on questions
     "confusing_facts": "1",
     "replacement_rules": "1",
-    "instances": "7",  # 7: record_id and record_fields; 6: benchmark and all_classes, task files' prompts
+    "instances": "8",  # 8: protocol; 7: record_id and record_fields; 6: benchmark and all_classes, task files' prompts
     "prior_knowledge": "1",
     "generations": "2",  # 2: truncation, chat-template switch and stop sequences per task (task files)
     "metric_scores": "2",  # 2: each instance scored with its task's metrics
@@ -41,8 +41,9 @@ _NEGATIVES = _INDEX + ("retrieval_top_k", "hard_negatives_per_item")
 # What changes the content of one instance (its item, level and depth are hashed separately).
 INSTANCE_CONTENT_FIELDS = _NEGATIVES + ("seed", "length_tolerance", "max_new_tokens", "cross_domain_fill",
                                         "length_unit")
-# The task files (the config's own; the packaged ones are versioned with the code) and the extra tasks.
-_TASKS = ("task_files_sha256", "tasks", "released")
+# The task files (the config's own; the packaged ones are versioned with the code), the extra tasks, and the
+# protocol in force (config.official_protocol: hashed only when official, with the authors' commit).
+_TASKS = ("task_files_sha256", "tasks", "released", "protocol")
 _INSTANCES = INSTANCE_CONTENT_FIELDS + ("lengths", "depths", "items_per_length", "longbench100", "helmet") + _TASKS
 # LV-Eval variants: facts and rules are made for the items the QA suite selects.
 # The QA items they are made for depend on each item's prompt, hence on the task files too.

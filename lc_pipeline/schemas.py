@@ -144,6 +144,8 @@ INSTANCES = _table("instances", {
     "record_id": (Str, "Run as released: the source record's own id (imported predictions name it); else \"\""),
     "record_fields": (Str, "Run as released: JSON of the record's fields its table is cut by (v2 `difficulty`, "
                            "`length`); {} otherwise"),
+    "protocol": (Str, 'The protocol that made the prompt: "official@<commit>" (the authors\' prompts, answer lengths '
+                      'and truncation, read from their files at that commit; config `protocol`) or "ours"'),
 })
 
 # Same row from every backend (transformers, llamacpp, openai, vllm).

@@ -3,8 +3,11 @@
 The QA suite re-assembles a source's documents around its evidence; this builder does the other
 half (spec released_benchmarks.md): each record keeps the context its authors released, verbatim,
 and is prompted by its task file (our wording, or the user's copy of the benchmark's prompt file:
-``prompt_file``), with the task's answer length. Nothing is cut here: a prompt longer than a model's
-window is cut at generation time by the task's truncation policy, and the generation row says so.
+``prompt_file``), with the task's answer length. Under the config's official protocol
+(config.OfficialProtocol) the prompt is the one the authors' harness builds from the record and the answer
+length theirs; the row's ``protocol`` says which (``official@<commit>`` or ``ours``), and an official row's id
+differs from ours. Nothing is cut here: a prompt longer than a model's window is cut at generation time by the
+task's truncation policy (the protocol's, under official), and the generation row says so.
 
 A record's level (a partition of the length dimension) is the benchmark's own group, chosen by the
 config's ``released.level_by`` (config.ReleasedConfig): the single level, the record's released
@@ -164,6 +167,7 @@ def _released_rows(request) -> Iterator[dict[str, Any]]:
             modes.setdefault(of, []).append(spec)
     prompts: dict[str, tuple[Any, QAPrompt]] = {}
     wanted = {t.name for t in request.tasks}
+    official = config.official_protocol()
     for item, spec, prompt in _record_tasks(items, released, catalog, modes, prompts, config, level):
         if spec.name not in wanted:
             continue
@@ -172,19 +176,36 @@ def _released_rows(request) -> Iterator[dict[str, Any]]:
                              f"source keeps no released context, so it cannot run as released (builder "
                              f"{released.builder})")
         fields = record_fields(item)
-        text = prompt.render(item["context"], item["question"])
+        if official is None:
+            text, max_new_tokens = prompt.render(item["context"], item["question"]), prompt.max_new_tokens
+            id_parts: tuple = (prompt.template, max_new_tokens)
+        else:
+            text, max_new_tokens = _official_prompt(official, spec, item)
+            id_parts = (official.label, max_new_tokens)  # the prompt is the authors' file's at that commit
         input_tokens = counter.count(text)
         if not in_this_level(item, fields, input_tokens, inputs):
             continue
         yield instance_row(
-            instance_id=short_id(SUITE, item["item_id"], spec.name, level, prompt.template, prompt.max_new_tokens,
-                                 config.tokenizer),
+            instance_id=short_id(SUITE, item["item_id"], spec.name, level, *id_parts, config.tokenizer),
             item_id=item["item_id"], source=item["source"], suite=SUITE, task=spec.name, category=spec.category,
             language=item["language"], depth=None, evidence_depths=[], question=item["question"],
             answers=item["answers"], answer_keywords=item["answer_keywords"],
             evidence_doc_ids=item["evidence_doc_ids"], context_doc_ids=[], n_hard_negatives=0,
             n_filler_documents=0, context=item["context"], prompt=text, tokenizer=config.tokenizer,
             target_tokens=None, input_tokens=input_tokens, context_tokens=counter.count(item["context"]),
-            max_new_tokens=prompt.max_new_tokens, target_units=None, record_id=item["record_id"],
-            record_fields=item["record_fields"],
+            max_new_tokens=max_new_tokens, target_units=None, record_id=item["record_id"],
+            record_fields=item["record_fields"], protocol="ours" if official is None else official.label,
         )
+
+
+def _official_prompt(official, spec, item: dict[str, Any]) -> tuple[str, int]:
+    """(prompt, max_new_tokens) of ``item`` for ``spec`` under the official protocol: the authors' prompt built
+    from the record, their answer length (the task file's when their table has no entry for the task)."""
+    from lc_pipeline.construct.builders import BuildError
+
+    try:
+        text = official.prompt(spec.name, item)
+    except ValueError as exc:
+        raise BuildError(f"item {item['item_id']!r} (task {spec.qualified_name}, protocol {official.label}): "
+                         f"{exc}") from None
+    return text, int(official.max_new_tokens.get(spec.name) or spec.max_new_tokens)

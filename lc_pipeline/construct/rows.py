@@ -35,7 +35,9 @@ DEFAULTS: Mapping[str, Any] = {"variant": "plain", "insertions": (), "replacemen
                                "benchmark": "", "all_classes": (),
                                # Run as released: the record's id and fields (the released builder sets
                                # them; other builders' rows take their item's, filled by builders.py).
-                               "record_id": "", "record_fields": "{}"}
+                               "record_id": "", "record_fields": "{}",
+                               # The released builder sets the official protocol's label; every other row is ours.
+                               "protocol": "ours"}
 # Token levels measure their size in tokens: these two default to the token columns.
 _TOKEN_UNITS = {"target_units": "target_tokens", "context_units": "context_tokens"}
 

@@ -13,6 +13,12 @@ template included) plus the tokens to generate does not fit the model's window, 
   sent. :func:`fit_prompt` returns it with ``skipped=True`` and no ids, its exact length in
   ``original_tokens``; the backends record the row as ``status: skipped`` (nothing generated, nothing
   scored, counted beside the scores) instead of scoring an answer to a prompt the model never saw whole.
+- ``prompt_middle:<budget>`` (a benchmark's official protocol, e.g. LongBench's ``pred.py``): the *user
+  prompt alone*, before any chat template, is cut in the middle to a fixed number of the model's tokens
+  (:class:`PromptBudget`, registered under ``<budget>`` by the benchmark's protocol), each half decoded on
+  its own and the two joined; the template is applied to the result and nothing is cut further
+  (:func:`cut_prompt_middle`, used by ``generate/prompting.fit_request``). Not chosen by task files: a
+  config's ``protocol: official`` sets it (config.py ``OfficialProtocol``).
 
 Which policy a task uses is declared in its task file (``truncation:``; lc_pipeline/tasks/packaged/),
 and a test holds the packaged ones against the papers (tests/unit/test_truncation_policies.py). A model
@@ -24,9 +30,10 @@ Nothing here imports a model library.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MIDDLE = "middle"
 END_OF_CONTEXT = "end_of_context"
@@ -43,10 +50,114 @@ _RELEASED_START = re.compile(r"\n\n(?=《[^》\n]*》\n|(?P<title>[^\n]+)\n#+[ \
 DOCUMENT_SEPARATOR = "\n\n"
 
 
+PROMPT_MIDDLE = "prompt_middle"
+_BUDGET_NAME = re.compile(r"^[a-z0-9_]+$")
+
+
 def validate_policy(policy: str, where: str = "truncation policy") -> str:
-    if policy not in POLICIES:
-        raise ValueError(f"{where}: unknown truncation policy {policy!r}; expected one of {list(POLICIES)}")
+    if policy in POLICIES:
+        return policy
+    name = prompt_budget_name(policy)
+    if name is None:
+        raise ValueError(f"{where}: unknown truncation policy {policy!r}; expected one of {list(POLICIES)} or "
+                         f"'{PROMPT_MIDDLE}:<budget>' (a protocol's prompt budget)")
     return policy
+
+
+def prompt_budget_name(policy: str) -> str | None:
+    """The budget name of a ``prompt_middle:<budget>`` policy; None for any other policy."""
+    head, sep, name = policy.partition(":")
+    return name if head == PROMPT_MIDDLE and sep and _BUDGET_NAME.match(name) else None
+
+
+@dataclass(frozen=True)
+class PromptBudget:
+    """How many of the model's tokens the user prompt may keep before the chat template (policy
+    ``prompt_middle``): ``by_model[slug]`` when the model's registry name is listed there (exact match, e.g.
+    LongBench's ``model2maxlen.json``), else ``fixed`` when set, else the window minus ``window_reserve``.
+
+    ``source`` says where the numbers come from (recorded nowhere else: the protocol's commit is in the
+    instances' ``protocol`` column). The prompt's tokens are counted as the plain prompt is encoded (the special
+    tokens the vocabulary adds, a BOS, included), and each half is decoded without special tokens, as LongBench's
+    ``pred.py`` does (``tokenizer(prompt)``, ``decode(..., skip_special_tokens=True)``).
+    """
+
+    by_model: Mapping[str, int] = field(default_factory=dict)
+    fixed: int | None = None
+    window_reserve: int | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.fixed is None and self.window_reserve is None:
+            raise ValueError(f"prompt budget {self.source!r}: give fixed or window_reserve (the rule for a model "
+                             "not listed in by_model)")
+
+    def tokens(self, model: str, window: int) -> int:
+        """The budget for the model registered as ``model`` with a ``window``-token context."""
+        if model in self.by_model:
+            return int(self.by_model[model])
+        if self.fixed is not None:
+            return self.fixed
+        return window - int(self.window_reserve or 0)
+
+
+# Budgets by name (the ``<budget>`` of ``prompt_middle:<budget>``). A benchmark's protocol module,
+# lc_pipeline/benchmarks/<budget>/protocol.py, registers its own on import; :func:`prompt_budget` imports it
+# when the name is not registered yet (the core names no benchmark).
+PROMPT_BUDGETS: dict[str, Callable[[], PromptBudget]] = {}
+
+
+def register_prompt_budget(name: str, budget: Callable[[], PromptBudget]) -> None:
+    """Register ``budget`` (a function returning the :class:`PromptBudget`, called when a prompt is fitted, so
+    the authors' files are read only then) as ``prompt_middle:<name>``."""
+    if not _BUDGET_NAME.match(name):
+        raise ValueError(f"prompt budget name {name!r}: lowercase letters, digits and '_' only")
+    PROMPT_BUDGETS[name] = budget
+
+
+def prompt_budget(policy: str, key: str = "?") -> PromptBudget:
+    """The :class:`PromptBudget` of a ``prompt_middle:<budget>`` policy (the protocol module imported if need be)."""
+    name = prompt_budget_name(policy)
+    if name is None:
+        raise ValueError(f"request {key!r}: policy {policy!r} is not '{PROMPT_MIDDLE}:<budget>'")
+    if name not in PROMPT_BUDGETS:
+        try:
+            importlib.import_module(f"lc_pipeline.benchmarks.{name}.protocol")
+        except ModuleNotFoundError:
+            pass
+    if name not in PROMPT_BUDGETS:
+        raise ValueError(f"request {key!r}: no prompt budget {name!r} is registered (its protocol module "
+                         f"lc_pipeline/benchmarks/{name}/protocol.py registers it)")
+    return PROMPT_BUDGETS[name]()
+
+
+def cut_prompt_middle(
+    prompt: str,
+    budget: int,
+    *,
+    encode: Callable[[str], list[int]],
+    decode: Callable[[Sequence[int]], str],
+    key: str = "?",
+) -> tuple[str, bool]:
+    """``(text, cut)``: ``prompt`` itself when ``encode(prompt)`` has at most ``budget`` ids, else the first and
+    the last ``budget // 2`` ids each decoded on its own and the two texts joined (LongBench's ``pred.py``:
+    ``half = int(max_length/2)``; ``decode(ids[:half]) + decode(ids[-half:])``). The caller renders the text
+    (chat template, special tokens) and cuts nothing further.
+
+    >>> cut_prompt_middle("abcdefg", 4, encode=lambda t: [ord(c) for c in t],
+    ...                   decode=lambda ids: "".join(map(chr, ids)))
+    ('abfg', True)
+    """
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise TypeError(f"request {key!r}: budget must be an int, got {budget!r}")
+    if budget < 2:  # half 0 would keep ids[-0:], the whole prompt
+        raise PromptDoesNotFitError(f"request {key!r}: a prompt budget of {budget} tokens cannot keep a head and a "
+                                    "tail")
+    ids = encode(prompt)
+    if len(ids) <= budget:
+        return prompt, False
+    half = budget // 2
+    return decode(ids[:half]) + decode(ids[-half:]), True
 
 
 def policy_for_task(benchmark: str, task: str, declared: str, overrides: Mapping[str, str] | None = None) -> str:
@@ -152,6 +263,10 @@ def fit_prompt(
     comes back with ``skipped=True``, no ids and its exact rendered length in ``original_tokens``.
     """
     validate_policy(policy, f"request {key!r}")
+    if prompt_budget_name(policy) is not None:
+        raise ValueError(f"request {key!r}: policy {policy!r} cuts the prompt before the chat template to the model's "
+                         "prompt budget: it needs the model's tokenizer and registry name "
+                         "(generate/prompting.fit_request); this path renders through a server's chat template")
     if budget < 2:
         raise PromptDoesNotFitError(f"request {key!r}: a budget of {budget} tokens leaves no room for a prompt")
     ids = render(prompt)

@@ -17,7 +17,14 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from lc_pipeline.construct.truncation import FittedPrompt, fit_prompt
+from lc_pipeline.construct.truncation import (
+    FittedPrompt,
+    PromptDoesNotFitError,
+    cut_prompt_middle,
+    fit_prompt,
+    prompt_budget,
+    prompt_budget_name,
+)
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, ids_hash
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
 
@@ -36,6 +43,11 @@ class PromptTokenizer(Protocol):
         ...
 
     def decode(self, ids: Sequence[int]) -> str: ...
+
+    def decode_text(self, ids: Sequence[int]) -> str:
+        """The text of ``ids`` without special tokens, as Hugging Face's ``decode(ids, skip_special_tokens=True)``
+        gives it (the ``prompt_middle`` cut decodes each half so, as LongBench's ``pred.py`` does)."""
+        ...
 
     def chat_text(self, messages: list[dict[str, str]], template: str | None = None) -> str | None:
         """The chat template applied (with the assistant turn opened): ``template`` if given, else the active one
@@ -66,6 +78,9 @@ class HFTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tok.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def decode_text(self, ids: Sequence[int]) -> str:
+        return self.tok.decode(list(ids), skip_special_tokens=True)  # the tokenizer's own clean-up setting
 
     def chat_text(self, messages: list[dict[str, str]], template: str | None = None) -> str | None:
         template = template or self.chat_template
@@ -118,6 +133,9 @@ class LlamaCppTokenizer:
         # A middle cut can split a multi-byte character; drop the fragment rather than fail.
         return self.llm.detokenize(list(ids), special=True).decode("utf-8", errors="ignore")
 
+    def decode_text(self, ids: Sequence[int]) -> str:
+        return self.llm.detokenize(list(ids), special=False).decode("utf-8", errors="ignore")
+
     def chat_text(self, messages: list[dict[str, str]], template: str | None = None) -> str | None:
         template = template or self.chat_template
         if not template:
@@ -145,6 +163,8 @@ class TiktokenTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.enc.decode(list(ids))
+
+    decode_text = decode  # tiktoken's encodings have no special tokens in ordinary text
 
     own_chat_template: str | None = None
     chat_template: str | None = None
@@ -282,7 +302,11 @@ def fed_prompt_fields(spec: ModelSpec, tok: PromptTokenizer, ids: Sequence[int],
 
 
 def fit_request(spec: ModelSpec, tok: PromptTokenizer, request: GenerationRequest) -> FittedPrompt:
-    """``request``'s prompt rendered and truncated so that prompt + max_new_tokens fit the window."""
+    """``request``'s prompt rendered and truncated so that prompt + max_new_tokens fit the window; under a
+    ``prompt_middle:<budget>`` policy (a benchmark's official protocol), the prompt cut to its budget before the
+    template instead (:func:`fit_prompt_budget`)."""
+    if prompt_budget_name(request.truncation) is not None:
+        return fit_prompt_budget(spec, tok, request)
     budget = spec.max_model_len - request.max_new_tokens
     if budget < 2:
         raise ValueError(
@@ -299,6 +323,27 @@ def fit_request(spec: ModelSpec, tok: PromptTokenizer, request: GenerationReques
         context=request.context,
         key=request.key,
     )
+
+
+def fit_prompt_budget(spec: ModelSpec, tok: PromptTokenizer, request: GenerationRequest) -> FittedPrompt:
+    """Policy ``prompt_middle:<budget>``: the user prompt, counted as the plain prompt is encoded (a BOS the
+    vocabulary adds included), is cut in the middle to the budget the protocol gives this model
+    (``PromptBudget.tokens(spec.slug, spec.max_model_len)``), each half decoded without special tokens and
+    the two joined; then rendered as any request is (the model's chat template unless the task feeds the plain
+    prompt) and cut no further: the authors' budget already leaves the answer its room (LongBench: window - 500).
+    A rendered prompt longer than the window itself cannot be fed and is an error naming the request."""
+    rule = prompt_budget(request.truncation, request.key)
+    budget = rule.tokens(spec.slug, spec.max_model_len)
+    text, cut = cut_prompt_middle(request.prompt, budget, encode=tok.encode_plain_prompt, decode=tok.decode_text,
+                                  key=request.key)
+    ids = render_ids(spec, tok, text, request.chat_template)
+    original = len(render_ids(spec, tok, request.prompt, request.chat_template)) if cut else len(ids)
+    if len(ids) > spec.max_model_len:
+        raise PromptDoesNotFitError(
+            f"model {spec.slug!r}, request {request.key!r}: the prompt cut to its budget of {budget} tokens "
+            f"({rule.source or request.truncation}) renders to {len(ids)} tokens, more than max_model_len "
+            f"{spec.max_model_len}")
+    return FittedPrompt(ids, text, original, cut, request.truncation)
 
 
 def skipped_result(request: GenerationRequest, fitted: FittedPrompt, template_source: str) -> GenerationResult:

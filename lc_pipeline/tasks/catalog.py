@@ -97,6 +97,12 @@ class TaskCatalog:
                              + (f"; {benchmark} declares {known}" if known else f"; no task file declares {benchmark!r}"))
         return spec
 
+    def under_protocol(self, protocol: Any) -> TaskCatalog:
+        """A copy whose ``protocol.benchmark`` tasks carry the fields the protocol sets (``task_updates``)."""
+        specs = [s.model_copy(update=protocol.task_updates(s.name)) if s.benchmark == protocol.benchmark else s
+                 for s in self._specs.values()]
+        return TaskCatalog(specs, self.benchmarks, self.headlines)
+
     def fingerprint(self) -> str:
         from lc_pipeline.fingerprints import short_id
 
@@ -250,5 +256,10 @@ def load_catalog(task_files: Sequence[str | Path] = ()) -> TaskCatalog:
 
 
 def catalog_for(config: Any) -> TaskCatalog:
-    """The catalog of a BenchmarkConfig (its ``task_files``, when the config has them)."""
-    return load_catalog(tuple(getattr(config, "task_files", ()) or ()))
+    """The catalog of a BenchmarkConfig (its ``task_files``, when the config has them); under the config's official
+    protocol (config.OfficialProtocol), its benchmark's tasks take the protocol's truncation, chat-template switch
+    and answer lengths."""
+    catalog = load_catalog(tuple(getattr(config, "task_files", ()) or ()))
+    official = getattr(config, "official_protocol", None)
+    protocol = official() if callable(official) else None
+    return catalog if protocol is None else catalog.under_protocol(protocol)
