@@ -27,11 +27,11 @@ CODE_VERSIONS = {
     "generations": "2",  # 2: truncation, chat-template switch and stop sequences per task (task files)
     "metric_scores": "2",  # 2: each instance scored with its task's metrics
     "long_scores": "1",
-    "leaderboard": "1",
+    "leaderboard": "2",  # 2: protocol and missing_groups; null over a missing group; Loong's micro overall
     "judge_scores": "2",  # 2: rubrics per task (task files): LV-Eval and LongBench items are not judged
     "lveval_ablation": "1",
     "citation_scores": "1",
-    "benchmark_scores": "2",  # 2: judge-scored cells (with scoring_success, perfect_rate) and breakdown rows
+    "benchmark_scores": "3",  # 3: protocol, missing_groups (null rows), headline round and [all] rows; 2: judge cells
 }
 
 _SOURCES = ("sources",)

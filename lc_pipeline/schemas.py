@@ -249,6 +249,10 @@ LEADERBOARD = _table("leaderboard", {
     "invalid_share": (pl.Float64, "Share of the model's generations not scored as invalid (thinking ran out)"),
     "n_unpaired": (pl.Int64, "Instances this model has a score on that another model of the board lacks: left "
                              "out so that every model is ranked on the same items (0 with one model)"),
+    "protocol": (Str, 'A published table\'s row: the protocol of its benchmark_scores rows ("ours", '
+                      '"official@<commit>"), ranked only among rows of the same protocol; null on LongScore rows'),
+    "missing_groups": (StrList, 'A published table\'s row: "<group>@<length>" (or "length=<level>") of the '
+                                "overall rows behind it that are null, so old_metric is null; [] when complete"),
 })
 
 # Each benchmark's published table for one model (partitioned by model; score/benchmark_scores.py): task,
@@ -265,12 +269,15 @@ BENCHMARK_SCORES = _table("benchmark_scores", {
     "task": (Str, "Task name; null for group, overall and breakdown rows"),
     "category": (Str, 'The task\'s group (aggregation.group); null for overall rows; "<field>=<value>" for '
                       'breakdown rows (LongBench v2 "difficulty=easy", "length=short")'),
-    "length": (Str, "Length level (the config's length partition, not a record field)"),
+    "length": (Str, "Length level (the config's length partition, not a record field); \"[all]\" (brackets: never a "
+                    "partition name) for the rows over every length of a headline across_lengths: micro_over_items "
+                    "(Loong's Table 3 and overall)"),
     "metric": (Str, "What the row's number is: the headline metric's label (the task's first declared; "
                     "'+'-joined when a group mixes several), \"judge:<rubric>\" for a judge-scored task, "
                     "\"scoring_success\" (share of judge verdicts parsed ok) or \"perfect_rate\" (share of ok "
                     "verdicts at the rubric's top, Loong's 100)"),
-    "score": (pl.Float64, "Score rows: x the headline scale (0-100), not rounded; scoring_success and perfect_rate "
+    "score": (pl.Float64, "Score rows: x the headline scale (0-100), task rows rounded as headline.round says; null "
+                          "for a group or overall row with missing_groups; scoring_success and perfect_rate "
                           "rows: a share in [0, 1] (Loong prints its Perfect Rate on 0-1)"),
     "n": (pl.Int64, "Instances counted (plain rows only; LV-Eval variants are left out): scored (judge: parsed "
                     "ok) for score and perfect_rate rows, judged for scoring_success rows"),
@@ -283,6 +290,12 @@ BENCHMARK_SCORES = _table("benchmark_scores", {
     "truncated_share": (pl.Float64, "Share of the row's instances whose prompt was truncated to fit the window"),
     "status_counts": (Str, 'JSON {status: generations} of the row\'s instances: answered, empty, cut, unparsable, '
                            'skipped, invalid'),
+    "protocol": (Str, 'The protocol of the row\'s instances (instances.protocol: "ours", "official@<commit>"; '
+                      '"ours" where instances have none): rows of different protocols are computed apart'),
+    "missing_groups": (StrList, "What the row averages that has no score, so the row is null: a group row's tasks, "
+                                "an overall row's groups (mean_of_groups) or tasks (mean_of_tasks, "
+                                "mean_of_instances); on rows of length \"[all]\" also \"length=<level>\" for a "
+                                "length without a score; [] when complete"),
 })
 
 # LV-Eval confusing-fact insertion (CFI): every candidate fact with its verdict; only accepted

@@ -22,7 +22,8 @@ from lc_pipeline.resources.parquet_io import read_judge_scores, read_model_parti
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
-from lc_pipeline.score.benchmark_scores import benchmark_table, judged_tasks, nli_tasks, with_citation_scores
+from lc_pipeline.score.benchmark_scores import (benchmark_table, judged_tasks, nli_tasks, selected_tasks,
+                                                with_citation_scores)
 from lc_pipeline.tasks.catalog import catalog_for
 
 
@@ -77,7 +78,8 @@ def build(parts: Partitions) -> list:
             # The model's generations (status, truncated) for the shares and status_counts of every row.
             generations = read_model_partitions(lake.base_dir, "generations", slug).filter(
                 pl.col(LENGTH_DIM).is_in(instances["length"].unique().to_list()))
-            result = benchmark_table(metric_scores, instances, catalog, slug, judgments, generations)
+            result = benchmark_table(metric_scores, instances, catalog, slug, judgments, generations,
+                                     selected=selected_tasks(config, catalog))
         except ValueError as exc:
             raise dg.Failure(f"benchmark_scores {slug}: {exc}", allow_retries=False) from exc
         if result.unjudged:

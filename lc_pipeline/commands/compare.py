@@ -18,7 +18,7 @@ import polars as pl
 from lc_pipeline.commands.output import print_table
 
 FORMATS = ("table", "json")
-INSTANCE_COLUMNS = ("instance_id", "benchmark", "task", "variant", "record_fields")
+INSTANCE_COLUMNS = ("instance_id", "benchmark", "task", "variant", "record_fields", "protocol")
 
 
 def _partitions(lake, table: str, model: str) -> list[str]:

@@ -62,6 +62,18 @@ def _missing(table: str) -> str:
 BENCHMARK_LABELS = ("level", "group", "task")  # the label columns of a benchmark pivot, before one per (model, length)
 RATES = ("perfect_rate", "scoring_success")  # benchmark_scores metrics that are judge rates, not scores
 NUMBER = "number"  # the label column naming a judge rate, in a table that has some
+ALL_LENGTHS = "[all]"  # benchmark_scores.ALL_LENGTHS: the rows over every length (Loong's Table 3), shown last
+OURS = "ours"  # benchmark_scores.OURS: the protocol a column leaves unsaid
+
+
+def _lengths(lengths: list[str]) -> list[str]:
+    """Lengths by token count, the rows over every length last."""
+    return [*plots.length_order([lv for lv in lengths if lv != ALL_LENGTHS]), *([ALL_LENGTHS] * (ALL_LENGTHS in lengths))]
+
+
+def _null_text(missing) -> str | None:
+    """The text of a null score: what it lacks, when the row names it (benchmark_scores.missing_groups)."""
+    return f"n/a (missing: {', '.join(missing)})" if missing is not None and len(missing) else None
 
 
 def _score_text(score: float | None, low: float | None, high: float | None) -> str | None:
@@ -82,19 +94,31 @@ def benchmark_pivots(scores: pl.DataFrame, intervals: bool = False) -> list[tupl
     token count. A table with judge-scored cells has a ``number`` column: "score" for the score rows,
     "perfect_rate" / "scoring_success" for the judge's rates below each score (Loong's three numbers). Cells
     are text: 2 decimals (scores 0-100, rates 0-1 as Loong prints its Perfect Rate), "n/a" where a model has no
-    row for that task at that length (or its score is null: every instance skipped). With ``intervals``, a score
-    that has a bootstrap interval reads ``"41.20 [35.1, 47.3]"`` (ci_low, ci_high to 1 decimal).
+    row for that task at that length (or its score is null: every instance skipped), ``"n/a (missing: LongQA,
+    Summ)"`` where a null group or overall row names what it lacks (``missing_groups``). With ``intervals``, a
+    score that has a bootstrap interval reads ``"41.20 [35.1, 47.3]"`` (ci_low, ci_high to 1 decimal). Length
+    ``[all]`` (Loong's Table 3 and overall over every item) is the last column of its model; a protocol other than
+    "ours" is named in the column (``m / official@abc / 16k``), so two protocols never share a cell.
     """
     component = pl.col("level") == "component"  # one metric of a task scored by the mean of its metrics
+    if "missing_groups" not in scores.columns:
+        scores = scores.with_columns(missing_groups=pl.lit(None, pl.List(pl.String)))
+    if "protocol" not in scores.columns:
+        scores = scores.with_columns(protocol=pl.lit(OURS))
     if intervals and {"ci_low", "ci_high"} <= set(scores.columns):
-        text = pl.struct("score", "ci_low", "ci_high").map_elements(
-            lambda r: _score_text(r["score"], r["ci_low"], r["ci_high"]), return_dtype=pl.String)
+        text = pl.struct("score", "ci_low", "ci_high", "missing_groups").map_elements(
+            lambda r: _score_text(r["score"], r["ci_low"], r["ci_high"]) or _null_text(r["missing_groups"]),
+            return_dtype=pl.String)
     else:
-        text = pl.col("score").map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String)
+        text = pl.struct("score", "missing_groups").map_elements(
+            lambda r: _null_text(r["missing_groups"]) if r["score"] is None else f"{r['score']:.2f}",
+            return_dtype=pl.String)
+    protocol = pl.col("protocol").fill_null(OURS)
     rows = scores.with_columns(
         group=pl.col("category").fill_null(""),
         task=pl.when(component).then(pl.col("task") + " / " + pl.col("metric")).otherwise(pl.col("task").fill_null("")),
-        column=pl.col("model") + " / " + pl.col("length"),
+        column=pl.when(protocol == OURS).then(pl.col("model")).otherwise(pl.col("model") + " / " + protocol)
+        + " / " + pl.col("length"),
         cell=text,
         number=pl.when(pl.col("metric").is_in(RATES)).then(pl.col("metric")).otherwise(pl.lit("score")),
     )
@@ -110,9 +134,10 @@ def benchmark_pivots(scores: pl.DataFrame, intervals: bool = False) -> list[tupl
     out = []
     for (benchmark, table), part in rows.sort("benchmark", "table").group_by(["benchmark", "table"],
                                                                              maintain_order=True):
-        models = sorted(part["model"].unique().to_list())
-        columns = [f"{m} / {length}" for m in models
-                   for length in plots.length_order(part.filter(pl.col("model") == m)["length"].to_list())]
+        models = sorted(part.select(pl.col("column").str.replace(r" / [^/]*$", "")).to_series().unique().to_list())
+        columns = [f"{m} / {length}" for m in models for length in _lengths(
+            part.filter(pl.col("column").str.starts_with(f"{m} / "))["length"].unique().to_list())
+            if f"{m} / {length}" in set(part["column"].to_list())]
         labels = [*BENCHMARK_LABELS, *([NUMBER] if part["number"].is_in(RATES).any() else [])]
         pivot = (part.pivot(on="column", index=[*BENCHMARK_LABELS, NUMBER, "tail", "rank", "number_rank"],
                             values="cell")
@@ -207,8 +232,9 @@ def _sections(tables: dict[str, Path], q) -> list[str]:
         # shares after the counts; columns a lake written before them lacks are left out.
         extra = [c for c in ("ci_low", "ci_high") if c in board.columns]
         shares = [c for c in ("skipped_share", "truncated_share", "invalid_share", "n_unpaired") if c in board.columns]
+        named = [c for c in ("protocol", "missing_groups") if c in board.columns]  # a published table's row
         parts.append(html_table(board.select("metric", "model", "base_ability", "old_metric", "long_score", *extra,
-                                             "rank_old_metric", "rank_long_score", "n_instances", *shares)))
+                                             "rank_old_metric", "rank_long_score", "n_instances", *shares, *named)))
     else:
         parts.append(_missing("leaderboard"))
 
@@ -241,7 +267,7 @@ def _sections(tables: dict[str, Path], q) -> list[str]:
         scores = q("select * from benchmark_scores")
         parts += _benchmarks_section(scores.select(
             "model", "benchmark", "table", "level", "task", "category", "length", "metric", "score", "n",
-            "aggregation", *[c for c in SHARE_COLUMNS if c in scores.columns]))
+            "aggregation", *[c for c in (*SHARE_COLUMNS, "protocol", "missing_groups") if c in scores.columns]))
     else:
         parts.append('<p class="note">No model has <code>benchmark_scores</code> yet.</p>')
 

@@ -46,8 +46,8 @@ skipped and invalid instances (schemas.NOT_SCORED) count there, not in the score
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import NamedTuple
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -55,11 +55,15 @@ import polars as pl
 from lc_pipeline import schemas
 from lc_pipeline.config import length_order
 from lc_pipeline.score import confidence
-from lc_pipeline.tasks.catalog import TaskCatalog
+from lc_pipeline.tasks.catalog import ANY_TASK, TaskCatalog
 from lc_pipeline.tasks.registry import METRICS
 from lc_pipeline.tasks.spec import Aggregation, Headline, TaskSpec
 
 ALL_TABLES = "all"  # aggregation.table of a task counted in every table of its benchmark
+# The length of the rows over every length (headline across_lengths: micro_over_items): brackets are refused in a
+# Dagster partition key, so no config's length can be named so.
+ALL_LENGTHS = "[all]"
+OURS = "ours"  # the protocol of instances that do not say theirs (instances without a protocol column)
 PLAIN = "plain"
 LEVELS = ("task", "group", "overall", "breakdown", "component")
 SCORING_SUCCESS = "scoring_success"  # metric label of a cell's share of judge verdicts parsed ok
@@ -156,7 +160,7 @@ def _plain_instances(instances: pl.DataFrame, length_from: pl.DataFrame) -> pl.D
     missing = [c for c in needed if c not in instances.columns]
     if missing:
         raise ValueError(f"benchmark_scores: instances frame lacks column(s) {missing}")
-    extra = [c for c in ("variant", "record_fields") if c in instances.columns]
+    extra = [c for c in ("variant", "record_fields", "protocol") if c in instances.columns]
     if "length" in instances.columns:
         out = instances.select(*needed, "length", *extra)
     elif "length" in length_from.columns:
@@ -168,7 +172,10 @@ def _plain_instances(instances: pl.DataFrame, length_from: pl.DataFrame) -> pl.D
         out = out.with_columns(variant=pl.lit(PLAIN))
     if "record_fields" not in out.columns:
         out = out.with_columns(record_fields=pl.lit("{}"))
-    return out.with_columns(pl.col("variant").fill_null(PLAIN), pl.col("record_fields").fill_null("{}"))
+    if "protocol" not in out.columns:
+        out = out.with_columns(protocol=pl.lit(OURS))
+    return out.with_columns(pl.col("variant").fill_null(PLAIN), pl.col("record_fields").fill_null("{}"),
+                            pl.col("protocol").fill_null(OURS))
 
 
 _INSTANCE_ROWS = {"instance_id": pl.String, "metric": pl.String, "score": pl.Float64, "judged": pl.Boolean,
@@ -205,7 +212,7 @@ def _judge_rows(judgments: pl.DataFrame | None, inst: pl.DataFrame, judge_keys: 
 class Scored(NamedTuple):
     """A model's scored plain instances: what :func:`benchmark_table` aggregates and score/compare.py pairs."""
 
-    plain: pl.DataFrame  # plain instances: instance_id, benchmark, task, length, variant, record_fields
+    plain: pl.DataFrame  # plain instances: instance_id, benchmark, task, length, variant, record_fields, protocol
     rows: pl.DataFrame  # one per scored (or judged) plain instance: instance_id, metric, score, judged, perfect + plain's
     components: pl.DataFrame  # the metric rows of tasks scored by the mean of their metrics (instance_id, metric, ...)
     specs: dict[tuple[str, str], TaskSpec]
@@ -259,7 +266,7 @@ def scored_instances(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Tas
                    .select("instance_id", pl.col("headline").alias("metric"), "score",
                            judged=pl.lit(False), perfect=pl.lit(None, pl.Boolean)))
     components = read.filter(pl.col("metric") != pl.col("headline")).join(
-        plain.select("instance_id", "length"), on="instance_id", how="inner")
+        plain.select("instance_id", "length", "protocol"), on="instance_id", how="inner")
     judge_keys = pl.DataFrame([k for k, s in sources.items() if s == "judge"], schema=keys_schema, orient="row")
     judge_rows = _judge_rows(judgments, inst, judge_keys)
     rows = pl.concat([metric_rows, judge_rows]).join(plain, on="instance_id", how="inner")
@@ -299,9 +306,22 @@ def instance_statuses(scored: Scored, generations: pl.DataFrame | None) -> pl.Da
                           .then(pl.lit("unparsable")).otherwise(pl.col("status"))))
 
 
+def selected_tasks(config: Any, catalog: TaskCatalog) -> dict[str, tuple[str, ...]]:
+    """{benchmark: the tasks its headline expects} for a config run as released: ``released.tasks`` when the
+    config selects some (LongBench-E's 13), else every task the benchmark's task files declare (the catch-all
+    ``*`` aside). {} for a config not run as released: :func:`benchmark_table` then expects the tasks its
+    instances hold."""
+    released = getattr(config, "released", None)
+    if released is None:
+        return {}
+    tasks = tuple(released.tasks) or tuple(t.name for t in catalog.tasks(released.benchmark) if t.name != ANY_TASK)
+    return {released.benchmark: tasks}
+
+
 def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: TaskCatalog, model: str,
                     judgments: pl.DataFrame | None = None, generations: pl.DataFrame | None = None, *,
-                    draws: int = confidence.DRAWS) -> BenchmarkTable:
+                    draws: int = confidence.DRAWS,
+                    selected: Mapping[str, Sequence[str]] | None = None) -> BenchmarkTable:
     """One model's BENCHMARK_SCORES rows (plus ``model``) from its ``metric_scores``, ``judge_scores``,
     ``generations`` and the ``instances``.
 
@@ -327,6 +347,24 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
     skipped and truncated and ``status_counts`` (JSON, every key of :data:`STATUS_KEYS`). Instances not sent or
     invalid (schemas.NOT_SCORED) have no metric row: they count there, not in the score; a task whose every
     instance at a length is such still gets its rows (score null, n 0), so the shares show.
+
+    Missing groups (fidelity audit LB4, HE7, X3): the headline expects, per benchmark, the tasks of ``selected``
+    (:func:`selected_tasks`: the run's selection) or, for a benchmark not in it, every task its plain instances
+    hold (at any length), at every length its plain instances have; and per table every group its task files
+    declare for that table. A task it expects without a score at a length gets a null task row (n 0); a group
+    row with such a task, and an overall row with such a group (mean_of_groups: a declared group absent or null;
+    otherwise: such a task), is null and names them in ``missing_groups`` (never the mean of what is there). A
+    run that selects only some tasks of a group has the group over those (LongBench-E's table is over its 13);
+    one that leaves a whole declared group out has a null overall naming it. Breakdown rows are the overall of
+    the instances of their value, without this rule.
+
+    Protocol: rows are computed per instance ``protocol`` (instances.protocol; "ours" when absent) and say it:
+    instances of two protocols are never averaged together.
+
+    ``headline.round`` rounds task scores before their groups and the overall average them;
+    ``headline.across_lengths: micro_over_items`` adds the rows of length :data:`ALL_LENGTHS` (each task, group
+    and the overall over every item of every length; a task row there is null naming ``length=<level>`` for a
+    length at which the task has instances but no score).
     """
     s = scored_instances(scores, instances, catalog, judgments)
     statuses = instance_statuses(s, generations)
@@ -349,6 +387,22 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
         head = s.heads[benchmark]
         of_bench = rows.filter(pl.col("benchmark") == benchmark)
         population = None if statuses is None else statuses.filter(pl.col("benchmark") == benchmark)
+        built = plain.filter(pl.col("benchmark") == benchmark)
+        expected = tuple((selected or {}).get(benchmark, ())) or tuple(sorted(set(built["task"].to_list())))
+        specs = dict(s.specs)
+        labels = dict(s.labels)
+        for task in expected:
+            if (benchmark, task) not in specs:  # selected, but no instance of it was built
+                spec = catalog.resolve(benchmark, task)
+                specs[(benchmark, task)] = spec
+                source = score_source(spec, head)
+                if source is not None:
+                    labels[(benchmark, task)] = (headline_metric(spec) if source == "metric"
+                                                 else f"judge:{spec.rubric}")
+        declared: dict[str, set[str]] = {}
+        for spec in catalog.tasks(benchmark):
+            if spec.name != ANY_TASK:
+                declared.setdefault(spec.aggregation.table, set()).add(spec.aggregation.group)
         for field in head.breakdown:
             def value_of(frame: pl.DataFrame, field: str = field) -> pl.DataFrame:
                 return frame.with_columns(pl.col("record_fields").map_elements(
@@ -358,14 +412,31 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
             unset = of_bench.filter(pl.col(f"field:{field}") == _UNSET).select("instance_id").n_unique()
             if unset:
                 breakdown_missing[f"{benchmark}/{field}"] = unset
-        lengths = (set(of_bench["length"].unique().to_list())
-                   | set(unsent.filter(pl.col("benchmark") == benchmark)["length"].unique().to_list()))
-        for length in length_order(sorted(lengths)):
-            at = None if population is None else population.filter(pl.col("length") == length)
-            out += _benchmark_rows(benchmark, length, of_bench.filter(pl.col("length") == length), s.specs, head,
-                                   population=at, labels=s.labels, draws=draws)
-            out += _component_rows(benchmark, length, s.components.filter(
-                (pl.col("benchmark") == benchmark) & (pl.col("length") == length)), s.specs, head, at, draws)
+        of_unsent = unsent.filter(pl.col("benchmark") == benchmark)
+        for protocol in sorted(set(built["protocol"].to_list()) | set(of_unsent["protocol"].to_list())):
+            mine = of_bench.filter(pl.col("protocol") == protocol)
+            people = None if population is None else population.filter(pl.col("protocol") == protocol)
+            parts = s.components.filter((pl.col("benchmark") == benchmark) & (pl.col("protocol") == protocol))
+            built_p = built.filter(pl.col("protocol") == protocol)
+            lengths = length_order(sorted(set(built_p["length"].to_list())
+                                          | set(of_unsent.filter(pl.col("protocol") == protocol)["length"].to_list())))
+            common = {"specs": specs, "head": head, "labels": labels, "draws": draws, "expected": expected,
+                      "declared": declared, "protocol": protocol}
+            for length in lengths:
+                at = None if people is None else people.filter(pl.col("length") == length)
+                out += _benchmark_rows(benchmark, length, mine.filter(pl.col("length") == length), population=at,
+                                       **common)
+                out += _component_rows(benchmark, length, parts.filter(pl.col("length") == length), specs, head, at,
+                                       draws, protocol)
+            if head.across_lengths == "micro_over_items" and lengths:
+                # Every task at every length it has instances at: a length where it has none scored is a gap.
+                have = set(mine.filter(pl.col("score").is_not_null()).select("task", "length").unique().iter_rows())
+                gaps: dict[str, list[str]] = {}
+                for task, length in sorted(set(built_p.select("task", "length").unique().iter_rows())):
+                    if (task, length) not in have:
+                        gaps.setdefault(task, []).append(f"length={length}")
+                out += _benchmark_rows(benchmark, ALL_LENGTHS, mine, population=people, gaps=gaps, **common)
+                out += _component_rows(benchmark, ALL_LENGTHS, parts, specs, head, people, draws, protocol)
     frame = schemas.conform(pl.DataFrame(out, schema=schemas.BENCHMARK_SCORES), "benchmark_scores")
     table = frame.select(pl.lit(model, dtype=pl.String).alias("model"), pl.all())
     return BenchmarkTable(table, unjudged, s.variant_rows, unscored, breakdown_missing)
@@ -385,7 +456,8 @@ def _shares(population: pl.DataFrame | None) -> dict:
 
 def _component_rows(benchmark: str, length: str, components: pl.DataFrame,
                     specs: Mapping[tuple[str, str], TaskSpec], head: Headline,
-                    population: pl.DataFrame | None = None, draws: int = confidence.DRAWS) -> list[dict]:
+                    population: pl.DataFrame | None = None, draws: int = confidence.DRAWS,
+                    protocol: str = OURS) -> list[dict]:
     """Rows of level ``component``: each metric of a task scored by the mean of its metrics, on its own (HELMET's
     six Cite numbers: ASQA STR-EM, citation recall, citation precision, QAMPARI rec-5, ...), x the scale, with its
     bootstrap interval (the component's instances resampled) and the task's shares."""
@@ -403,7 +475,8 @@ def _component_rows(benchmark: str, length: str, components: pl.DataFrame,
         shares = _shares(None if population is None else population.filter(pl.col("task") == task))
         out.append({"benchmark": benchmark, "table": agg.table, "level": "component", "task": task,
                     "category": agg.group, "length": length, "metric": metric, "score": head.scale * score,
-                    "n": int(n), "aggregation": head.overall, "ci_low": low, "ci_high": high, **shares})
+                    "n": int(n), "aggregation": head.overall, "ci_low": low, "ci_high": high, **shares,
+                    "protocol": protocol, "missing_groups": []})
     return out
 
 
@@ -471,14 +544,22 @@ def cell_weights(cells: list[Cell], head: Headline, agg: Mapping[str, Aggregatio
 
 def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapping[tuple[str, str], TaskSpec],
                     head: Headline, population: pl.DataFrame | None = None,
-                    labels: Mapping[tuple[str, str], str] | None = None, draws: int = confidence.DRAWS) -> list[dict]:
+                    labels: Mapping[tuple[str, str], str] | None = None, draws: int = confidence.DRAWS, *,
+                    expected: Collection[str] = (), declared: Mapping[str, Collection[str]] | None = None,
+                    gaps: Mapping[str, Sequence[str]] | None = None, protocol: str = OURS) -> list[dict]:
     """The task, group, overall and breakdown rows of one benchmark at one length (``rows``: one per scored
     instance: task, metric, score, judged, perfect, record_fields and a ``field:<name>`` per breakdown field;
-    ``population``: the plain instances with a generation, their ``status`` and ``truncated``, for the shares)."""
+    ``population``: the plain instances with a generation, their ``status`` and ``truncated``, for the shares).
+
+    ``expected``: the tasks the headline expects (each gets a row, null without a score); ``declared``: per table,
+    the groups its task files declare (a mean_of_groups overall expects each); ``gaps``: per task, the
+    ``length=<level>`` it has no score at (rows of :data:`ALL_LENGTHS`: the task's row is null, naming them)."""
+    gaps = gaps or {}
     unsent_tasks = set() if population is None else set(
         population.filter(pl.col("status").is_in(schemas.NOT_SCORED))["task"].unique().to_list())
-    # A task with no scored instance whose instances were not sent (or were invalid) still gets its rows.
-    empty_tasks = unsent_tasks - set(rows["task"].unique().to_list())
+    # A task with no scored instance whose instances were not sent (or were invalid), or one the headline
+    # expects, still gets its rows.
+    empty_tasks = (unsent_tasks | set(expected)) - set(rows["task"].unique().to_list())
     agg = {t: specs[(benchmark, t)].aggregation for t in set(rows["task"].unique().to_list()) | empty_tasks}
     named = sorted({a.table for a in agg.values()} - {ALL_TABLES}) or [ALL_TABLES]
     resampled: dict[tuple[str, str, str], np.ndarray] = {}
@@ -502,10 +583,12 @@ def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapp
         return _shares(mine if field is None else mine.filter(pl.col(field) == value))
 
     def row(table: str, level: str, task: str | None, group: str | None, metric: str, score: float | None, n: int,
-            ci: tuple[float | None, float | None] = (None, None), extra: dict | None = None) -> dict:
+            ci: tuple[float | None, float | None] = (None, None), extra: dict | None = None,
+            missing: Sequence[str] = ()) -> dict:
         return {"benchmark": benchmark, "table": table, "level": level, "task": task,
                 "category": group, "length": length, "metric": metric, "score": score, "n": n,
-                "aggregation": head.overall, "ci_low": ci[0], "ci_high": ci[1], **(extra or {})}
+                "aggregation": head.overall, "ci_low": ci[0], "ci_high": ci[1], **(extra or {}),
+                "protocol": protocol, "missing_groups": list(missing)}
 
     def rates(table: str, level: str, task: str | None, group: str | None, cells: list[Cell], extra: dict) -> list[dict]:
         verdicts = sum(c.verdicts for c in cells)
@@ -526,13 +609,20 @@ def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapp
             groups.setdefault(agg[c.task].group, []).append(c)
         return groups
 
+    def task_score(c: Cell) -> float:
+        if head.round is None:
+            return head.scale * c.mean
+        return round(head.scale * c.total / c.n, head.round)  # the authors' round(100 * total / n, 2)
+
     def group_score(of_group: list[Cell]) -> float | None:
         scored = [c for c in of_group if c.n]
         if not scored:
             return None
         if head.overall == "mean_of_instances":
             return head.scale * sum(c.total for c in scored) / sum(c.n for c in scored)
-        return head.scale * _mean([c.mean for c in scored], [agg[c.task].weight for c in scored])
+        if head.round is None:
+            return head.scale * _mean([c.mean for c in scored], [agg[c.task].weight for c in scored])
+        return _mean([task_score(c) for c in scored], [agg[c.task].weight for c in scored])
 
     def overall_score(cells: list[Cell]) -> float | None:
         scored = [c for c in cells if c.n]
@@ -541,14 +631,24 @@ def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapp
         if head.overall == "mean_of_groups":
             return _mean([s for s in map(group_score, groups_of(scored).values()) if s is not None])
         if head.overall == "mean_of_tasks":
-            return head.scale * _mean([c.mean for c in scored])
+            if head.round is None:
+                return head.scale * _mean([c.mean for c in scored])
+            return _mean([task_score(c) for c in scored])
         return head.scale * sum(c.total for c in scored) / sum(c.n for c in scored)
 
-    def label(cells: list[Cell]) -> str:
-        return "+".join(sorted({c.metric for c in cells}))  # one label, or the mix a group averages
+    def incomplete(cells: list[Cell]) -> list[str]:
+        """The tasks of ``cells`` without a score (or, over every length, without one at some length)."""
+        return sorted({c.task for c in cells if not c.n or gaps.get(c.task)})
 
-    def unsent_only(cells: list[Cell]) -> bool:  # no score at all, and instances not sent: a null row shows why
-        return not any(c.n for c in cells) and any(c.task in empty_tasks for c in cells)
+    def overall_missing(table: str, cells: list[Cell]) -> list[str]:
+        if head.overall != "mean_of_groups":
+            return incomplete(cells)
+        groups = groups_of(cells)
+        wanted = set(groups) | set((declared or {}).get(table, ())) | set((declared or {}).get(ALL_TABLES, ()))
+        return sorted(g for g in wanted if g not in groups or incomplete(groups[g]))
+
+    def label(cells: list[Cell]) -> str:
+        return "+".join(sorted({c.metric for c in cells if c.metric}))  # one label, or the mix a group averages
 
     out: list[dict] = []
     for table in named:
@@ -565,24 +665,27 @@ def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapp
         for group, of_group in groups.items():
             for c in of_group:
                 extra = shares({c.task})
-                if c.n:
-                    out.append(row(table, "task", c.task, group, c.metric, head.scale * c.mean, c.n,
+                if c.n and not gaps.get(c.task):
+                    out.append(row(table, "task", c.task, group, c.metric, task_score(c), c.n,
                                    interval([(c, 1.0)]), extra))
-                elif c.task in empty_tasks:
-                    out.append(row(table, "task", c.task, group, c.metric, None, 0, extra=extra))
+                else:  # no score (not sent, not judged, not run), or none at some length: a null row says so
+                    out.append(row(table, "task", c.task, group, c.metric, None, c.n, extra=extra,
+                                   missing=gaps.get(c.task, ())))
                 out += rates(table, "task", c.task, group, [c], extra)
         for group, of_group in groups.items():
-            score = group_score(of_group)
+            missing = incomplete(of_group)
+            score = None if missing else group_score(of_group)
             extra = shares({c.task for c in of_group})
-            if score is not None or unsent_only(of_group):
-                out.append(row(table, "group", None, group, label(of_group), score, sum(c.n for c in of_group),
-                               interval(cell_weights(of_group, head, agg, "group")), extra))
+            out.append(row(table, "group", None, group, label(of_group), score, sum(c.n for c in of_group),
+                           (None, None) if score is None else interval(cell_weights(of_group, head, agg, "group")),
+                           extra, missing))
             out += rates(table, "group", None, group, of_group, extra)
-        overall = overall_score(members)
+        missing = overall_missing(table, members)
+        overall = None if missing else overall_score(members)
         extra = shares({c.task for c in members})
-        if overall is not None or unsent_only(members):
-            out.append(row(table, "overall", None, None, label(members), overall, sum(c.n for c in members),
-                           interval(cell_weights(members, head, agg, "overall")), extra))
+        out.append(row(table, "overall", None, None, label(members), overall, sum(c.n for c in members),
+                       (None, None) if overall is None else interval(cell_weights(members, head, agg, "overall")),
+                       extra, missing))
         out += rates(table, "overall", None, None, members, extra)
         for field in head.breakdown:
             column = f"field:{field}"
@@ -600,47 +703,69 @@ def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapp
 
 def benchmark_leaderboard(tables: pl.DataFrame) -> pl.DataFrame:
     """LEADERBOARD rows of a benchmark run as released, from every model's benchmark_scores (``model`` column):
-    one row per (model, benchmark, table) as metric ``"<benchmark>/<table>"`` (``longbench/en``, ``lveval/all``),
-    its score the mean over the length partitions of the table's overall row (one partition for LongBench, the
-    level scores' mean for LV-Eval, the sets' for Loong), ``scores_by_length`` each partition's, ranked among
-    the models of the same metric. The rates (Loong's perfect_rate, scoring_success) and the breakdown rows stay
-    in benchmark_scores; there is no LongScore (no base lengths): base_ability and long_score are null.
+    one row per (model, benchmark, table, protocol) as metric ``"<benchmark>/<table>"`` (``longbench/en``,
+    ``lveval/all``), ``scores_by_length`` each length partition's overall, ranked among the models of the same
+    metric and protocol (rows of two protocols are never ranked together). Its score (``old_metric``): the table's
+    overall of length :data:`ALL_LENGTHS` where the benchmark has one (headline ``across_lengths:
+    micro_over_items``: Loong's overall over all items), else the mean over the length partitions of the table's
+    overall row (one partition for LongBench, the level scores' mean for LV-Eval); null when an overall behind it
+    is null, ``missing_groups`` naming ``<group>@<length>``. The rates (Loong's perfect_rate, scoring_success) and
+    the breakdown rows stay in benchmark_scores; there is no LongScore (no base lengths): base_ability and
+    long_score are null.
 
-    ``ci_low`` / ``ci_high``: the interval of that mean from the overall rows' own intervals. The partitions hold
-    different records, so their bootstrap errors are independent and each side's half width is the quadrature
-    sum of the partitions' half widths over their count (confidence.interval_of_mean; exact with one partition, a
-    normal approximation of the mean's bootstrap with several); null when a partition has no interval.
-    ``skipped_share`` / ``truncated_share`` / ``invalid_share``: over the overall rows' instances of every partition
-    (their status_counts); null when they are not known. ``n_unpaired`` 0: each published table scores its own
-    instances."""
+    ``ci_low`` / ``ci_high``: the [all] row's own interval, or the interval of that mean from the overall rows'
+    own intervals. The partitions hold different records, so their bootstrap errors are independent and each
+    side's half width is the quadrature sum of the partitions' half widths over their count
+    (confidence.interval_of_mean; exact with one partition, a normal approximation of the mean's bootstrap with
+    several); null when a partition has no interval. ``skipped_share`` / ``truncated_share`` / ``invalid_share``:
+    over the overall rows' instances of every partition (their status_counts); null when they are not known.
+    ``n_unpaired`` 0: each published table scores its own instances. A table written before the ``protocol`` and
+    ``missing_groups`` columns reads as protocol "ours", nothing missing."""
     overall = tables.filter((pl.col("level") == "overall") & ~pl.col("metric").is_in([SCORING_SUCCESS, PERFECT_RATE]))
     if overall.is_empty():
         return schemas.empty("leaderboard")
     for column, dtype in (("ci_low", pl.Float64), ("ci_high", pl.Float64), ("truncated_share", pl.Float64),
-                          ("status_counts", pl.String)):
+                          ("status_counts", pl.String), ("missing_groups", schemas.StrList)):
         if column not in overall.columns:  # a table written before these columns existed
             overall = overall.with_columns(pl.lit(None, dtype).alias(column))
+    if "protocol" not in overall.columns:
+        overall = overall.with_columns(protocol=pl.lit(OURS))
+    overall = overall.with_columns(pl.col("protocol").fill_null(OURS))
     rows = []
-    for (model, benchmark, table), grp in overall.group_by("model", "benchmark", "table", maintain_order=True):
-        by_length = {lv: grp.filter(pl.col("length") == lv)["score"][0] for lv in length_order(grp["length"])}
-        values = [v for v in by_length.values() if v is not None]
-        scored = grp.filter(pl.col("score").is_not_null())
-        low, high = (confidence.interval_of_mean(scored["score"].to_list(), scored["ci_low"].to_list(),
-                                                 scored["ci_high"].to_list()) if scored.height else (None, None))
+    for (model, benchmark, table, protocol), grp in overall.group_by("model", "benchmark", "table", "protocol",
+                                                                     maintain_order=True):
+        per = grp.filter(pl.col("length") != ALL_LENGTHS)
+        micro = grp.filter(pl.col("length") == ALL_LENGTHS)
+        by_length = {lv: per.filter(pl.col("length") == lv)["score"][0] for lv in length_order(per["length"])}
+        missing = [f"{g}@{lv}" for lv, score, groups in per.select("length", "score", "missing_groups").iter_rows()
+                   if score is None for g in (groups or [f"length={lv}"])]
+        if micro.height:
+            head = micro.row(0, named=True)
+            score, low, high, n = head["score"], head["ci_low"], head["ci_high"], head["n"]
+            missing = [f"{g}@{ALL_LENGTHS}" for g in head["missing_groups"] or []] if score is None else []
+        else:
+            values = list(by_length.values())
+            complete = bool(values) and all(v is not None for v in values)
+            score = sum(values) / len(values) if complete else None
+            low, high = (confidence.interval_of_mean(per["score"].to_list(), per["ci_low"].to_list(),
+                                                     per["ci_high"].to_list()) if complete else (None, None))
+            n = int(per["n"].sum())
         rows.append({"model": model, "metric": f"{benchmark}/{table}", "base_ability": None,
-                     "old_metric": sum(values) / len(values) if values else None, "long_score": None,
-                     "scores_by_length": json.dumps(by_length), "n_instances": int(grp["n"].sum()),
-                     "ci_low": low, "ci_high": high, **_pooled_shares(grp), "n_unpaired": 0})
+                     "old_metric": score, "long_score": None,
+                     "scores_by_length": json.dumps(by_length), "n_instances": int(n),
+                     "ci_low": low, "ci_high": high, **_pooled_shares(per), "n_unpaired": 0,
+                     "protocol": protocol, "missing_groups": missing})
     out = pl.DataFrame(rows, schema_overrides={"base_ability": pl.Float64, "long_score": pl.Float64,
+                                               "old_metric": pl.Float64,
                                                "ci_low": pl.Float64, "ci_high": pl.Float64,
                                                "skipped_share": pl.Float64, "truncated_share": pl.Float64,
-                                               "invalid_share": pl.Float64})
+                                               "invalid_share": pl.Float64, "missing_groups": schemas.StrList})
     nulls = {c: pl.lit(None, schemas.LEADERBOARD[c]) for c in schemas.LEADERBOARD if c not in out.columns}
     out = out.with_columns(**{c: v for c, v in nulls.items() if not c.startswith("rank_")})
     out = out.with_columns(
-        rank_old_metric=pl.col("old_metric").rank("min", descending=True).over("metric").cast(pl.Int32),
+        rank_old_metric=pl.col("old_metric").rank("min", descending=True).over("metric", "protocol").cast(pl.Int32),
         rank_long_score=pl.lit(None, pl.Int32))
-    return schemas.conform(out, "leaderboard").sort("metric", "rank_old_metric", nulls_last=True)
+    return schemas.conform(out, "leaderboard").sort("metric", "protocol", "rank_old_metric", nulls_last=True)
 
 
 def _pooled_shares(overall_rows: pl.DataFrame) -> dict:

@@ -293,11 +293,16 @@ def _shares(row: Mapping) -> str:
 
 def released_board_display(board: pl.DataFrame) -> tuple[list[str], list[tuple]]:
     """(columns, rows) of a released config's leaderboard (each published table's overall, no LongScore) as
-    ``lcp demo`` prints it: the score with its 95% interval and the shares, as :func:`board_display` does."""
-    board = board.sort("metric", "rank_old_metric", nulls_last=True)
-    columns = ["metric", "model", "score", "ci95", "rank", "scores_by_length", "n_instances", "skip/trunc/invalid"]
-    rows = [(r["metric"], r["model"], r["old_metric"], _interval(r.get("ci_low"), r.get("ci_high")),
-             r["rank_old_metric"], r["scores_by_length"], r["n_instances"], _shares(r))
+    ``lcp demo`` prints it: the score with its 95% interval and the shares, as :func:`board_display` does; the
+    protocol of each row (ranked among its own protocol's rows) and, for a null score, what it lacks
+    (``missing_groups``: ``<group>@<length>``)."""
+    board = board.sort("metric", *(["protocol"] if "protocol" in board.columns else []), "rank_old_metric",
+                       nulls_last=True)
+    columns = ["metric", "protocol", "model", "score", "ci95", "rank", "scores_by_length", "n_instances",
+               "skip/trunc/invalid", "missing"]
+    rows = [(r["metric"], r.get("protocol") or "ours", r["model"], r["old_metric"],
+             _interval(r.get("ci_low"), r.get("ci_high")), r["rank_old_metric"], r["scores_by_length"],
+             r["n_instances"], _shares(r), ", ".join(r.get("missing_groups") or []))
             for r in board.iter_rows(named=True)]
     return columns, rows
 

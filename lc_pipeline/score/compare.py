@@ -1,7 +1,8 @@
 """Two models compared on the instances both have a score on (``lcp compare``): per benchmark x table x length,
 each model's score on the common instances (aggregated as the benchmark's headline says, the way
 score/benchmark_scores.py makes its overall row), the difference A - B with a paired bootstrap interval and a
-paired permutation test's p-value.
+paired permutation test's p-value. Rows of two instance protocols (``protocol``: "ours", "official@<commit>")
+are compared apart, never pooled.
 
 - Pairing: an instance counts when both models have its headline score (a metric row, or a judge verdict parsed
   ok, on a plain instance); ``only_a`` / ``only_b`` count the instances one model has and the other lacks
@@ -14,6 +15,9 @@ paired permutation test's p-value.
   scores are exchangeable, so each draw flips the sign of every instance's A - B difference at random (seeded)
   and recomputes the weighted difference; p = (1 + #{|flipped| >= |observed|}) / (1 + draws), two-sided. Two
   identical models give 0 with p = 1. With ``draws`` flips the smallest p is 1 / (draws + 1).
+- Rounding: where the headline rounds task scores (``headline.round``: LongBench, LV-Eval), each model's score is
+  the mean of its rounded task scores, as benchmark_scores' overall is; the interval and the test are of the
+  unrounded difference.
 Pure: no Dagster.
 """
 
@@ -28,7 +32,8 @@ from lc_pipeline.config import length_order
 from lc_pipeline.score import confidence
 from lc_pipeline.score.benchmark_scores import ALL_TABLES, Cell, Scored, cell_weights
 
-COLUMNS = {"benchmark": pl.String, "table": pl.String, "length": pl.String, "metric": pl.String,
+COLUMNS = {"benchmark": pl.String, "protocol": pl.String, "table": pl.String, "length": pl.String,
+           "metric": pl.String,
            "aggregation": pl.String, "n_common": pl.Int64, "only_a": pl.Int64, "only_b": pl.Int64,
            "score_a": pl.Float64, "score_b": pl.Float64, "diff": pl.Float64, "ci_low": pl.Float64,
            "ci_high": pl.Float64, "p_value": pl.Float64}
@@ -36,7 +41,7 @@ COLUMNS = {"benchmark": pl.String, "table": pl.String, "length": pl.String, "met
 
 def _scored_rows(scored: Scored) -> pl.DataFrame:
     return (scored.rows.filter(pl.col("score").is_not_null())
-            .select("instance_id", "benchmark", "task", "length", "metric", "score"))
+            .select("instance_id", "benchmark", "protocol", "task", "length", "metric", "score"))
 
 
 def compare_models(a: Scored, b: Scored, *, draws: int = confidence.DRAWS, seed: int = 0) -> pl.DataFrame:
@@ -45,20 +50,21 @@ def compare_models(a: Scored, b: Scored, *, draws: int = confidence.DRAWS, seed:
     if draws < 1:
         raise ValueError(f"compare: draws must be at least 1, got {draws}")
     ra, rb = _scored_rows(a), _scored_rows(b)
-    keys = ["instance_id", "metric"]
+    keys = ["instance_id", "protocol", "metric"]
     both = ra.join(rb.select(*keys, score_b=pl.col("score")), on=keys, how="inner").rename({"score": "score_a"})
     only_a = ra.join(rb, on=keys, how="anti")
     only_b = rb.join(ra, on=keys, how="anti")
     specs = {**b.specs, **a.specs}
     heads = {**b.heads, **a.heads}
     out = []
-    cells_at = pl.concat([ra, rb]).select("benchmark", "length").unique()
-    for benchmark in sorted(cells_at["benchmark"].unique().to_list()):
+    cells_at = pl.concat([ra, rb]).select("benchmark", "protocol", "length").unique()
+    for benchmark, protocol in sorted(cells_at.select("benchmark", "protocol").unique().iter_rows()):
         head = heads[benchmark]
-        lengths = cells_at.filter(pl.col("benchmark") == benchmark)["length"].to_list()
-        for length in length_order(sorted(lengths)):
+        lengths = cells_at.filter((pl.col("benchmark") == benchmark) & (pl.col("protocol") == protocol))["length"]
+        for length in length_order(sorted(lengths.to_list())):
             def at(frame: pl.DataFrame) -> pl.DataFrame:
-                return frame.filter((pl.col("benchmark") == benchmark) & (pl.col("length") == length))
+                return frame.filter((pl.col("benchmark") == benchmark) & (pl.col("protocol") == protocol)
+                                    & (pl.col("length") == length))
             common, lone_a, lone_b = at(both), at(only_a), at(only_b)
             tasks = set(common["task"]) | set(lone_a["task"]) | set(lone_b["task"])
             agg = {t: specs[(benchmark, t)].aggregation for t in tasks}
@@ -67,7 +73,8 @@ def compare_models(a: Scored, b: Scored, *, draws: int = confidence.DRAWS, seed:
 
                 def count(frame: pl.DataFrame, mine: list[str] = mine) -> int:
                     return frame.filter(pl.col("task").is_in(mine)).height
-                row = {"benchmark": benchmark, "table": table, "length": length, "aggregation": head.overall,
+                row = {"benchmark": benchmark, "protocol": protocol, "table": table, "length": length,
+                       "aggregation": head.overall,
                        "only_a": count(lone_a), "only_b": count(lone_b),
                        **_paired(common.filter(pl.col("task").is_in(mine)), head, agg, benchmark, length, draws, seed)}
                 out.append(row)
@@ -86,8 +93,14 @@ def _paired(common: pl.DataFrame, head, agg: Mapping, benchmark: str, length: st
         pairs.append((sa, sb))
     by_cell = dict(zip(((c.task, c.metric) for c in cells), pairs, strict=True))
     weighted = cell_weights(cells, head, agg, "overall")
-    score_a = head.scale * sum(w * by_cell[(c.task, c.metric)][0].mean() for c, w in weighted)
-    score_b = head.scale * sum(w * by_cell[(c.task, c.metric)][1].mean() for c, w in weighted)
+
+    def task_score(values: np.ndarray) -> float:
+        if head.round is None or head.overall == "mean_of_instances":
+            return head.scale * values.mean()
+        return round(head.scale * float(values.sum()) / len(values), head.round)  # as benchmark_scores rounds
+
+    score_a = sum(w * task_score(by_cell[(c.task, c.metric)][0]) for c, w in weighted)
+    score_b = sum(w * task_score(by_cell[(c.task, c.metric)][1]) for c, w in weighted)
     diff = score_a - score_b
     resampled = np.zeros(draws)
     flipped = np.zeros(draws)

@@ -87,12 +87,28 @@ class Headline(_Strict):
     ``breakdown``: fields of the released records (``instances.record_fields``) whose values each get the
     overall again, computed on the instances of that value (LongBench v2: ``[difficulty, length]`` gives easy,
     hard, short, medium and long beside the overall; spec released_benchmarks.md).
+
+    ``round``: decimals a task's score (x ``scale``) is rounded to before its group and the overall average it,
+    as the authors' scorers do (LongBench ``eval.py``, LV-Eval ``evaluation.py``: ``round(100 * mean, 2)`` per
+    task and length); None (default): not rounded. Group and overall rows are means of the rounded task scores,
+    not rounded themselves; intervals are of the unrounded scores.
+
+    ``across_lengths``: the benchmark's number over all its length partitions. ``mean_of_lengths`` (default):
+    the leaderboard's mean of the per-length overalls. ``micro_over_items``: benchmark_scores also has rows of
+    length ``[all]`` (each task, group and the overall over every item of every length, aggregated as
+    ``overall`` says: Loong's Table 3 and its overall over all items, as its ``step4_cal_metric`` computes
+    them), and the leaderboard's number is that overall.
+
+    A group or overall row is null when a task or group it averages has no score; the row names them
+    (benchmark_scores ``missing_groups``, score/benchmark_scores.py).
     """
 
     overall: Literal["mean_of_groups", "mean_of_tasks", "mean_of_instances"] = "mean_of_groups"
     scale: float = 100.0  # scores are in [0, 1]; the paper's tables show them times this
     source: Literal["metric", "judge"] = "metric"
     breakdown: tuple[str, ...] = ()
+    round: int | None = Field(default=None, ge=0)
+    across_lengths: Literal["mean_of_lengths", "micro_over_items"] = "mean_of_lengths"
 
 
 class Followup(_Strict):

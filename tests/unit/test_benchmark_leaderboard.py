@@ -1,6 +1,8 @@
 """The leaderboard of a benchmark run as released ranks each published table's overall score: one row per
-(model, benchmark, table), the mean of the table's overall over its length partitions, each partition's in
-scores_by_length; Loong's rates and the breakdown rows stay in benchmark_scores; there is no LongScore."""
+(model, benchmark, table, protocol), the mean of the table's overall over its length partitions (null, naming
+what is missing, when one of them is null; Loong's: its overall over all items, tests/unit/test_loong_aggregation),
+each partition's in scores_by_length; Loong's rates and the breakdown rows stay in benchmark_scores; there is no
+LongScore; rows of two protocols are ranked apart."""
 
 from __future__ import annotations
 
@@ -51,3 +53,24 @@ def test_partitions_are_listed_in_the_benchmarks_order(lengths):
     rows = [overall("a", "longbench", "en", lv, float(i), 1) for i, lv in enumerate(lengths)]
     board = benchmark_leaderboard(pl.DataFrame(rows))
     assert list(json.loads(board["scores_by_length"][0])) == ["0-4k", "4-8k", "8k+"]
+
+
+def test_a_null_overall_at_any_length_leaves_the_row_null_and_named_not_the_mean_of_the_rest():
+    rows = [overall("a", "helmet", "all", "8k", 50.0, 10), {**overall("a", "helmet", "all", "16k", None, 8),
+                                                              "missing_groups": ["LongQA", "Summ"]},
+            overall("b", "helmet", "all", "8k", 40.0, 10), overall("b", "helmet", "all", "16k", 30.0, 10)]
+    board = benchmark_leaderboard(pl.DataFrame(rows))
+    a, b = (board.filter(pl.col("model") == m).to_dicts()[0] for m in ("a", "b"))
+    assert (a["old_metric"], a["rank_old_metric"], a["ci_low"]) == (None, None, None)  # not 50.0
+    assert a["missing_groups"] == ["LongQA@16k", "Summ@16k"]
+    assert json.loads(a["scores_by_length"]) == {"8k": 50.0, "16k": None}
+    assert (b["old_metric"], b["rank_old_metric"], b["missing_groups"]) == (35.0, 1, [])
+
+
+def test_rows_of_two_protocols_are_ranked_apart_and_say_which():
+    ours = [overall("a", "lveval", "all", "16k", 40.0, 10), overall("b", "lveval", "all", "16k", 50.0, 10)]
+    official = [{**overall("a", "lveval", "all", "16k", 45.0, 10), "protocol": "official@25aebcb"}]
+    board = benchmark_leaderboard(pl.DataFrame([{**r, "protocol": "ours"} for r in ours] + official))
+    got = {(r["protocol"], r["model"]): (r["old_metric"], r["rank_old_metric"]) for r in board.iter_rows(named=True)}
+    assert got == {("ours", "a"): (40.0, 2), ("ours", "b"): (50.0, 1), ("official@25aebcb", "a"): (45.0, 1)}
+    assert benchmark_leaderboard(pl.DataFrame(ours))["protocol"].to_list() == ["ours", "ours"]  # an older table

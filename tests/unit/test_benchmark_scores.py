@@ -37,13 +37,19 @@ def cell(frame: pl.DataFrame, **where) -> dict:
     return row
 
 
+# One task of each LongBench category other than Single-Doc QA and Code Completion, per table, each at 10.
+OTHER_EN = [("longbench", t, 0.1) for t in ("hotpotqa", "gov_report", "trec", "passage_count")]
+OTHER_ZH = [("longbench", t, 0.1) for t in ("dureader", "vcsum", "lsht", "passage_retrieval_zh")]
+PARTIAL_LONGBENCH = [
+    ("longbench", "narrativeqa", 0.5), ("longbench", "narrativeqa", 0.7),  # task 60
+    ("longbench", "qasper", 0.2),                                           # task 20 -> Single-Doc QA 40
+    ("longbench", "multifieldqa_zh", 0.3),                                  # zh Single-Doc QA 30
+    ("longbench", "lcc", 0.9), ("longbench", "lcc", 0.5),                   # Code Completion 70, both tables
+]
+
+
 def test_longbench_categories_and_avg_are_computed_per_table_with_code_in_both():
-    scores, instances = frames([
-        ("longbench", "narrativeqa", 0.5), ("longbench", "narrativeqa", 0.7),  # task 60
-        ("longbench", "qasper", 0.2),                                           # task 20 -> Single-Doc QA 40
-        ("longbench", "multifieldqa_zh", 0.3),                                  # zh Single-Doc QA 30
-        ("longbench", "lcc", 0.9), ("longbench", "lcc", 0.5),                   # Code Completion 70, both tables
-    ], metric="longbench")
+    scores, instances = frames([*PARTIAL_LONGBENCH, *OTHER_EN, *OTHER_ZH], metric="longbench")
     result = benchmark_table(scores, instances, CATALOG, "m")
     table = result.table
     assert table.columns == list(COLUMNS) and set(table["model"]) == {"m"}
@@ -53,24 +59,96 @@ def test_longbench_categories_and_avg_are_computed_per_table_with_code_in_both()
     for lang in ("en", "zh"):
         assert cell(table, table=lang, level="group", category="Code Completion")["score"] == pytest.approx(70.0)
     en, zh = cell(table, table="en", level="overall"), cell(table, table="zh", level="overall")
-    assert en["score"] == pytest.approx((40 + 70) / 2) and en["n"] == 5  # the mean of categories, not of tasks (50)
-    assert zh["score"] == pytest.approx((30 + 70) / 2) and zh["n"] == 3
-    assert (en["metric"], en["aggregation"], en["length"]) == ("longbench", "mean_of_groups", "4k")
+    # the mean of the six categories, not of the tasks
+    assert en["score"] == pytest.approx((40 + 4 * 10 + 70) / 6) and en["n"] == 9 and en["missing_groups"] == []
+    assert zh["score"] == pytest.approx((30 + 4 * 10 + 70) / 6) and zh["n"] == 7
+    assert (en["metric"], en["aggregation"], en["length"], en["protocol"]) == (
+        "longbench", "mean_of_groups", "4k", "ours")
     assert table.filter(pl.col("table") == "zh", pl.col("level") == "task")["task"].sort().to_list() == [
-        "lcc", "multifieldqa_zh"]
+        "dureader", "lcc", "lsht", "multifieldqa_zh", "passage_retrieval_zh", "vcsum"]
     assert result.unjudged == {} and result.variant_rows == 0 and result.unscored == {}
 
 
-def test_helmet_average_is_the_mean_of_its_categories():
-    scores, instances = frames([
-        ("helmet", "rag", 0.4), ("helmet", "rag_multi", 0.8),  # RAG 60
-        ("helmet", "rerank", 0.3),                             # Re-rank 30
-        ("helmet", "json_kv", 1.0),                            # Synthetic recall 100
-    ], metric="helmet")
+def test_a_longbench_avg_without_some_category_is_null_and_names_it():
+    scores, instances = frames(PARTIAL_LONGBENCH, metric="longbench")
     table = benchmark_table(scores, instances, CATALOG, "m").table
+    en = cell(table, table="en", level="overall")
+    assert en["score"] is None and en["ci_low"] is None and en["n"] == 5  # not (40 + 70) / 2 over what is there
+    assert en["missing_groups"] == ["Few-shot Learning", "Multi-Doc QA", "Summarization", "Synthetic"]
+    assert cell(table, table="en", level="group", category="Single-Doc QA")["score"] == pytest.approx(40.0)
+
+
+def test_a_selected_longbench_task_without_a_score_nulls_its_category_and_the_avg():
+    # The run selects (released.tasks) every task present plus musique, which has no instance: its category and
+    # the Avg are null and say so; its own row is there, null, n 0.
+    rows = [*PARTIAL_LONGBENCH, *OTHER_EN, *OTHER_ZH]
+    scores, instances = frames(rows, metric="longbench")
+    selected = {"longbench": tuple(sorted({r[1] for r in rows} | {"musique"}))}
+    table = benchmark_table(scores, instances, CATALOG, "m", selected=selected).table
+    musique = cell(table, level="task", task="musique")
+    assert (musique["score"], musique["n"], musique["category"]) == (None, 0, "Multi-Doc QA")
+    group = cell(table, table="en", level="group", category="Multi-Doc QA")
+    assert group["score"] is None and group["missing_groups"] == ["musique"]
+    assert cell(table, table="en", level="overall")["missing_groups"] == ["Multi-Doc QA"]
+    assert cell(table, table="zh", level="overall")["score"] == pytest.approx((30 + 4 * 10 + 70) / 6)
+
+
+def test_longbench_and_lveval_round_each_task_score_to_two_decimals_before_averaging():
+    # LongBench's eval.py and LV-Eval's evaluation.py: round(100 * mean, 2) per task; the category and the
+    # overall are means of those (headline round: 2).
+    scores, instances = frames([("lveval", "loogle_SD_mixup", 1.0), ("lveval", "loogle_SD_mixup", 1.0),
+                                ("lveval", "loogle_SD_mixup", 0.0), ("lveval", "cmrc_mixup", 1 / 3),
+                                ("lveval", "hotpotwikiqa_mixup", 0.123456)], metric="lveval", length="16k")
+    table = benchmark_table(scores, instances, CATALOG, "m").table
+    assert cell(table, level="task", task="loogle_SD_mixup")["score"] == 66.67
+    assert cell(table, level="task", task="cmrc_mixup")["score"] == 33.33
+    assert cell(table, level="task", task="hotpotwikiqa_mixup")["score"] == 12.35
+    assert cell(table, level="overall")["score"] == pytest.approx((66.67 + 33.33 + 12.35) / 3)
+    assert cell(table, level="group", category="single-hop QA")["score"] == pytest.approx((66.67 + 33.33) / 2)
+    rows = [*PARTIAL_LONGBENCH, *OTHER_EN, *OTHER_ZH, ("longbench", "qasper", 0.0), ("longbench", "qasper", 0.0)]
+    scores, instances = frames(rows, metric="longbench")  # qasper 20 / 3 = 6.666... -> 6.67
+    table = benchmark_table(scores, instances, CATALOG, "m").table
+    assert cell(table, table="en", level="task", task="qasper")["score"] == 6.67
+    assert cell(table, table="en", level="overall")["score"] == pytest.approx(((60 + 6.67) / 2 + 40 + 70) / 6)
+
+
+def helmet_frames() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(metric_scores, instances, judge_scores) of a HELMET run with every category: RAG 60, Re-rank 30,
+    Synthetic recall 100, ICL 50, Cite 40 (one ASQA instance: STR-EM 0.6, citation recall 0.3 and precision
+    0.3), LongQA 20 and Summ 70 (the judge's)."""
+    scores, instances = frames([
+        ("helmet", "rag", 0.4), ("helmet", "rag_multi", 0.8),  # RAG 60: not (40+80+...)/n of the tasks
+        ("helmet", "rerank", 0.3), ("helmet", "json_kv", 1.0), ("helmet", "icl", 0.5),
+        ("helmet", "asqa", 0.6), ("helmet", "longqa", 0.0), ("helmet", "summ", 0.0),
+    ], metric="helmet")
+    asqa = "i5"
+    scores = pl.concat([scores.filter(pl.col("instance_id") != asqa), pl.DataFrame({
+        "instance_id": asqa, "metric": ["str_em", "citation_rec", "citation_prec"], "score": [0.6, 0.3, 0.3]})])
+    judge = pl.DataFrame({"instance_id": ["i6", "i7"], "rubric": ["helmet_longqa", "helmet_summ"],
+                          "score": [0.2, 0.7], "parse_status": "ok"})
+    return scores, instances, judge
+
+
+def test_helmet_average_is_the_mean_of_its_categories():
+    scores, instances, judge = helmet_frames()
+    table = benchmark_table(scores, instances, CATALOG, "m", judge).table
     assert set(table["table"]) == {"all"}
     assert cell(table, level="group", category="RAG")["score"] == pytest.approx(60.0)
-    assert cell(table, level="overall")["score"] == pytest.approx((60 + 30 + 100) / 3)  # not (40+80+30+100)/4
+    assert cell(table, level="group", category="Cite")["score"] == pytest.approx(40.0)
+    overall = cell(table, level="overall", metric="helmet+judge:helmet_longqa+judge:helmet_summ+str_em+citation_rec"
+                                                  "+citation_prec")
+    assert overall["score"] == pytest.approx((60 + 30 + 100 + 50 + 40 + 20 + 70) / 7)
+    assert overall["missing_groups"] == []
+
+
+def test_a_helmet_run_without_the_judge_has_no_average_and_names_longqa_and_summ():
+    scores, instances, _ = helmet_frames()
+    result = benchmark_table(scores, instances, CATALOG, "m")
+    overall = result.table.filter(pl.col("level") == "overall").to_dicts()
+    assert [(r["score"], r["missing_groups"]) for r in overall] == [(None, ["LongQA", "Summ"])]  # not the mean of 5
+    assert cell(result.table, level="group", category="Summ")["missing_groups"] == ["summ"]
+    assert cell(result.table, level="task", task="longqa")["score"] is None
+    assert result.unjudged == {"helmet/longqa": 1, "helmet/summ": 1}
 
 
 def test_lveval_level_score_is_the_mean_of_its_tasks_and_variants_do_not_count():
@@ -91,10 +169,10 @@ def test_loong_overall_weighs_every_instance_the_same():
                               ("c", "loong", "comparison")])
     judge = verdicts([("a", 100), ("b", 100), ("c", 0)])
     table = benchmark_table(NO_SCORES, instances, CATALOG, "m", judge).table
-    overall = cell(table, level="overall", metric="judge:loong")
+    overall = cell(table, level="overall", metric="judge:loong", length="set1")
     assert overall["score"] == pytest.approx(200 / 3)  # micro; the mean of tasks is 50
     # Loong's task file: the judge is the headline (source: judge), not its first declared metric
-    assert cell(table, level="task", task="spotlight_locating", metric="judge:loong")["score"] == pytest.approx(100)
+    assert cell(table, level="task", task="spotlight_locating", metric="judge:loong", length="set1")["score"] == 100
 
 
 def test_only_the_first_declared_metric_of_a_task_is_its_headline():
@@ -135,8 +213,10 @@ def test_a_judged_task_whose_judge_has_not_run_is_reported_not_dropped(my_catalo
         "instance_id": ["j1", "j2"], "benchmark": "mine", "task": "judged", "variant": "plain", "length": "4k"})])
     result = benchmark_table(scores, instances, my_catalog, "m")
     assert result.unjudged == {"mine/judged": 2}
-    assert "judged" not in result.table["task"].to_list()
-    assert cell(result.table, level="group", category="h")["n"] == 1
+    judged = cell(result.table, level="task", task="judged")
+    assert (judged["score"], judged["n"], judged["metric"]) == (None, 0, "judge:loong")  # its rubric never stands in
+    group = cell(result.table, level="group", category="h")
+    assert (group["score"], group["n"], group["missing_groups"]) == (None, 1, ["judged"])  # not "other" alone
 
 
 def test_instances_of_a_task_with_no_headline_score_are_counted_as_unscored():
@@ -148,8 +228,8 @@ def test_instances_of_a_task_with_no_headline_score_are_counted_as_unscored():
 
 
 def test_lengths_are_rows_of_their_own_in_size_order():
-    s16, i16 = frames([("helmet", "rag", 1.0)], "helmet", length="16k")
-    s4, i4 = frames([("helmet", "rag", 0.0)], "helmet", length="4k")
+    s16, i16 = frames([("lveval", "cmrc_mixup", 1.0)], "lveval", length="16k")
+    s4, i4 = frames([("lveval", "cmrc_mixup", 0.0)], "lveval", length="4k")
     i4 = i4.with_columns(instance_id=pl.lit("j0"))
     s4 = s4.with_columns(instance_id=pl.lit("j0"))
     table = benchmark_table(pl.concat([s16, s4]), pl.concat([i16, i4]), CATALOG, "m").table
@@ -260,7 +340,11 @@ def test_a_judged_task_without_verdicts_is_counted_and_its_metric_never_stands_i
     subem = pl.DataFrame({"instance_id": ["a", "b"], "metric": "subem", "score": 1.0})
     result = benchmark_table(subem, instances, judged_catalog, "m", verdicts([("a", 80)]))
     assert result.unjudged == {"judged/chain": 1}
-    assert result.table.filter(pl.col("level") == "task")["task"].unique().to_list() == ["spot"]
+    scored = result.table.filter(pl.col("level") == "task", pl.col("score").is_not_null())
+    assert scored["task"].unique().to_list() == ["spot"]
+    assert cell(result.table, level="task", task="chain")["score"] is None  # its subem never stands in
+    overall = cell(result.table, level="overall", length="set1", metric="judge:loong")
+    assert (overall["score"], overall["missing_groups"]) == (None, ["chain"])
     assert benchmark_table(subem, instances, judged_catalog, "m").unjudged == {"judged/chain": 1, "judged/spot": 1}
 
 
