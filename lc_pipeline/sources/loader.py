@@ -95,11 +95,27 @@ SOURCE_KINDS: dict[str, Adapter] = {
 }
 
 
+def _lazy_from(module: str, function: str) -> Adapter:
+    """:func:`_lazy` for an adapter in a benchmark's package (``lc_pipeline.benchmarks.<name>``)."""
+
+    def adapter(source: SourceConfig):
+        import importlib
+
+        return getattr(importlib.import_module(module), function)(source)
+
+    return adapter
+
+
+# HELMET's released preprocessed files (data.tar.gz, its scripts/download_data.sh), one dataset per source.
+SOURCE_KINDS["helmet_released"] = _lazy_from("lc_pipeline.benchmarks.helmet.released_data", "helmet_released_source")
+
+
 # Kinds whose items bring their own contexts (ALCE's retrieved passages, MS MARCO's BM25 candidates, whole books and
 # case files, labelled texts for in-context learning): their documents are not chunked into the retrieval corpus
 # and their items get no hard negatives, so they neither cost embedding time nor leak into other tasks' distractors.
 OWN_CONTEXT_KINDS = frozenset({"alce", "msmarco", "narrativeqa", "infbench", "multi_lexsum", "demo_long_documents",
                                "icl", "demo_labels"})
+OWN_CONTEXT_KINDS |= {"helmet_released"}  # HELMET's released records: their contexts are the records' own
 
 
 def retrieval_sources(sources) -> list[str]:

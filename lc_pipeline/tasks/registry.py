@@ -70,6 +70,8 @@ BUILDERS: Registry = Registry("builder", {
     "helmet": "lc_pipeline.construct.builders:helmet",
     "released.records": "lc_pipeline.construct.released:released_records",  # a published benchmark as released
     "loong.released": "lc_pipeline.construct.loong_released:loong_released",  # Loong's items, documents assembled
+    # HELMET on its released data: the released datasets' records, the others built as HELMET builds them
+    "helmet.released": "lc_pipeline.benchmarks.helmet.released_build:helmet_released",
 })
 
 # Metrics (score/task_metrics.py): ``Metric`` objects, each writing one ``metric_scores.metric`` label.

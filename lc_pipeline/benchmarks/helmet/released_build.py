@@ -1,0 +1,141 @@
+"""Builder ``helmet.released``: HELMET run on its released data (config ``helmet-released``).
+
+Tasks are HELMET's (tasks/packaged/helmet*.yaml: their wording, answer prefix, answer length, chat-template
+setting, metrics and judge rubric). Two ways to an instance:
+
+* a dataset HELMET releases per level (:data:`released_data.DATASETS`: JSON KV, the three RULER tasks, the
+  four RAG datasets, MS MARCO): one instance per item of the ``helmet_released`` sources whose task it is and
+  whose file is the level being built (``released.level_by: record_level``). Its context is the one the
+  source assembled as HELMET does (passages, JSON object, haystack); the prompt is the task's template
+  filled with that context, the question and the demonstrations the source chose, written in the task's
+  format (``Question: ... / Answer: ...``, ``Query: ... / Ranking: ...``, ``Key: ... / Corresponding value:
+  ...``). Nothing is retrieved, re-filled or cut: a prompt longer than a model's window is cut at
+  generation by the task's truncation policy, as for every released benchmark;
+* the others (ALCE's Cite, LongQA, Summ, ICL), which HELMET builds from the datasets at run time: the
+  constructed HELMET builder (construct/helmet/) over the config's other sources, with the config's
+  ``helmet:`` sizes (``n_per_task``, ``shots``).
+
+A released dataset with no item at the level is an error naming the file HELMET ships for it.
+
+Pure: no Dagster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import polars as pl
+
+from lc_pipeline.benchmarks.helmet.released_data import DATASETS, test_file
+from lc_pipeline.construct.released import (
+    SUITE,
+    in_frames,
+    in_this_level,
+    record_fields,
+)
+from lc_pipeline.construct.rows import instance_row
+from lc_pipeline.fingerprints import short_id
+
+BUILDER = "helmet.released"
+SOURCE_KIND = "helmet_released"
+
+
+def _unquoted(key: str) -> str:
+    """A JSON key without one pair of enclosing double quotes: the task's template quotes it."""
+    return key[1:-1] if len(key) >= 2 and key[0] == key[-1] == '"' else key
+
+
+def _singular(kind: str) -> str:
+    """RULER's ``type_needle_v`` (``numbers``, ``uuids``) as the task's ``{kind}`` (``number``, ``uuid``)."""
+    return kind.removesuffix("s")
+
+
+def prompt_fields(kind: str, item: dict[str, Any], fields: dict[str, Any], answer_prefix: str | None) -> dict[str, str]:
+    """The task template's fields for one released item: ``context``, ``question``, ``demos`` (and RULER's
+    ``kind``), the demonstrations written in the task's format with its answer prefix."""
+    demos = fields.get("demos") or []
+    if demos and answer_prefix is None:
+        raise ValueError("the task has no answer_prefix; its demonstrations end with it")
+    if kind == "rag":
+        text = "".join(f"{d['passages']}\n\nQuestion: {d['question']}\n{answer_prefix} {d['answer']}\n\n" for d in demos)
+        return {"context": item["context"], "question": item["question"], "demos": text}
+    if kind == "rerank":
+        text = "".join(f"{d['passages']}\n\nQuery: {d['question']}\n{answer_prefix} {d['answer']}\n\n" for d in demos)
+        return {"context": item["context"], "question": item["question"], "demos": text}
+    if kind == "json_kv":
+        text = "".join(f'Key: "{_unquoted(d["key"])}"\n{answer_prefix} {d["value"]}\n\n' for d in demos)
+        return {"context": item["context"], "question": _unquoted(item["question"]), "demos": text}
+    return {"context": item["context"], "question": item["question"], "kind": _singular(fields["type_needle_v"])}
+
+
+def helmet_released(request) -> Iterator[pl.DataFrame]:
+    """Builder ``helmet.released`` (module docstring)."""
+    from lc_pipeline.construct.builders import BuildError
+
+    inputs = request.inputs
+    config = inputs.config
+    released_sources = {s.name for s in config.sources if s.kind == SOURCE_KIND}
+    mine = [t for t in request.tasks if t.name in DATASETS]
+    others = tuple(t for t in request.tasks if t.name not in DATASETS)
+    if mine:
+        yield from in_frames(_released_rows(request, mine, released_sources))
+    if others:
+        from lc_pipeline.construct.helmet import build_helmet
+
+        items = inputs.items.filter(~pl.col("source").is_in(sorted(released_sources)))
+        try:
+            yield build_helmet(inputs.documents, items, inputs.passages, inputs.hard_negatives, level=inputs.level,
+                               config=config.helmet, seed=config.seed, counter=inputs.counter,
+                               length_tolerance=config.length_tolerance, tasks=others)
+        except ValueError as exc:
+            raise BuildError(f"HELMET instances at {inputs.level}: {exc}") from exc
+
+
+def _released_rows(request, specs, released_sources: set[str]) -> Iterator[dict[str, Any]]:
+    from lc_pipeline.construct.builders import BuildError
+
+    inputs = request.inputs
+    inputs.meta.setdefault("records_outside_levels", 0)
+    config, counter, level = inputs.config, inputs.counter, inputs.level
+    if config.released is None or config.released.level_by != "record_level":
+        raise BuildError(f"builder {BUILDER} runs in a config with `released: {{level_by: record_level}}` "
+                         "(packaged config helmet-released)")
+    items = inputs.items.filter(pl.col("source").is_in(sorted(released_sources)))
+    for spec in specs:
+        dataset = DATASETS[spec.name]
+        max_new_tokens = spec.max_new_tokens or config.max_new_tokens
+        n = 0
+        for item in items.filter(pl.col("task") == spec.name).iter_rows(named=True):
+            fields = record_fields(item)
+            if not in_this_level(item, fields, 0, inputs):
+                continue
+            try:
+                values = prompt_fields(dataset.kind, item, fields, spec.answer_prefix)
+                prompt = spec.prompt.format_map(values)
+            except KeyError as exc:
+                raise BuildError(f"task {spec.qualified_name} ({spec.declared_in}): field 'prompt' names {exc}, "
+                                 f"which a released {spec.name} record does not give (it gives {sorted(values)})") from None
+            except ValueError as exc:
+                raise BuildError(f"task {spec.qualified_name} ({spec.declared_in}), item {item['item_id']!r}: "
+                                 f"{exc}") from None
+            n += 1
+            yield instance_row(
+                instance_id=short_id(SUITE, BUILDER, item["item_id"], spec.name, level, spec.prompt, max_new_tokens,
+                                     config.tokenizer),
+                item_id=item["item_id"], source=item["source"], suite=SUITE, task=spec.name, category=spec.category,
+                language=item["language"], depth=None, evidence_depths=[], question=item["question"],
+                answers=item["answers"], answer_keywords=item["answer_keywords"],
+                evidence_doc_ids=item["evidence_doc_ids"], context_doc_ids=[], n_hard_negatives=0,
+                n_filler_documents=0, context=item["context"], prompt=prompt, tokenizer=config.tokenizer,
+                target_tokens=None, input_tokens=counter.count(prompt), context_tokens=counter.count(item["context"]),
+                max_new_tokens=max_new_tokens, target_units=None, record_id=item["record_id"],
+                record_fields=item["record_fields"],
+            )
+        if not n:
+            raise BuildError(f"task {spec.name} at {level}: no released record; HELMET ships it as "
+                             f"data/{test_file(dataset, level)} (a source of kind {SOURCE_KIND} with dataset "
+                             f"{spec.name!r} and this level in its levels)")
+
+
+__all__ = ["BUILDER", "SOURCE_KIND", "helmet_released", "prompt_fields"]
