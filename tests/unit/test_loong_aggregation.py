@@ -115,3 +115,20 @@ def test_the_packaged_task_file_declares_the_micro_overall_as_data():
     assert (head.overall, head.source, head.across_lengths) == ("mean_of_instances", "judge", "micro_over_items")
     assert CATALOG.headlines["longbench"].round == 2 and CATALOG.headlines["lveval"].round == 2
     assert CATALOG.headlines["helmet"].round is None and CATALOG.headlines["helmet"].across_lengths == "mean_of_lengths"
+
+
+def test_the_report_shows_the_rows_over_all_sets_last_and_what_a_null_row_lacks():
+    from lc_pipeline.commands.report import benchmark_pivots
+
+    items = [i for i in gpt4o_items() if i[1] in ("set1", "set2") and int(i[0][-3:]) < 8]
+    instances, judge = frames(items)
+    judge = judge.filter(~pl.col("instance_id").str.starts_with("set2"))  # set2 built, not judged
+    table = benchmark_table(NO_SCORES, instances, CATALOG, "m", judge).table
+    [(_, _, _, pivot)] = benchmark_pivots(table, intervals=True)
+    assert pivot.columns == ["level", "group", "task", "number", "m / set1", "m / set2", f"m / {ALL_LENGTHS}"]
+    overall = pivot.filter(pl.col("level") == "overall", pl.col("number") == "score").to_dicts()[0]
+    assert overall["m / set1"].startswith("70.40 [")  # (100 + 40.8 + 6 x 70.4) / 8, with its interval
+    assert overall["m / set2"] == overall[f"m / {ALL_LENGTHS}"] == (
+        "n/a (missing: chain_of_reasoning, clustering, comparison, spotlight_locating)")
+    comparison = pivot.filter(pl.col("task") == "comparison", pl.col("number") == "score").to_dicts()[0]
+    assert comparison[f"m / {ALL_LENGTHS}"] == "n/a (missing: length=set2)"
