@@ -2,7 +2,8 @@
 each model's score on the common instances (aggregated as the benchmark's headline says, the way
 score/benchmark_scores.py makes its overall row), the difference A - B with a paired bootstrap interval and a
 paired permutation test's p-value. Rows of two instance protocols (``protocol``: "ours", "official@<commit>")
-are compared apart, never pooled.
+are compared apart, never pooled. A benchmark whose headline says ``across_lengths: micro_over_items`` (Loong)
+has a row of length ``[all]`` too: the overall over the common instances of every length.
 
 - Pairing: an instance counts when both models have its headline score (a metric row, or a judge verdict parsed
   ok, on a plain instance); ``only_a`` / ``only_b`` count the instances one model has and the other lacks
@@ -30,7 +31,7 @@ import polars as pl
 
 from lc_pipeline.config import length_order
 from lc_pipeline.score import confidence
-from lc_pipeline.score.benchmark_scores import ALL_TABLES, Cell, Scored, cell_weights
+from lc_pipeline.score.benchmark_scores import ALL_LENGTHS, ALL_TABLES, Cell, Scored, cell_weights
 
 COLUMNS = {"benchmark": pl.String, "protocol": pl.String, "table": pl.String, "length": pl.String,
            "metric": pl.String,
@@ -60,11 +61,14 @@ def compare_models(a: Scored, b: Scored, *, draws: int = confidence.DRAWS, seed:
     cells_at = pl.concat([ra, rb]).select("benchmark", "protocol", "length").unique()
     for benchmark, protocol in sorted(cells_at.select("benchmark", "protocol").unique().iter_rows()):
         head = heads[benchmark]
-        lengths = cells_at.filter((pl.col("benchmark") == benchmark) & (pl.col("protocol") == protocol))["length"]
-        for length in length_order(sorted(lengths.to_list())):
-            def at(frame: pl.DataFrame) -> pl.DataFrame:
-                return frame.filter((pl.col("benchmark") == benchmark) & (pl.col("protocol") == protocol)
-                                    & (pl.col("length") == length))
+        lengths = length_order(sorted(cells_at.filter(
+            (pl.col("benchmark") == benchmark) & (pl.col("protocol") == protocol))["length"].to_list()))
+        if head.across_lengths == "micro_over_items":  # the overall over every item, as benchmark_scores has it
+            lengths = [*lengths, ALL_LENGTHS]
+        for length in lengths:
+            def at(frame: pl.DataFrame, benchmark=benchmark, protocol=protocol, length=length) -> pl.DataFrame:
+                where = (pl.col("benchmark") == benchmark) & (pl.col("protocol") == protocol)
+                return frame.filter(where if length == ALL_LENGTHS else where & (pl.col("length") == length))
             common, lone_a, lone_b = at(both), at(only_a), at(only_b)
             tasks = set(common["task"]) | set(lone_a["task"]) | set(lone_b["task"])
             agg = {t: specs[(benchmark, t)].aggregation for t in tasks}

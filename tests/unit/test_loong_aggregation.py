@@ -132,3 +132,21 @@ def test_the_report_shows_the_rows_over_all_sets_last_and_what_a_null_row_lacks(
         "n/a (missing: chain_of_reasoning, clustering, comparison, spotlight_locating)")
     comparison = pivot.filter(pl.col("task") == "comparison", pl.col("number") == "score").to_dicts()[0]
     assert comparison[f"m / {ALL_LENGTHS}"] == "n/a (missing: length=set2)"
+
+
+def test_lcp_compare_has_loongs_overall_over_all_sets_too():
+    from lc_pipeline.score.benchmark_scores import scored_instances
+    from lc_pipeline.score.compare import compare_models
+
+    items = [i for i in gpt4o_items() if int(i[0][-3:]) < 12]
+    instances, judge = frames(items)
+    worse = judge.with_columns(score=pl.col("score") / 2, perfect=pl.lit(False))
+    a = scored_instances(NO_SCORES, instances, CATALOG, judge)
+    b = scored_instances(NO_SCORES, instances, CATALOG, worse)
+    table = compare_models(a, b, draws=200)
+    assert table["length"].to_list() == [*SETS, ALL_LENGTHS]
+    micro = one(table, length=ALL_LENGTHS)
+    own = one(benchmark_table(NO_SCORES, instances, CATALOG, "a", judge).table, level="overall",
+              length=ALL_LENGTHS, metric="judge:loong")
+    assert micro["n_common"] == 48 and micro["score_a"] == pytest.approx(own["score"])
+    assert micro["diff"] == pytest.approx(own["score"] / 2) and micro["protocol"] == "ours"
