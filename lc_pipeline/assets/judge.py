@@ -11,7 +11,14 @@ from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, Partitions
 from lc_pipeline.progress import Progress
 from lc_pipeline.resources import BenchmarkResource, ModelsResource
 from lc_pipeline.resources.judge import JudgeResource
-from lc_pipeline.score.judge import judge_frame, judge_summary, plan_judgments, rubric_fingerprint
+from lc_pipeline.score.judge import (
+    OURS,
+    ask_judgments,
+    judge_frame,
+    judge_summary,
+    plan_judgments,
+    rubric_fingerprint,
+)
 from lc_pipeline.tasks.catalog import catalog_for
 
 TABLE = "judge_scores"
@@ -49,27 +56,40 @@ def build(parts: Partitions) -> list:
         slug = dims[MODEL_DIM]
         try:
             client = judge.client()
+            protocol = judge.resolved_protocol(config)
             judgments = plan_judgments(
                 generations.select(schemas.GENERATIONS.names()), instances.select(schemas.INSTANCES.names()),
-                client.model, client.decoding, judge.rubric_overrides, catalog_for(config),
+                client.model, client.decoding, judge.rubric_overrides, catalog_for(config), protocol=protocol,
             )
-        except ValueError as exc:
+        except (ValueError, RuntimeError) as exc:  # RuntimeError: the authors' files (OfficialFileError)
             raise dg.Failure(f"judge_scores {dims[LENGTH_DIM]}|{slug}: {exc}", allow_retries=False) from exc
         calls = [c for j in judgments for c in j.calls.values()]
-        context.log.info(f"judge {client.model!r} at {client.server()}: {len(judgments)} judgments, {len(calls)} questions")
+        context.log.info(f"judge {client.model!r} at {client.server()} (protocol {protocol}): {len(judgments)} "
+                         f"judgments, {len(calls)} questions")
         with Progress(context.log, len({c.key for c in calls}), f"judge {dims[LENGTH_DIM]} {slug}", unit="call") as bar:
-            replies = client.ask(calls, progress=bar.update)
+            first = [True]
+
+            def ask(batch):  # the first round shows progress; tries after it (official rubrics) only count
+                shown, first[0] = first[0], False
+                return client.ask(batch, progress=bar.update if shown else None)
+
+            replies = ask_judgments(judgments, ask)
         out = judge_frame(judgments, replies, client.model)
         summary = judge_summary(out)
         if summary["parse_failures"]:
             context.log.warning(f"{summary['parse_failures']} of {out.height} judge replies could not be parsed")
+        # Official rubrics: their versions name the authors' commit, their settings are their own (ours: unchanged).
+        official = sorted({f"{j.rubric.name}:{j.rubric.version}:{sorted(j.rubric.settings.key().items())}"
+                           for j in judgments if j.rubric.settings is not None})
         fp = judge_fingerprint(client.model, client.decoding, dict(judge.rubric_overrides),
-                               *sorted(f"{t.qualified_name}:{t.rubric}" for t in catalog_for(config)))
+                               *sorted(f"{t.qualified_name}:{t.rubric}" for t in catalog_for(config)),
+                               *([f"protocol:{protocol}", *official] if protocol != OURS else []))
         return dg.Output(
             out,
             metadata={
                 FINGERPRINT_KEY: stage_fingerprint(TABLE, config, models.spec(slug).fingerprint() + fp),
                 "judge_model": client.model,
+                "judge_protocol": protocol,
                 "judge_server": client.server(),
                 "server_calls": client.calls,
                 "cache_hits": client.cache_hits,

@@ -11,6 +11,13 @@ is read when the client is made and goes nowhere else: not into fields, rows, lo
 Every reply is stored, as it arrives, in a SQLite file keyed by (judge model, rubric,
 rubric version, question, decoding): a rerun, or a run after a crash, asks the server only
 what it has not answered yet. ``JudgeClient.calls`` counts the requests actually sent.
+
+Protocols (score/judge.py): under ``ours`` every question goes with :data:`SYSTEM_PROMPT` and this resource's
+``temperature``, ``max_tokens``, seed 0 and ``json_mode``. Under ``official`` (``protocol``, else the benchmark
+config's) a question carries its rubric's :class:`~lc_pipeline.score.judge.JudgeSettings`, the benchmark
+authors': only those are sent (their system turn or none, temperature, top_p, max_tokens, seed), JSON is never
+forced, and ``api_retries`` replaces ``max_retries`` where the authors retry a failed request another number of
+times.
 """
 
 from __future__ import annotations
@@ -28,8 +35,13 @@ from urllib.parse import urlsplit
 
 import dagster as dg
 
-from lc_pipeline.generate.openai_backend import create_checked, describe_failure, gather_bounded, scrub
-from lc_pipeline.score.judge import SYSTEM_PROMPT, JudgeCall
+from lc_pipeline.generate.openai_backend import (
+    create_checked,
+    describe_failure,
+    gather_bounded,
+    scrub,
+)
+from lc_pipeline.score.judge import OURS, PROTOCOLS, SYSTEM_PROMPT, JudgeCall
 
 __all__ = ["MODEL_ENV", "JudgeCache", "JudgeClient", "JudgeResource", "scrub"]
 
@@ -143,14 +155,22 @@ class JudgeClient:
 
         async def one(call: JudgeCall) -> None:
             try:
-                # JSON mode (OpenAI, vLLM and llama.cpp all take it) for rubrics whose verdict is JSON.
-                forced = {"response_format": {"type": "json_object"}} if self.json_mode and call.json_reply else {}
-                resp = await create_checked(
-                    client.chat.completions.create, self.max_retries,
-                    model=self.model,
-                    messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": call.prompt}],
-                    temperature=self.temperature, max_tokens=self.max_tokens, seed=0, **forced,
-                )
+                if call.settings is None:  # ours
+                    # JSON mode (OpenAI, vLLM and llama.cpp all take it) for rubrics whose verdict is JSON.
+                    forced = {"response_format": {"type": "json_object"}} if self.json_mode and call.json_reply else {}
+                    resp = await create_checked(
+                        client.chat.completions.create, self.max_retries,
+                        model=self.model,
+                        messages=[{"role": "system", "content": SYSTEM_PROMPT},
+                                  {"role": "user", "content": call.prompt}],
+                        temperature=self.temperature, max_tokens=self.max_tokens, seed=0, **forced,
+                    )
+                else:  # the benchmark authors' settings, and nothing else
+                    retries = self.max_retries if call.settings.api_retries is None else call.settings.api_retries
+                    resp = await create_checked(
+                        client.with_options(max_retries=retries).chat.completions.create, retries,
+                        model=self.model, messages=call.settings.messages(call.prompt), **call.settings.request(),
+                    )
             except Exception as exc:
                 # Not chained (``from None``): the original error may quote the key.
                 raise RuntimeError(
@@ -188,6 +208,19 @@ class JudgeResource(dg.ConfigurableResource):
     json_mode: bool = False
     cache_path: str = ""  # SQLite reply cache; "" = no cache
     rubric_overrides: dict[str, str] = {}  # "benchmark/task" or "benchmark/*" -> rubric name, or "none"
+    # "official" (the benchmark authors' judge prompts and settings, score/judge.py) or "ours"; unset: the
+    # benchmark config's protocol (official where its authors' files are used), else ours.
+    protocol: str | None = None
+
+    def resolved_protocol(self, config=None) -> str:
+        """``protocol`` when set, else ``official`` when ``config`` (a BenchmarkConfig) runs under its authors'
+        protocol, else ``ours``."""
+        if self.protocol is not None:
+            if self.protocol not in PROTOCOLS:
+                raise ValueError(f"judge: field protocol: {self.protocol!r}: expected one of {list(PROTOCOLS)}")
+            return self.protocol
+        label = getattr(config, "protocol_label", None)
+        return OURS if label is None or label() == OURS else "official"
 
     def resolved_model(self) -> str | None:
         return self.model or os.environ.get(MODEL_ENV) or None

@@ -31,12 +31,25 @@ Precision is judged against ``record_fields.reference_summary`` when present (Mu
 summary), else against the gold answer (∞Bench Sum's summary). The row's ``parsed_fields`` record
 which were used: ``key_points_from`` (``record_fields`` / ``gold_sentences``), ``key_points`` (their
 number) and ``reference_from`` (``reference_summary`` / ``gold_answer``).
+
+Protocols (issue 30). ``protocol: ours`` (the default) asks the rubrics above with the judge resource's
+settings and :data:`SYSTEM_PROMPT`. ``protocol: official`` asks each rubric as its benchmark's authors do: their
+prompt(s), read from their files, filled as their scripts fill them, with their call settings
+(:class:`JudgeSettings`: temperature, top_p, max_tokens, seed, system turn or none, tries, and the score of a
+verdict that cannot be read) and their parse rules. Those rubrics are declared by the benchmark packages, in
+``lc_pipeline/benchmarks/<benchmark>/judging.py`` (``OFFICIAL_RUBRICS``: the rubric names it declares;
+``official_rubric(name, *, settings)``: the :class:`Rubric`), found by :func:`official_rubric`; this module names
+no benchmark. An official rubric's ``version`` names the protocol and the authors' commit
+(``official@<commit>/v<n>``), so its rows and cache keys are never those of ours, nor of another commit.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.util
 import json
+import pkgutil
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +69,10 @@ PARSE_STATUSES = (OK, NO_SCORE, MISSING_FIELD, OUT_OF_RANGE)
 _SEVERITY = {OK: 0, OUT_OF_RANGE: 1, MISSING_FIELD: 2, NO_SCORE: 3}
 
 SYSTEM_PROMPT = "You are a careful, impartial grader."
+
+OURS = "ours"
+OFFICIAL = "official"
+PROTOCOLS = (OFFICIAL, OURS)
 
 # --------------------------------------------------------------------------- prompts (our wording)
 
@@ -214,6 +231,49 @@ class JudgeInput:
     # The instance's record_fields (JSON object) where its rubric reads more than the answers (helmet_summ's
     # key_points and reference_summary); {} otherwise.
     record_fields: dict = field(default_factory=dict)
+    task: str = ""  # the instance's task (an official rubric may pick the authors' prompt variant by it)
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """How a rubric's judge is called under ``protocol: official`` (the authors' settings, declared as data by
+    the benchmark's ``judging.py``); ours uses the judge resource's settings instead.
+
+    A field set to None is not sent (the server's default), ``system`` None means no system turn. ``tries``: how
+    many times one question is asked until its reply is accepted (the rubric's ``accept``), the last reply
+    counting; ``api_retries``: the client's retries on a failed request; ``unparsed_score``: the score (and
+    value) of a verdict that cannot be read, None when it is left out (its row keeps its parse status either
+    way); ``model``: the judge the authors used, for the record (the resource's model is asked).
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    system: str | None = None
+    tries: int = 1
+    api_retries: int | None = None
+    unparsed_score: float | None = None
+    model: str = ""
+
+    def __post_init__(self) -> None:
+        if self.tries < 1:
+            raise ValueError(f"JudgeSettings: tries must be >= 1, got {self.tries}")
+
+    def request(self) -> dict:
+        """The decoding arguments of the chat completions call (unset ones left out)."""
+        sent = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
+                "seed": self.seed}
+        return {k: v for k, v in sent.items() if v is not None}
+
+    def messages(self, prompt: str) -> list[dict]:
+        system = [] if self.system is None else [{"role": "system", "content": self.system}]
+        return [*system, {"role": "user", "content": prompt}]
+
+    def key(self) -> dict:
+        """Everything of the settings that changes a reply or a score: part of cache keys and fingerprints."""
+        return {**self.request(), "system": self.system, "tries": self.tries,
+                "unparsed_score": self.unparsed_score}
 
 
 @dataclass(frozen=True)
@@ -230,6 +290,12 @@ class Rubric:
     prompts: Callable[[JudgeInput], dict[str, str]]
     combine: Callable[[JudgeInput, dict[str, str]], tuple[str, float | None, float | None, dict, bool | None]]
     json_reply: bool = True  # the verdict is a JSON object (a server may be asked to force JSON)
+    # ``ours`` or ``official@<commit>`` (the authors' files it was read from).
+    protocol: str = OURS
+    # The call's settings under protocol official; None: the judge resource's (ours).
+    settings: JudgeSettings | None = None
+    # (aspect, reply) -> whether the reply is taken, for ``settings.tries`` > 1; None: every reply is.
+    accept: Callable[[str, str], bool] | None = None
 
 
 def _worst(statuses: Sequence[str]) -> str:
@@ -379,6 +445,43 @@ def rubric_for(benchmark: str, task: str, default: str | None, overrides: dict[s
     return name
 
 
+_BENCHMARKS_PACKAGE = "lc_pipeline.benchmarks"
+
+
+def _judging_modules() -> dict[str, str]:
+    """Rubric name -> the ``lc_pipeline.benchmarks.<benchmark>.judging`` module declaring its official version
+    (``OFFICIAL_RUBRICS``); modules are found by that convention, none is named here."""
+    package = importlib.import_module(_BENCHMARKS_PACKAGE)
+    out: dict[str, str] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        module = f"{_BENCHMARKS_PACKAGE}.{info.name}.judging"
+        if not info.ispkg or importlib.util.find_spec(module) is None:
+            continue
+        for name in importlib.import_module(module).OFFICIAL_RUBRICS:
+            if name in out:
+                raise ValueError(f"rubric {name!r}: official versions declared by both {out[name]} and {module}")
+            out[name] = module
+    return out
+
+
+def official_rubric(name: str, *, settings=None) -> Rubric:
+    """The rubric ``name`` under ``protocol: official``: the authors' prompts read from their files (through
+    ``settings``: ``$LCP_OFFICIAL``, the cache, or fetched; lc_pipeline/official.py) with their call settings.
+    A rubric no benchmark declares, or authors' files not found, is an error naming what to provide; there is
+    no fallback to ours."""
+    if name not in RUBRICS:
+        raise ValueError(f"rubric {name!r}: unknown; known rubrics are {sorted(RUBRICS)}")
+    modules = _judging_modules()
+    if name not in modules:
+        raise ValueError(f"rubric {name!r} has no official version (protocol: official): no "
+                         f"{_BENCHMARKS_PACKAGE}.<benchmark>.judging declares it; use protocol: ours")
+    rubric = importlib.import_module(modules[name]).official_rubric(name, settings=settings)
+    if rubric.name != name or rubric.settings is None or rubric.protocol == OURS:
+        raise ValueError(f"{modules[name]}.official_rubric({name!r}) returned rubric {rubric.name!r} "
+                         f"(protocol {rubric.protocol!r}): not an official version of {name!r}")
+    return rubric
+
+
 def rubric_fingerprint(names: Sequence[str] | None = None) -> str:
     """Hash of the rubrics' names, versions and prompt texts: a reworded rubric re-judges."""
     rubrics = [RUBRICS[n] for n in sorted(names or RUBRICS)]
@@ -395,6 +498,7 @@ class JudgeCall:
     key: str  # cache key: (judge model, rubric, version, aspect, prompt, decoding)
     prompt: str
     json_reply: bool = False  # the rubric wants a JSON object (JSON mode may force it)
+    settings: JudgeSettings | None = None  # the call's own settings (protocol official); None: the client's
 
 
 @dataclass
@@ -405,13 +509,26 @@ class Judgment:
     instance: dict
     rubric: Rubric
     inp: JudgeInput
-    calls: dict[str, JudgeCall]  # aspect -> call
+    calls: dict[str, JudgeCall]  # aspect -> call (after :func:`ask_judgments`: its last try)
+    retries: int = 0  # calls asked again (``settings.tries``)
 
 
 def call_key(judge_model: str, rubric: Rubric, aspect: str, prompt: str, decoding: dict) -> str:
-    blob = json.dumps([judge_model, rubric.name, rubric.version, aspect, prompt, SYSTEM_PROMPT, decoding],
-                      sort_keys=True, ensure_ascii=False)
+    """Cache key of one question. Ours: (judge model, rubric, version, aspect, prompt, our system prompt, the
+    resource's decoding), as it always was. Official: the rubric's own settings replace the last two, and its
+    version names the authors' commit."""
+    if rubric.settings is None:
+        blob = json.dumps([judge_model, rubric.name, rubric.version, aspect, prompt, SYSTEM_PROMPT, decoding],
+                          sort_keys=True, ensure_ascii=False)
+    else:
+        blob = json.dumps([judge_model, rubric.name, rubric.version, rubric.protocol, aspect, prompt,
+                           rubric.settings.key()], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def retry_key(key: str, attempt: int) -> str:
+    """Cache key of try ``attempt`` (1, 2, ...) after the first of the call ``key``: each try is its own reply."""
+    return hashlib.sha256(f"{key}#try{attempt + 1}".encode()).hexdigest()
 
 
 _FIELDS = ("instance_id", "item_id", "suite", "benchmark", "task", "category", "depth", "question", "answers")
@@ -442,10 +559,16 @@ def plan_judgments(
     decoding: dict,
     overrides: dict[str, str] | None = None,
     catalog: TaskCatalog | None = None,
+    protocol: str = OURS,
+    settings=None,
 ) -> list[Judgment]:
     """One :class:`Judgment` per generation whose instance's task has a rubric (its task file's ``rubric``,
-    or an override; see :func:`rubric_for`)."""
+    or an override; see :func:`rubric_for`). ``protocol``: ``ours`` (:data:`RUBRICS`) or ``official`` (each
+    rubric's official version, :func:`official_rubric`, its authors' files found through ``settings``)."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"judge protocol {protocol!r}: expected one of {list(PROTOCOLS)}")
     catalog = catalog or load_catalog()
+    rubrics: dict[str, Rubric] = {} if protocol == OFFICIAL else RUBRICS
     missing = [c for c in _FIELDS if c not in instances.columns]
     if missing:
         raise ValueError(f"instances frame lacks column(s) {missing}")
@@ -464,12 +587,46 @@ def plan_judgments(
             raise ValueError(f"generation {gid!r}: field output is null")
         if not inst["answers"]:
             raise ValueError(f"instance {iid!r}: field answers is empty; the judge needs a reference")
-        rubric = RUBRICS[name]
-        inp = JudgeInput(inst["question"] or "", list(inst["answers"]), output, record_fields(inst, gid))
-        calls = {a: JudgeCall(call_key(judge_model, rubric, a, p, decoding), p, rubric.json_reply)
-                 for a, p in rubric.prompts(inp).items()}
+        if name not in rubrics:
+            rubrics[name] = official_rubric(name, settings=settings)
+        rubric = rubrics[name]
+        inp = JudgeInput(inst["question"] or "", list(inst["answers"]), output, record_fields(inst, gid),
+                         inst["task"])
+        try:
+            prompts = rubric.prompts(inp)
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"instance {iid!r} (generation {gid!r}), rubric {rubric.name} ({rubric.protocol}): "
+                             f"{exc.args[0] if exc.args else exc}") from None
+        calls = {a: JudgeCall(call_key(judge_model, rubric, a, p, decoding), p, rubric.json_reply, rubric.settings)
+                 for a, p in prompts.items()}
         out.append(Judgment(gid, inst, rubric, inp, calls))
     return out
+
+
+def ask_judgments(judgments: Sequence[Judgment], ask: Callable[[list[JudgeCall]], dict[str, str]]) -> dict[str, str]:
+    """Every judgment's questions asked through ``ask`` (e.g. ``JudgeClient.ask``), then, for rubrics with
+    ``settings.tries`` > 1, the questions whose reply the rubric does not ``accept`` asked again (a new cache key
+    per try) until accepted or out of tries. Each judgment's ``calls`` then name its last tries, so
+    :func:`judge_frame` reads those. Returns the replies by call key."""
+    replies = dict(ask([c for j in judgments for c in j.calls.values()]))
+    first = [{aspect: call.key for aspect, call in j.calls.items()} for j in judgments]
+    for attempt in range(1, max((j.rubric.settings.tries for j in judgments if j.rubric.settings), default=1)):
+        again: list[tuple[Judgment, str, JudgeCall]] = []
+        for j, keys in zip(judgments, first, strict=True):
+            s = j.rubric.settings
+            if s is None or j.rubric.accept is None or attempt >= s.tries:
+                continue
+            for aspect, call in j.calls.items():
+                if not j.rubric.accept(aspect, replies[call.key]):
+                    again.append((j, aspect, JudgeCall(retry_key(keys[aspect], attempt), call.prompt,
+                                                       call.json_reply, call.settings)))
+        if not again:
+            break
+        replies.update(ask([c for _, _, c in again]))
+        for j, aspect, call in again:
+            j.calls[aspect] = call
+            j.retries += 1
+    return replies
 
 
 def judgment_id(generation_id: str, rubric: Rubric, judge_model: str) -> str:
@@ -486,6 +643,9 @@ def judge_frame(judgments: Sequence[Judgment], replies: dict[str, str], judge_mo
             raise ValueError(f"generation {j.generation_id!r}: no reply for {len(missing)} judge call(s)")
         raw = {a: replies[c.key] for a, c in j.calls.items()}
         status, value, score, fields, perfect = j.rubric.combine(j.inp, raw)
+        unparsed = j.rubric.settings.unparsed_score if j.rubric.settings is not None else None
+        if status != OK and score is None and unparsed is not None:  # the authors score it (e.g. 0), not drop it
+            value, score, fields = unparsed, unparsed, {**fields, "unparsed_scored": unparsed}
         inst = j.instance
         rows.append({
             "judgment_id": judgment_id(j.generation_id, j.rubric, judge_model),
@@ -505,7 +665,7 @@ def judge_frame(judgments: Sequence[Judgment], replies: dict[str, str], judge_mo
             "score": score,
             "parse_status": status,
             "perfect": perfect,
-            "judge_calls": len(raw),
+            "judge_calls": len(raw) + j.retries,
         })
     return schemas.conform(pl.DataFrame(rows, schema=schemas.JUDGE_SCORES), "judge_scores")
 

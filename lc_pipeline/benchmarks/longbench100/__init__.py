@@ -1,0 +1,1 @@
+"""100-LongBench (uservan/100-LongBench): the benchmark's own package."""
