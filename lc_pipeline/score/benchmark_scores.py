@@ -29,9 +29,13 @@ instances whose released record has each value of each field (``instances.record
 v2's easy / hard / short / medium / long, released_benchmarks.md), as rows of level ``breakdown`` with
 ``category`` = ``"<field>=<value>"``.
 
-A task score is ``scale`` (100) x the mean of its instances' scores, not rounded (LongBench's, LV-Eval's
-and LongBench v2's tables round for display only). A table is one of the ``table`` values of the tasks
-present; a task of table ``all`` counts in every table of its benchmark (alone, its table is ``all``).
+A task score is ``scale`` (100) x the mean of its instances' scores, rounded to ``headline.round`` decimals
+where the authors' scorers round before averaging (LongBench's and LV-Eval's ``round(100 * mean, 2)``), else
+not rounded. A table is one of the ``table`` values of the tasks the run has or expects; a task of table
+``all`` counts in every table of its benchmark (alone, its table is ``all``). A group or overall row that
+lacks one of its parts is null and names them (``missing_groups``; :func:`benchmark_table`). Loong's headline
+(``across_lengths: micro_over_items``) adds rows of length :data:`ALL_LENGTHS` over every set: its Table 3
+and overall over all items. Rows are computed per instance ``protocol``.
 Only ``plain`` instances count: LV-Eval's CFI / KPR variants are an ablation (score/lveval_ablation.py).
 Nothing is dropped silently: instances of a judge-scored task with no verdict (the judge has not run)
 are counted in :attr:`BenchmarkTable.unjudged`, those of a metric-scored task with no score (or of a task
@@ -432,9 +436,10 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
                 # Every task at every length it has instances at: a length where it has none scored is a gap.
                 have = set(mine.filter(pl.col("score").is_not_null()).select("task", "length").unique().iter_rows())
                 gaps: dict[str, list[str]] = {}
-                for task, length in sorted(set(built_p.select("task", "length").unique().iter_rows())):
-                    if (task, length) not in have:
-                        gaps.setdefault(task, []).append(f"length={length}")
+                for length in lengths:
+                    for task in sorted(set(built_p.filter(pl.col("length") == length)["task"].to_list())):
+                        if (task, length) not in have:
+                            gaps.setdefault(task, []).append(f"length={length}")
                 out += _benchmark_rows(benchmark, ALL_LENGTHS, mine, population=people, gaps=gaps, **common)
                 out += _component_rows(benchmark, ALL_LENGTHS, parts, specs, head, people, draws, protocol)
     frame = schemas.conform(pl.DataFrame(out, schema=schemas.BENCHMARK_SCORES), "benchmark_scores")
