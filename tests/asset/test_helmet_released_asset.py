@@ -1,7 +1,7 @@
 """The packaged `helmet-released` config builds all seven HELMET categories at two levels (issue 30, acceptance 5),
-through the Dagster graph: $LCP_DATA/helmet/data/ holds tests/fixtures/helmet_released/data (HELMET's released
-layout at 8k and 16k: kilt/, msmarco/, json_kv/, ruler/, our own text) and the ALCE files; the categories HELMET
-builds at run time (LongQA, Summ, ICL) read the constructed config's fixtures (tests/fixtures/helmet). What small
+through the Dagster graph: $LCP_DATA/helmet/ holds tests/fixtures/helmet_released/data (HELMET's released
+layout at 8k and 16k: kilt/, msmarco/, json_kv/, ruler/, alce/, our own text) and prompts/ (ALCE's prompt files, our
+text); the categories HELMET builds at run time (LongQA, Summ, ICL) read the constructed config's fixtures (tests/fixtures/helmet). What small
 fixtures force, stated here: lengths 8k and 16k; each released source reads those two levels; a test task file
 scales the per-level counts of ALCE (6 / 12 passages) and ICL (40 / 80 demonstrations) down; the long-document
 filters take documents of 16k tokens; two items per constructed dataset."""
@@ -36,9 +36,9 @@ def data_folder(root: Path) -> Path:
     """$LCP_DATA: helmet/data/ as HELMET's download script leaves it, the datasets built at run time beside it."""
     helmet = root / "helmet"
     (helmet / "data").mkdir(parents=True)
-    for sub in ("kilt", "msmarco", "json_kv", "ruler"):
+    for sub in ("kilt", "msmarco", "json_kv", "ruler", "alce"):
         (helmet / "data" / sub).symlink_to(RELEASED / sub)
-    (helmet / "data" / "alce").symlink_to(FIXTURES / "helmet" / "alce")
+    (helmet / "prompts").symlink_to(RELEASED.parent / "prompts")
     for sub in ("narrativeqa", "infbench", "multi_lexsum", "icl"):
         (helmet / sub).symlink_to(FIXTURES / "helmet" / sub)
     return root
@@ -77,7 +77,7 @@ def test_the_helmet_released_config_builds_all_seven_categories_at_8k_and_16k(tm
         by_task = {t: g for (t,), g in rows.group_by("task")}
         # The released datasets: every kept record of the level's file, its context as released, its level.
         for task, count in {"nq": 6, "triviaqa": 6, "hotpotqa": 6, "popqa": 4, "msmarco": 6, "json_kv": 3,
-                            "ruler_mk_needle": 3, "ruler_mk_uuid": 3, "ruler_mv": 3}.items():
+                            "ruler_mk_needle": 3, "ruler_mk_uuid": 3, "ruler_mv": 3, "asqa": 3, "qampari": 3}.items():
             got = by_task[task]
             assert got.height == count, (task, level)
             for fields, context, prompt in got.select("record_fields", "context", "prompt").iter_rows():
@@ -87,10 +87,11 @@ def test_the_helmet_released_config_builds_all_seven_categories_at_8k_and_16k(tm
         records = [json.loads(line) for line in rag_file.read_text().splitlines()]
         expected = {"\n\n".join(f"Document (Title: {c['title']}): {c['text']}" for c in r["ctxs"]) for r in records}
         assert set(by_task["nq"]["context"]) == expected
-        # The categories built at run time: ALCE's top-k passages, the demonstrations, the cut documents.
-        for task in ("asqa", "qampari"):
-            for fields in by_task[task]["record_fields"]:
+        for task in ("asqa", "qampari"):  # ALCE's one file: the level's first n passages, IDs 1..n
+            for fields, context in by_task[task].select("record_fields", "context").iter_rows():
                 assert len(json.loads(fields)["passages"]) == SCALED[task][level]
+                assert context.count("Document [") == SCALED[task][level]
+        # The categories built at run time: the demonstrations, the cut documents.
         for task in ("trec_coarse", "trec_fine", "nlu", "banking77", "clinc150"):
             assert all(p.count("\nlabel: ") == SCALED[task][level] for p in by_task[task]["prompt"])
         for task in LONG_DOCUMENT_SOURCES:

@@ -20,7 +20,11 @@ import pytest
 import yaml
 
 from lc_pipeline import schemas
-from lc_pipeline.benchmarks.helmet.released_build import prompt_fields
+from lc_pipeline.benchmarks.helmet.released_build import (
+    alce_context,
+    alce_demos,
+    prompt_fields,
+)
 from lc_pipeline.benchmarks.helmet.released_data import DATASETS, load_helmet_released
 from lc_pipeline.config import SourceConfig, load_config
 from lc_pipeline.construct.builders import BuildError, LevelInputs, level_batches
@@ -259,3 +263,32 @@ def test_the_builder_makes_one_instance_per_record_of_the_level_and_names_the_fi
     with pytest.raises(BuildError, match=r"task nq at 16k: no released record; HELMET ships it as "
                                          r"data/kilt/nq-dev-multikilt_1000_k105_dep6.jsonl"):
         build("16k")
+
+
+def test_alce_questions_are_helmets_shuffled_sample_each_with_the_demos_drawn_in_file_order():
+    _, items, reports = load("qampari", max_queries=2, prompt_file=DATA.parent / "prompts" / "qampari_revised.json")
+    recs = json.loads((DATA / "alce" / "qampari_eval_gtr_top2000.json").read_text())
+    demos = json.loads((DATA.parent / "prompts" / "qampari_revised.json").read_text())["demos"]
+    draw = random.Random(42)  # HELMET's generator, drawing 2 demonstrations per record in file order
+    drawn = [draw.sample(demos, 2) for _ in recs]
+    order = list(np.random.default_rng(42).permutation(len(recs))[:2])
+    assert items["question"].to_list() == [recs[i]["question"] for i in order]
+    for f, i in zip(fields(items), order, strict=True):
+        assert [d["question"] for d in f["demos"]] == [d["question"] for d in drawn[i]]
+        assert [d["title"] for d in f["docs"]] == [d["title"] for d in recs[i]["docs"]]
+        assert f["answer_clusters"] == recs[i]["answers"]
+    assert "2 of 3 questions kept" in reports[0].notes[-1]
+    with pytest.raises(ValueError, match="option 'prompt_file' is required for qampari"):
+        load("qampari")
+
+
+def test_alce_contexts_and_demos_in_the_task_wording():
+    catalog = load_catalog()
+    spec = catalog.get("helmet/asqa")
+    docs = [{"title": "Ostrel harbour", "text": "Dredged in 1903."}, {"title": "Quillby harbour", "text": "Not yet."}]
+    assert alce_context(docs) == ("Document [1](Title: Ostrel harbour): Dredged in 1903.\n\n"
+                                  "Document [2](Title: Quillby harbour): Not yet.")
+    demo = {"question": "When was Ostrel dredged?", "answer": "In 1903 [1].", "docs": docs}
+    one = spec.prompt.format(demos="", question=demo["question"], context=alce_context(docs)).rstrip()
+    assert one.endswith("Answer:")
+    assert alce_demos(spec.prompt, spec.answer_prefix, [demo, demo]) == (one + " In 1903 [1].\n\n\n") * 2

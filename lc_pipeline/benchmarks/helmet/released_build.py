@@ -11,7 +11,13 @@ setting, metrics and judge rubric). Two ways to an instance:
   format (``Question: ... / Answer: ...``, ``Query: ... / Ranking: ...``, ``Key: ... / Corresponding value:
   ...``). Nothing is retrieved, re-filled or cut: a prompt longer than a model's window is cut at
   generation by the task's truncation policy, as for every released benchmark;
-* the others (ALCE's Cite, LongQA, Summ, ICL), which HELMET builds from the datasets at run time: the
+* ALCE (ASQA, QAMPARI): HELMET reads one file at every level; each question's first n passages (n by level:
+  the task's ``builder.options.per_level``, HELMET's table) as ``Document [i](Title: t): text``, joined by a
+  blank line as HELMET joins them, with the demonstrations its source drew: each the task's template filled
+  with the demonstration's question and all its passages, then its cited answer after the answer prefix,
+  separated by two blank lines. ``record_fields`` holds what the correctness and citation metrics read
+  (``style``, ``question``, ``passages`` shown, ``qa_pairs`` / ``answer_clusters``);
+* the others (LongQA, Summ, ICL), which HELMET builds from the datasets at run time: the
   constructed HELMET builder (construct/helmet/) over the config's other sources, with the config's
   ``helmet:`` sizes (``n_per_task``, ``shots``).
 
@@ -22,12 +28,15 @@ Pure: no Dagster.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import polars as pl
 
-from lc_pipeline.benchmarks.helmet.released_data import DATASETS, test_file
+from lc_pipeline.benchmarks.helmet.released_data import DATASETS, PER_LEVEL, test_file
+from lc_pipeline.construct.helmet.cite import format_cited
+from lc_pipeline.construct.helmet.pools import per_level_count
 from lc_pipeline.construct.released import (
     SUITE,
     in_frames,
@@ -69,6 +78,26 @@ def prompt_fields(kind: str, item: dict[str, Any], fields: dict[str, Any], answe
     return {"context": item["context"], "question": item["question"], "kind": _singular(fields["type_needle_v"])}
 
 
+def alce_demos(template: str, answer_prefix: str | None, demos: list[dict[str, Any]]) -> str:
+    """ALCE's demonstrations in the task's wording: the template filled with each (no demos of its own), its cited
+    answer after the answer prefix; each followed by two blank lines."""
+    out = []
+    for d in demos:
+        text = template.format(demos="", question=d["question"], context=alce_context(d["docs"])).rstrip()
+        if answer_prefix and text.endswith(answer_prefix):
+            out.append(f"{text} {d['answer']}")
+        elif answer_prefix:
+            out.append(f"{text}\n\n{answer_prefix} {d['answer']}")
+        else:
+            raise ValueError("the task has no answer_prefix; its demonstrations end with it")
+    return "".join(d + "\n\n\n" for d in out)
+
+
+def alce_context(docs: list[dict[str, Any]]) -> str:
+    """Passages ``Document [i](Title: t): text`` (IDs from 1), a blank line between them (HELMET's join)."""
+    return "\n\n".join(format_cited(i, d["title"], d["text"]) for i, d in enumerate(docs, 1))
+
+
 def helmet_released(request) -> Iterator[pl.DataFrame]:
     """Builder ``helmet.released`` (module docstring)."""
     from lc_pipeline.construct.builders import BuildError
@@ -108,10 +137,31 @@ def _released_rows(request, specs, released_sources: set[str]) -> Iterator[dict[
         n = 0
         for item in items.filter(pl.col("task") == spec.name).iter_rows(named=True):
             fields = record_fields(item)
-            if not in_this_level(item, fields, 0, inputs):
+            row_fields = item["record_fields"]
+            if dataset.kind == "alce":  # one file for every level: the level's first n passages
+                try:
+                    n = per_level_count(spec.builder.options, spec.name, level) or PER_LEVEL["alce"][level]
+                except (ValueError, KeyError) as exc:
+                    raise BuildError(f"task {spec.name} at {level}: {exc}") from None
+                if len(fields["docs"]) < n:
+                    raise BuildError(f"task {spec.name} at {level}: item {item['item_id']!r} (record "
+                                     f"{item['record_id']!r}, {fields['file']}) has {len(fields['docs'])} passages, "
+                                     f"the level shows {n}")
+                passages = fields["docs"][:n]
+                item = {**item, "context": alce_context(passages)}
+                slots = "qa_pairs" if fields["style"] == "asqa" else "answer_clusters"
+                row_fields = json.dumps({"dataset": spec.name, "file": fields["file"], "index": fields["index"],
+                                         "level": level, "style": fields["style"], "question": item["question"],
+                                         "passages": passages, slots: fields[slots]}, ensure_ascii=False,
+                                        sort_keys=True)
+            elif not in_this_level(item, fields, 0, inputs):
                 continue
             try:
-                values = prompt_fields(dataset.kind, item, fields, spec.answer_prefix)
+                if dataset.kind == "alce":
+                    values = {"context": item["context"], "question": item["question"],
+                              "demos": alce_demos(spec.prompt, spec.answer_prefix, fields["demos"])}
+                else:
+                    values = prompt_fields(dataset.kind, item, fields, spec.answer_prefix)
                 prompt = spec.prompt.format_map(values)
             except KeyError as exc:
                 raise BuildError(f"task {spec.qualified_name} ({spec.declared_in}): field 'prompt' names {exc}, "
@@ -130,7 +180,7 @@ def _released_rows(request, specs, released_sources: set[str]) -> Iterator[dict[
                 n_filler_documents=0, context=item["context"], prompt=prompt, tokenizer=config.tokenizer,
                 target_tokens=None, input_tokens=counter.count(prompt), context_tokens=counter.count(item["context"]),
                 max_new_tokens=max_new_tokens, target_units=None, record_id=item["record_id"],
-                record_fields=item["record_fields"],
+                record_fields=row_fields,
             )
         if not n:
             raise BuildError(f"task {spec.name} at {level}: no released record; HELMET ships it as "
@@ -138,4 +188,4 @@ def _released_rows(request, specs, released_sources: set[str]) -> Iterator[dict[
                              f"{spec.name!r} and this level in its levels)")
 
 
-__all__ = ["BUILDER", "SOURCE_KIND", "helmet_released", "prompt_fields"]
+__all__ = ["BUILDER", "SOURCE_KIND", "alce_context", "alce_demos", "helmet_released", "prompt_fields"]

@@ -16,12 +16,15 @@ json_kv           ``json_kv/test_k{N}_dep6.jsonl``                      the reco
 ruler_mk_needle   ``ruler/niah_multikey_2/validation_{L}.jsonl``        none (RULER is zero-shot)
 ruler_mk_uuid     ``ruler/niah_multikey_3/validation_{L}.jsonl``        none
 ruler_mv          ``ruler/niah_multivalue/validation_{L}.jsonl``        none
+asqa, qampari     ``alce/<d>_eval_gtr_top2000.json`` (every level)      option ``prompt_file``
 ================  ====================================================  ===============================
 
 ``K`` / ``N`` are the per-level counts of :data:`PER_LEVEL`, ``L`` the level in tokens (8192 ... 131072).
-Cite (ALCE), LongQA, Summ and ICL have no per-level files: HELMET reads ALCE's eval files at every level and
-builds the others from the datasets at run time (its configs give no test file); the packaged
-``helmet-released`` config reads them with the constructed kinds (``alce``, ``narrativeqa``, ...).
+ALCE's eval file serves every level (HELMET's ``alce_<d>_<n>`` shows the first n passages, n by level: the
+builder cuts them); its demonstrations come from ALCE's prompt file (HELMET's ``prompts/<d>_revised.json``,
+option ``prompt_file``; only its ``demos`` are read). LongQA, Summ and ICL have no released files: HELMET
+builds them from the datasets at run time (its configs give no test file); the packaged ``helmet-released``
+config reads them with the constructed kinds (``narrativeqa``, ``infbench``, ``multi_lexsum``, ``icl``).
 
 What each record must hold (HELMET's field names; an error names the file, the record and the field):
 
@@ -33,6 +36,7 @@ What each record must hold (HELMET's field names; an error names the file, the r
   ``[key, value]``), ``num_kvs`` (int).
 * RULER: ``context`` (str), ``query`` (or ``question``) (str), ``type_needle_v`` (str), ``outputs`` (or
   ``answer``) (list of str).
+* ALCE: as the ``alce`` kind reads it (sources/alce.py: ``question``, ``qa_pairs`` or ``answers``, ``docs``).
 
 Assembly, as HELMET's ``data.py`` does it (read it for the procedure; nothing of it is copied here):
 
@@ -40,7 +44,9 @@ Assembly, as HELMET's ``data.py`` does it (read it for the procedure; nothing of
   before each dataset as HELMET's ``run_test`` does): RAG and MS MARCO draw that many query keys with
   ``random.Random(seed).sample(sorted(keys))`` and keep every record of those keys (all depths /
   permutations, in file order); JSON KV and RULER keep the first records of the file shuffled as Hugging Face
-  ``datasets`` shuffles (``numpy.random.default_rng(seed).permutation``);
+  ``datasets`` shuffles (``numpy.random.default_rng(seed).permutation``); ALCE likewise, after each record of
+  the file, in file order, has drawn its ``shots`` demonstrations with one ``random.Random(seed)`` (HELMET's
+  ``random.sample`` on the generator ``run_test`` seeds, called record by record by ``data.map``);
 * PopQA keeps records with ``log10(s_pop) < 3`` (HELMET's ``kilt_popqa_3``) in both files; a record dropped by
   the filter, or left out of the sample, is counted in the file's report notes, never silently;
 * contexts: RAG ``Document (Title: t): text`` passages joined by a blank line; MS MARCO ``[ID: i] Document
@@ -56,7 +62,9 @@ Assembly, as HELMET's ``data.py`` does it (read it for the procedure; nothing of
 Each kept record is one item: task = the dataset, ``context`` = its assembled context, ``record_fields`` =
 ``{dataset, level, file, index, key, demos, ...}`` (what the builder, benchmarks/helmet/released_build.py, puts
 in the prompt with the task file's wording, and HELMET's own fields for the authors' templates). Item ids
-``<source>-<level>-<5-digit line index>``; ``record_id`` ``<file stem>-<5-digit line index>``.
+``<source>-<level>-<5-digit line index>``; ``record_id`` ``<file stem>-<5-digit line index>``. An ALCE
+question is one item for every level (``alce`` kind's ids; no ``context``: the builder shows its first n
+``docs``), its ``demos`` the prompt file's ``{question, answer, docs}``.
 """
 
 from __future__ import annotations
@@ -96,6 +104,7 @@ PER_LEVEL: dict[str, dict[str, int]] = {  # the number in each level's file name
     "rag": RAG_K,
     "rerank": {"8k": 50, "16k": 130, "32k": 285, "64k": 600, "128k": 1000},
     "json_kv": {"8k": 105, "16k": 220, "32k": 440, "64k": 900, "128k": 1800},
+    "alce": {"8k": 30, "16k": 75, "32k": 165, "64k": 345, "128k": 700},  # passages shown (alce_<d>_<n>)
 }
 POPULARITY_THRESHOLD = 3.0  # HELMET's kilt_popqa_3: log10(s_pop) < 3
 MAX_QUERIES = 100  # HELMET's max_test_samples
@@ -131,13 +140,18 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("json_kv", "Synthetic recall", "json_kv", "json_kv/test_k{k}_dep6.jsonl"),
     _ruler("ruler_mk_needle", "niah_multikey_2"), _ruler("ruler_mk_uuid", "niah_multikey_3"),
     _ruler("ruler_mv", "niah_multivalue"),
+    Dataset("asqa", "Cite", "alce", "alce/asqa_eval_gtr_top2000.json"),
+    Dataset("qampari", "Cite", "alce", "alce/qampari_eval_gtr_top2000.json"),
 )}
+ALCE_DOCS = 700  # passages kept per ALCE question: HELMET's largest level shows 700
 
 
 def test_file(dataset: Dataset, level: str) -> str:
     """The dataset's file for ``level``, relative to ``data/``."""
     if dataset.kind == "ruler":
         return dataset.test.format(tokens=level_tokens(level))
+    if dataset.kind == "alce":
+        return dataset.test
     table = PER_LEVEL[dataset.kind]
     if level not in table:
         raise ValueError(f"dataset {dataset.name!r}: HELMET releases no file for level {level!r} "
@@ -333,6 +347,7 @@ def gold_ranking(ctxs: list[dict[str, Any]]) -> str:
 
 def load_helmet_released(data: str | Path, dataset: str, *, source: str, levels: tuple[str, ...] = LEVELS,
                          max_queries: int = MAX_QUERIES, seed: int = SEED, shots: int = SHOTS,
+                         prompt_file: str | Path | None = None,
                          on_error: str = "fail") -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
     """(documents, items, reports) of one HELMET dataset at ``levels`` (module docstring); documents are empty
     (every context is the record's own)."""
@@ -346,6 +361,11 @@ def load_helmet_released(data: str | Path, dataset: str, *, source: str, levels:
     if not root.is_dir():
         raise ValueError(f"source {source!r}: option 'data' {str(root)!r} is not a folder: give the data/ folder "
                          "HELMET's scripts/download_data.sh unpacks")
+    if spec.kind == "alce":
+        return _alce(root, spec, source=source, max_queries=max_queries, seed=seed, shots=shots,
+                     prompt_file=prompt_file, on_error=on_error)
+    if prompt_file is not None:
+        raise ValueError(f"source {source!r}: option 'prompt_file' is ALCE's (datasets asqa, qampari), not {dataset}'s")
     items: list[tuple] = []
     reports: list[ValidationReport] = []
     for level in levels:
@@ -467,12 +487,53 @@ def _rerank_items(root: Path, spec: Dataset, level: str, path: Path, source: str
     return rows, reports
 
 
+def _alce(root: Path, spec: Dataset, *, source: str, max_queries: int, seed: int, shots: int,
+          prompt_file: str | Path | None, on_error: str) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
+    """ALCE's questions as HELMET samples them, each with its demonstrations (every level shows the same)."""
+    from lc_pipeline.sources.alce import CATEGORY, load_alce, load_alce_demos
+
+    path = root / spec.test
+    if not path.is_file():
+        raise RecordError(display_name(path), None, None, FILE, f"no such file: HELMET's {spec.name} questions are "
+                          f"data/{spec.test}")
+    _, questions, reports = load_alce(path, source=source, style=spec.name, max_docs=ALCE_DOCS, on_error=on_error)
+    demos: list[dict[str, Any]] = []
+    if shots:
+        if prompt_file is None:
+            raise ValueError(f"source {source!r}: option 'prompt_file' is required for {spec.name} with shots "
+                             f"{shots}: ALCE's prompt file (HELMET's prompts/{spec.name}_revised.json)")
+        demo_rows, demo_report = load_alce_demos(prompt_file, source=source, on_error=on_error)
+        reports.append(demo_report)
+        demos = [{"question": r[5], "answer": json.loads(r[14])["answer"], "docs": json.loads(r[14])["docs"]}
+                 for r in demo_rows]
+        if len(demos) < shots:
+            raise ValueError(f"source {source!r}: {display_name(Path(prompt_file))} has {len(demos)} "
+                             f"demonstrations, {shots} are needed")
+    rows = questions.filter(pl.col("category") == CATEGORY).to_dicts()  # in file order
+    draw = random.Random(seed)
+    picks = [draw.sample(range(len(demos)), shots) if shots else [] for _ in rows]
+    order = datasets_shuffle(len(rows), seed)
+    kept = order[: min(max_queries, len(order))] if max_queries else order
+    reports[0].notes.append(f"{len(kept)} of {len(rows)} questions kept (HELMET's shuffle with seed {seed}, first "
+                            f"{max_queries or 'all'}; each question's {shots} demonstrations drawn in file order)")
+    items = []
+    for i in kept:
+        row = rows[i]
+        fields = {"dataset": spec.name, "file": display_name(path), "index": i, **json.loads(row["record_fields"]),
+                  "demos": [demos[j] for j in picks[i]]}
+        items.append((row["item_id"], source, spec.name, spec.category, row["language"], row["question"],
+                      row["answers"], [], [], 1, [], [], row["record_id"], "",
+                      json.dumps(fields, ensure_ascii=False, sort_keys=True)))
+    return (*source_frames([], items), reports)
+
+
 def helmet_released_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
     """``kind: helmet_released``: options ``data`` (the unpacked ``data/`` folder), ``dataset`` (one of
-    :data:`DATASETS`), ``levels`` (default all five), ``max_queries`` (100), ``seed`` (42), ``shots`` (2),
-    ``on_error``."""
+    :data:`DATASETS`), ``levels`` (default all five; ALCE's file serves every level), ``max_queries`` (100),
+    ``seed`` (42), ``shots`` (2), ``prompt_file`` (ALCE's, for asqa / qampari), ``on_error``."""
     options = dict(config.options)
-    unknown = sorted(set(options) - {"data", "dataset", "levels", "max_queries", "seed", "shots", "on_error"})
+    unknown = sorted(set(options) - {"data", "dataset", "levels", "max_queries", "seed", "shots", "prompt_file",
+                                     "on_error"})
     if unknown:
         raise ValueError(f"source {config.name!r}: unknown options {unknown} for kind helmet_released")
     for name in ("data", "dataset"):
