@@ -392,10 +392,10 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
         of_bench = rows.filter(pl.col("benchmark") == benchmark)
         population = None if statuses is None else statuses.filter(pl.col("benchmark") == benchmark)
         built = plain.filter(pl.col("benchmark") == benchmark)
-        expected = tuple((selected or {}).get(benchmark, ())) or tuple(sorted(set(built["task"].to_list())))
+        chosen = tuple((selected or {}).get(benchmark, ()))
         specs = dict(s.specs)
         labels = dict(s.labels)
-        for task in expected:
+        for task in chosen:
             if (benchmark, task) not in specs:  # selected, but no instance of it was built
                 spec = catalog.resolve(benchmark, task)
                 specs[(benchmark, task)] = spec
@@ -422,6 +422,7 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
             people = None if population is None else population.filter(pl.col("protocol") == protocol)
             parts = s.components.filter((pl.col("benchmark") == benchmark) & (pl.col("protocol") == protocol))
             built_p = built.filter(pl.col("protocol") == protocol)
+            expected = chosen or tuple(sorted(set(built_p["task"].to_list())))
             lengths = length_order(sorted(set(built_p["length"].to_list())
                                           | set(of_unsent.filter(pl.col("protocol") == protocol)["length"].to_list())))
             common = {"specs": specs, "head": head, "labels": labels, "draws": draws, "expected": expected,

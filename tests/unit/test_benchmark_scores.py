@@ -513,3 +513,16 @@ def test_a_task_scored_by_the_mean_of_its_metrics_counts_an_instance_once_it_has
         ("task", "cite_like", "75.00"), ("component", "cite_like / em", "66.67"),
         ("component", "cite_like / f1", "75.00"), ("component", "cite_like / subem", "100.00"),
         ("group", "", "75.00"), ("overall", "", "75.00"), ("n", "", "2")]
+
+
+def test_instances_of_two_protocols_get_rows_of_their_own_never_averaged_together():
+    scores, instances = frames([("lveval", "cmrc_mixup", 1.0), ("lveval", "cmrc_mixup", 0.0),
+                                ("lveval", "hotpotwikiqa_mixup", 0.5), ("lveval", "hotpotwikiqa_mixup", 0.5)],
+                               metric="lveval", length="16k")
+    instances = instances.with_columns(protocol=pl.Series(["ours", "official@25aebcb", "ours", "official@25aebcb"]))
+    table = benchmark_table(scores, instances, CATALOG, "m").table
+    overall = {r["protocol"]: r["score"] for r in table.filter(pl.col("level") == "overall").to_dicts()}
+    assert overall == {"ours": pytest.approx(75.0), "official@25aebcb": pytest.approx(25.0)}  # not 50 pooled
+    assert cell(table, level="task", task="cmrc_mixup", protocol="ours")["n"] == 1
+    no_column = benchmark_table(scores, instances.drop("protocol"), CATALOG, "m").table
+    assert set(no_column["protocol"]) == {"ours"} and cell(no_column, level="overall")["score"] == 50.0
