@@ -97,6 +97,34 @@ class OfficialProtocol:
         return updates
 
 
+def files_found_here(files) -> bool:
+    """Whether every one of ``files`` (lc_pipeline/official.py ``OfficialFile``) is on this machine, in the first two
+    places lc_pipeline/official.py looks (``$LCP_OFFICIAL/<owner>+<repo>/<path>``, or the cache of an earlier fetch);
+    nothing is fetched. What an unset ``protocol`` means by "the authors' files are found"."""
+    from lc_pipeline.settings import Settings
+
+    s = Settings.from_env()
+    for file in files:
+        places = [Path(s.local_cache_dir) / "official" / file.folder / file.commit / file.path]
+        if s.official_dir is not None:
+            places.append(Path(s.official_dir) / file.folder / file.path)
+        if not any(p.is_file() for p in places):
+            return False
+    return True
+
+
+def format_prompt(templates: Mapping[str, str], task: str, record: Mapping[str, Any], where: str) -> str:
+    """``templates[task].format(**record)``, as LongBench's and LV-Eval's harnesses build a prompt; a missing task or
+    a field the record lacks is an error naming ``where`` (the authors' file), the task and the field."""
+    if task not in templates:
+        raise ValueError(f"{where}: no prompt for task {task!r} (it has {sorted(templates)})")
+    try:
+        return templates[task].format(**record)
+    except KeyError as exc:
+        raise ValueError(f"{where}: the {task} prompt names field {exc.args[0]!r}, which the record does not keep "
+                         f"(it has {sorted(record)})") from None
+
+
 def protocol_module(benchmark: str) -> str:
     """Where a benchmark's official protocol lives (by convention)."""
     return f"lc_pipeline.benchmarks.{benchmark}.protocol"

@@ -28,17 +28,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from lc_pipeline.benchmarks.longbench import official_files
-from lc_pipeline.config import OfficialProtocol
+from lc_pipeline.config import OfficialProtocol, files_found_here, format_prompt
 from lc_pipeline.construct.truncation import (
     PROMPT_MIDDLE,
     PromptBudget,
     register_prompt_budget,
 )
-from lc_pipeline.settings import Settings
 
 BUDGET = "longbench"
 TRUNCATION = f"{PROMPT_MIDDLE}:{BUDGET}"
@@ -48,10 +46,6 @@ WINDOW_RESERVE = 500
 PLAIN_PROMPT_TASKS = frozenset({"trec", "triviaqa", "samsum", "lsht", "lcc", "repobench-p"})
 # The files the protocol reads; "found" means every one of them is on this machine.
 READS = (official_files.DATASET2PROMPT, official_files.DATASET2MAXLEN, official_files.MODEL2MAXLEN)
-
-
-class LongBenchRecordError(ValueError):
-    """A record the authors' template cannot be filled from; the message names the task, record and field."""
 
 
 @cache
@@ -79,41 +73,18 @@ def record_of(item: Mapping[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _prompt(templates: Mapping[str, str], source: str):
-    def prompt(task: str, item: Mapping[str, Any]) -> str:
-        if task not in templates:
-            raise LongBenchRecordError(f"{source}: no prompt for task {task!r} (it has {sorted(templates)})")
-        try:
-            return templates[task].format(**record_of(item))
-        except KeyError as exc:
-            raise LongBenchRecordError(f"{source}: the {task} prompt names field {exc.args[0]!r}, which record "
-                                       f"{item['record_id']!r} (item {item['item_id']!r}) does not keep") from None
-    return prompt
-
-
-def found_here(settings: Settings | None = None) -> bool:
-    """Whether every file the protocol reads is on this machine: a checkout under ``$LCP_OFFICIAL`` or a copy
-    fetched before into the cache (lc_pipeline/official.py's first two places; nothing is fetched)."""
-    s = settings or Settings.from_env()
-    for file in READS:
-        places = [Path(s.local_cache_dir) / "official" / file.folder / file.commit / file.path]
-        if s.official_dir is not None:
-            places.append(Path(s.official_dir) / file.folder / file.path)
-        if not any(p.is_file() for p in places):
-            return False
-    return True
-
-
 def official_protocol(fetch: bool) -> OfficialProtocol | None:
     """LongBench's :class:`OfficialProtocol` from the authors' files. ``fetch``: find them as
     lc_pipeline/official.py does (fetching when online; missing is an error naming what to provide); otherwise
-    None when they are not on this machine (:func:`found_here`)."""
-    if not fetch and not found_here():
+    None when they are not on this machine (config.files_found_here)."""
+    if not fetch and not files_found_here(READS):
         return None
     source = f"{official_files.REPO} {official_files.DATASET2PROMPT.path}@{official_files.COMMIT[:7]}"
+    templates = official_files.dataset_prompts()
     budget()  # read (and verify) model2maxlen now: a run that cannot fit a prompt fails before it starts
     return OfficialProtocol(
-        benchmark="longbench", commit=official_files.COMMIT, prompt=_prompt(official_files.dataset_prompts(), source),
+        benchmark="longbench", commit=official_files.COMMIT,
+        prompt=lambda task, item: format_prompt(templates, task, record_of(item), source),
         max_new_tokens=official_files.dataset_max_new_tokens(), truncation=TRUNCATION,
         plain_prompt_tasks=PLAIN_PROMPT_TASKS,
     )
