@@ -178,7 +178,7 @@ def test_helmet_summ_settings_parse_rules_and_no_stand_in_key_points(shared_env)
                "precision": '```json\n{"precision": 3, "sentence_count": 4}\n```'}
     status, value, score, fields, _ = rubric.combine(inp, replies)
     r, p = 2 / 3, 3 / 4
-    assert status == "ok" and score == pytest.approx(2 * r * p / (r + p)) and fields["variant"] == "book"
+    assert status == "ok" and value == score == pytest.approx(2 * r * p / (r + p)) and fields["variant"] == "book"
     # The last {...} not JSON: the last fenced json block is read instead.
     fenced = {**replies, "fluency": '```json\n{"fluency": 1}\n``` and {not json}'}
     assert rubric.combine(inp, fenced)[2] == pytest.approx(score)
