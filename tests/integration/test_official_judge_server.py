@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 
 import polars as pl
 import pytest
@@ -57,10 +58,10 @@ class Relay:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:
                 self._forward(None)
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 sent = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 relay.bodies.append(sent)
                 self._forward(json.dumps({**sent, "max_tokens": RELAY_MAX_TOKENS}).encode())
@@ -72,7 +73,7 @@ class Relay:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> Relay:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 
@@ -116,8 +117,9 @@ def frames() -> tuple[pl.DataFrame, pl.DataFrame]:
         "depth": [0.5] * 3, "question": [r[4] for r in rows], "answers": [r[5] for r in rows],
         "record_fields": [json.dumps(r[6]) for r in rows]})
     generations = pl.DataFrame({"generation_id": ["g1", "g2", "g3"], "instance_id": ["i1", "i2", "i3"],
-                                "output": ["Answer: To the North Pole.", "The court approved a decree. A monitor "
-                                           "was named.", "Loss: Orvel Ltd. Profit: Kestrel Inc."]})
+                                "output": ["Answer: To the North Pole.",
+                                           "The court approved a decree. A monitor was named.",
+                                           "Loss: Orvel Ltd. Profit: Kestrel Inc."]})
     return generations, instances
 
 
