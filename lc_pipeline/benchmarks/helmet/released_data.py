@@ -69,6 +69,7 @@ question is one item for every level (``alce`` kind's ids; no ``context``: the b
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -90,6 +91,7 @@ from lc_pipeline.sources.validation import (
     ValidationReport,
     accepted,
     display_name,
+    read_records,
     source_frames,
     source_stem,
     validate_file,
@@ -265,16 +267,27 @@ class _File:
     records: dict[int, dict[str, Any]]  # line index -> parsed record (accepted records only)
 
 
-def _read(path: Path, parse: Callable[[Record], dict[str, Any]], on_error: str) -> _File:
+def _read(path: Path, parse: Callable[[Record], dict[str, Any]], on_error: str,
+          light: frozenset[str] | None = None) -> _File:
+    """Every record checked; with ``light`` only those fields of each kept (a test file at 128k holds ~1000
+    passages per record: :func:`_complete` re-reads the sampled ones whole)."""
     indexed: list[tuple[int, dict[str, Any]]] = []
 
-    def keep(rec: Record) -> dict[str, Any]:
+    def keep(rec: Record) -> None:
         parsed = parse(rec)
-        indexed.append((rec.index, parsed))
-        return parsed
+        indexed.append((rec.index, parsed if light is None else {k: v for k, v in parsed.items() if k in light}))
 
     _, report = validate_file(path, keep, on_error=on_error)
     return _File(path, report, dict(indexed))
+
+
+def _complete(file: _File, parse: Callable[[Record], dict[str, Any]], indices: set[int]) -> None:
+    """The records at ``indices`` (checked already) read again whole."""
+    _, records = read_records(file.path)
+    for index, raw in records:
+        if index in indices:
+            assert isinstance(raw, dict), raw  # validated by the first pass
+            file.records[index] = parse(Record(file.report.file, index, raw))
 
 
 def _key_field(path: Path, on_error: str) -> str:
@@ -393,9 +406,12 @@ def _level_items(root: Path, spec: Dataset, level: str, *, source: str, max_quer
         return _rag_items(root, spec, level, path, source, max_queries, seed, shots, on_error)
     if spec.kind == "rerank":
         return _rerank_items(root, spec, level, path, source, max_queries, seed, shots, on_error)
-    file = _read(path, _json_kv if spec.kind == "json_kv" else _ruler, on_error)
+    parse = _json_kv if spec.kind == "json_kv" else _ruler
+    file = _read(path, parse, on_error, light=frozenset())
+    kept = _first_shuffled(file.records, max_queries, seed, file.report)
+    _complete(file, parse, set(kept))
     rows = []
-    for index in _first_shuffled(file.records, max_queries, seed, file.report):
+    for index in kept:
         r = file.records[index]
         if spec.kind == "json_kv":
             demos = [{"key": k, "value": v} for k, v in r["demos"][:shots]]
@@ -419,9 +435,13 @@ def _demo_file(root: Path, spec: Dataset) -> Path:
 def _rag_items(root: Path, spec: Dataset, level: str, path: Path, source: str, max_queries: int, seed: int,
                shots: int, on_error: str) -> tuple[list[tuple], list[ValidationReport]]:
     key_field = _key_field(path, on_error)
-    test = _read(path, lambda r: _rag(r, spec, key_field), on_error)
+    parse = functools.partial(_rag, dataset=spec, key_field=key_field)
+    test = _read(path, parse, on_error, light=frozenset({"key", "popular"}))
     records = _popular(test, spec)
     chosen = _sample_keys(records, max_queries, seed, test.report)
+    records = {i: r for i, r in records.items() if r["key"] in chosen}
+    _complete(test, parse, set(records))
+    records = {i: test.records[i] for i in records}
     reports = [test.report]
     demos: list[dict[str, Any]] = []
     if shots:
@@ -448,8 +468,9 @@ def _rag_items(root: Path, spec: Dataset, level: str, path: Path, source: str, m
 
 def _rerank_items(root: Path, spec: Dataset, level: str, path: Path, source: str, max_queries: int, seed: int,
                   shots: int, on_error: str) -> tuple[list[tuple], list[ValidationReport]]:
-    test = _read(path, _rerank, on_error)
+    test = _read(path, _rerank, on_error, light=frozenset({"key"}))
     chosen = _sample_keys(test.records, max_queries, seed, test.report)
+    _complete(test, _rerank, {i for i, r in test.records.items() if r["key"] in chosen})
     kept = {i: r for i, r in test.records.items() if r["key"] in chosen}
     reports = [test.report]
     demos: list[dict[str, Any]] = []
