@@ -39,6 +39,7 @@ def data_folder(root: Path) -> Path:
     for sub in ("kilt", "msmarco", "json_kv", "ruler", "alce"):
         (helmet / "data" / sub).symlink_to(RELEASED / sub)
     (helmet / "prompts").symlink_to(RELEASED.parent / "prompts")
+    (helmet / "data" / "infbench").symlink_to(FIXTURES / "helmet" / "infbench")  # ∞Bench Sum's key points
     for sub in ("narrativeqa", "infbench", "multi_lexsum", "icl"):
         (helmet / sub).symlink_to(FIXTURES / "helmet" / sub)
     return root
