@@ -34,7 +34,7 @@ from typing import Any
 
 import polars as pl
 
-from lc_pipeline.benchmarks.helmet.released_data import DATASETS, PER_LEVEL, test_file
+from lc_pipeline.benchmarks.helmet.released_data import DATASETS, PER_LEVEL, level_file
 from lc_pipeline.construct.helmet.cite import format_cited
 from lc_pipeline.construct.helmet.pools import per_level_count
 from lc_pipeline.construct.released import (
@@ -184,7 +184,7 @@ def _released_rows(request, specs, released_sources: set[str]) -> Iterator[dict[
             )
         if not n:
             raise BuildError(f"task {spec.name} at {level}: no released record; HELMET ships it as "
-                             f"data/{test_file(dataset, level)} (a source of kind {SOURCE_KIND} with dataset "
+                             f"data/{level_file(dataset, level)} (a source of kind {SOURCE_KIND} with dataset "
                              f"{spec.name!r} and this level in its levels)")
 
 

@@ -118,7 +118,7 @@ SHOTS = 2
 class Dataset:
     name: str  # our task name (tasks/packaged/helmet*.yaml)
     category: str
-    kind: str  # rag | rerank | json_kv | ruler
+    kind: str  # rag | rerank | json_kv | ruler | alce
     test: str  # file under data/, with {k} (the level's count) or {tokens} (the level in tokens)
     demos: str | None = None  # demonstrations file under data/
     popularity: float | None = None  # PopQA: keep log10(s_pop) below this
@@ -148,7 +148,7 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
 ALCE_DOCS = 700  # passages kept per ALCE question: HELMET's largest level shows 700
 
 
-def test_file(dataset: Dataset, level: str) -> str:
+def level_file(dataset: Dataset, level: str) -> str:
     """The dataset's file for ``level``, relative to ``data/``."""
     if dataset.kind == "ruler":
         return dataset.test.format(tokens=level_tokens(level))
@@ -209,7 +209,7 @@ def _key_value(rec: Record, field: str) -> Any:
 
 def _rag(rec: Record, dataset: Dataset, key_field: str | None) -> dict[str, Any]:
     out = {"question": rec.required_str("question"), "answers": rec.str_list("answers"),
-           "ctxs": _passages(rec, ranked=False), "has_id": rec.data.get("id") is not None}
+           "ctxs": _passages(rec, ranked=False)}
     if key_field is not None:
         out["key"] = _key_value(rec, key_field)
     if dataset.popularity is not None:
@@ -398,10 +398,10 @@ def _item(source: str, spec: Dataset, level: str, path: Path, index: int, questi
 
 def _level_items(root: Path, spec: Dataset, level: str, *, source: str, max_queries: int, seed: int, shots: int,
                  on_error: str) -> tuple[list[tuple], list[ValidationReport]]:
-    path = root / test_file(spec, level)
+    path = root / level_file(spec, level)
     if not path.is_file():
         raise RecordError(display_name(path), None, None, FILE,
-                          f"no such file: HELMET's {spec.name} at {level} is data/{test_file(spec, level)}")
+                          f"no such file: HELMET's {spec.name} at {level} is data/{level_file(spec, level)}")
     if spec.kind == "rag":
         return _rag_items(root, spec, level, path, source, max_queries, seed, shots, on_error)
     if spec.kind == "rerank":
