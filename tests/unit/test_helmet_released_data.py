@@ -29,6 +29,7 @@ from lc_pipeline.benchmarks.helmet.released_data import DATASETS, load_helmet_re
 from lc_pipeline.config import SourceConfig, load_config
 from lc_pipeline.construct.builders import BuildError, LevelInputs, level_batches
 from lc_pipeline.construct.tokens import TokenCounter
+from lc_pipeline.score.metric_scores import score_instance
 from lc_pipeline.sources.loader import load_source
 from lc_pipeline.sources.validation import RecordError
 from lc_pipeline.tasks import catalog_for
@@ -292,3 +293,43 @@ def test_alce_contexts_and_demos_in_the_task_wording():
     one = spec.prompt.format(demos="", question=demo["question"], context=alce_context(docs)).rstrip()
     assert one.endswith("Answer:")
     assert alce_demos(spec.prompt, spec.answer_prefix, [demo, demo]) == (one + " In 1903 [1].\n\n\n") * 2
+
+
+def test_the_released_rows_score_a_perfect_answer_full_marks_with_the_task_files_metrics(tmp_path):
+    """The rows carry what HELMET's metrics read (answers, MS MARCO's graded IDs, ALCE's QA pairs / clusters)."""
+    datasets = ["nq", "hotpotqa", "popqa", "msmarco", "json_kv", "ruler_mk_needle", "ruler_mv", "asqa", "qampari"]
+    prompts = DATA.parent / "prompts"
+    sources = [{"name": d, "kind": "helmet_released", "dataset": d, "data": str(DATA), "levels": ["8k"],
+                **({"prompt_file": str(prompts / f"{d}_revised.json")} if d in ("asqa", "qampari") else {})}
+               for d in datasets]
+    scaled = [{"name": d, "builder": {"name": "helmet", "options": {"kind": "cite", "source": d,
+                                                                     "per_level": {"8k": 4}}}}
+              for d in ("asqa", "qampari")]  # ALCE: the fixture's questions have 12 passages, not 30
+    (tmp_path / "scaled.yaml").write_text(yaml.safe_dump({"benchmark": "helmet", "tasks": scaled}))
+    body = {"name": "hr", "sources": sources, "task_files": [str(tmp_path / "scaled.yaml")], "lengths": ["8k"],
+            "released": {"benchmark": "helmet", "builder": "helmet.released", "level_by": "record_level",
+                         "tasks": datasets}}
+    (tmp_path / "hr.yaml").write_text(yaml.safe_dump(body))
+    config = load_config(tmp_path / "hr.yaml")
+    loads = [load_source(s) for s in config.sources]
+    empty = schemas.empty
+    inputs = LevelInputs(pl.concat([x.items for x in loads]), pl.concat([x.documents for x in loads]),
+                         empty("passages"), empty("hard_negatives"), empty("confusing_facts"),
+                         empty("replacement_rules"), "8k", config, TokenCounter.load("cl100k_base"),
+                         catalog_for(config))
+    rows = pl.concat(list(level_batches(inputs)))
+    catalog = catalog_for(config)
+    for row in rows.unique("task").iter_rows(named=True):
+        f = json.loads(row["record_fields"])
+        if row["task"] == "msmarco":
+            perfect = f["ranking"]  # every passage, by grade
+        elif row["task"] == "asqa":
+            perfect = " ".join(f"{pair[0]} [1]." for pair in f["qa_pairs"])
+        elif row["task"] == "qampari":
+            perfect = ", ".join(f"{c[0]} [1]" for c in f["answer_clusters"]) + "."
+        else:
+            perfect = " ".join(row["answers"])
+        scores = score_instance(catalog.get(f"helmet/{row['task']}"), row, perfect)
+        assert scores and all(v == 1.0 for v in scores.values()), (row["task"], perfect, scores)
+        if row["task"] in ("asqa", "qampari"):
+            assert len(f["passages"]) == 4 and row["context"].count("Document [") == 4
