@@ -225,6 +225,21 @@ FILE_KINDS: dict[str, tuple[frozenset[str], Callable[[list[Path]], list[Validati
 }
 
 
+def _validate_helmet_released(paths: list[Path]) -> list[ValidationReport]:
+    import importlib
+
+    # HELMET's released files: the kind of each (RAG, re-rank, JSON KV, RULER) is told by its name
+    return importlib.import_module("lc_pipeline.benchmarks.helmet.released_data").validate_released_files(paths)
+
+
+FILE_KINDS.update({
+    "helmet_rag": (frozenset({"question", "answers", "ctxs"}), _validate_helmet_released),
+    "helmet_rerank": (frozenset({"qid", "query", "ctxs"}), _validate_helmet_released),
+    "helmet_json_kv": (frozenset({"context", "question", "answer", "demos", "num_kvs"}), _validate_helmet_released),
+    "helmet_ruler": (frozenset({"context", "query", "type_needle_v", "outputs"}), _validate_helmet_released),
+})
+
+
 def detect_kind(path: Path) -> str | None:
     """The adapter whose identifying fields the file's first readable record has.
 

@@ -30,7 +30,7 @@ from lc_pipeline.config import SourceConfig, load_config
 from lc_pipeline.construct.builders import BuildError, LevelInputs, level_batches
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.score.metric_scores import score_instance
-from lc_pipeline.sources.loader import load_source
+from lc_pipeline.sources.loader import check_paths, load_source
 from lc_pipeline.sources.validation import RecordError
 from lc_pipeline.tasks import catalog_for
 from lc_pipeline.tasks.catalog import load_catalog
@@ -333,3 +333,14 @@ def test_the_released_rows_score_a_perfect_answer_full_marks_with_the_task_files
         assert scores and all(v == 1.0 for v in scores.values()), (row["task"], perfect, scores)
         if row["task"] in ("asqa", "qampari"):
             assert len(f["passages"]) == 4 and row["context"].count("Document [") == 4
+
+
+def test_lcp_sources_validate_knows_the_released_files_and_lists_every_bad_record(tmp_path):
+    data = bad_copy(tmp_path, "json_kv/test_k105_dep6.jsonl", lambda r: r[2].pop("num_kvs"))
+    files = [data / "kilt" / "popqa_test_1000_k50_dep6.jsonl", data / "msmarco" / "test_reranking_data_k10_dep3.jsonl",
+             data / "json_kv" / "test_k105_dep6.jsonl", data / "ruler" / "niah_multivalue" / "validation_8192.jsonl"]
+    checks = check_paths(files)
+    assert [c.kind for c in checks] == ["helmet_rag", "helmet_rerank", "helmet_json_kv", "helmet_ruler"]
+    assert [c.rejected for c in checks] == [0, 0, 1, 0]
+    reason = "json_kv/test_k105_dep6.jsonl record 2: field 'num_kvs': expected a positive integer, got None"
+    assert checks[2].reasons == [reason]

@@ -98,7 +98,7 @@ from lc_pipeline.sources.validation import (
 )
 
 __all__ = ["DATASETS", "LEVELS", "PER_LEVEL", "Dataset", "datasets_shuffle", "helmet_released_source",
-           "load_helmet_released", "query_seed"]
+           "level_file", "load_helmet_released", "query_seed", "validate_released_files"]
 
 LEVELS = ("8k", "16k", "32k", "64k", "128k")
 RAG_K = {"8k": 50, "16k": 105, "32k": 220, "64k": 440, "128k": 1000}
@@ -546,6 +546,39 @@ def _alce(root: Path, spec: Dataset, *, source: str, max_queries: int, seed: int
                       row["answers"], [], [], 1, [], [], row["record_id"], "",
                       json.dumps(fields, ensure_ascii=False, sort_keys=True)))
     return (*source_frames([], items), reports)
+
+
+def _file_kind(path: Path) -> tuple[str, Dataset | None]:
+    """(kind, dataset) of a released file by its name (the layout's names, module docstring)."""
+    name = path.name
+    if "-multikilt_" in name or name.startswith("popqa_test_"):
+        return "rag", DATASETS["popqa"] if name.startswith("popqa") else None
+    if name.startswith("test_reranking_data_"):
+        return "rerank", None
+    if name.startswith("test_k") and "_dep" in name:
+        return "json_kv", None
+    if name.startswith("validation_"):
+        return "ruler", None
+    raise ValueError(f"{display_name(path)}: not a file name of HELMET's released data (kilt/*-multikilt_*, "
+                     "popqa_test_*, msmarco/test_reranking_data_*, json_kv/test_k*_dep*, ruler/*/validation_*)")
+
+
+def validate_released_files(paths: list[Path]) -> list[ValidationReport]:
+    """`lcp sources validate`: every record of HELMET's released files checked (reject mode), each file's kind
+    told by its name; nothing sampled or assembled."""
+    reports = []
+    for path in map(Path, paths):
+        kind, dataset = _file_kind(path)
+        if kind == "rag":
+            spec = dataset or DATASETS["nq"]
+            key_field = _key_field(path, "reject")
+            reports.append(_read(path, functools.partial(_rag, dataset=spec, key_field=key_field), "reject",
+                                 light=frozenset()).report)
+        else:
+            parse = {"rerank": _rerank, "json_kv": _json_kv, "ruler": _ruler}[kind]
+            reports.append(_read(path, parse, "reject", light=frozenset()).report)
+        reports[-1].notes.append(f"HELMET's released {kind} file (by its name)")
+    return reports
 
 
 def helmet_released_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
