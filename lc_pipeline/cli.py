@@ -354,15 +354,15 @@ def models(config: str | None, fmt: str) -> None:
     """List registered models and their settings.
 
     The table shows an openai model's server settings too: api, concurrency, timeout, retries, whether timeouts are
-    retried, extra request fields."""
+    retried, extra request fields. Credentials in a base_url (user:key@, query values) are shown as ***."""
     from lc_pipeline.commands.output import print_table
-    from lc_pipeline.generate.registry import ModelRegistry
+    from lc_pipeline.generate.registry import ModelRegistry, redact_url
 
     s = _settings(config)
     reg = ModelRegistry(s.models_file)
     specs = [reg.get(n) for n in reg.names()]
-    if fmt == "json":
-        click.echo(json.dumps([{**m.to_dict(), "fingerprint": m.fingerprint()} for m in specs], indent=1))
+    if fmt == "json":  # base_url without its credentials (user:key@, query values), as in the table
+        click.echo(json.dumps([{**m.shown(), "fingerprint": m.fingerprint()} for m in specs], indent=1))
         return
 
     def served(m) -> tuple:
@@ -371,7 +371,7 @@ def models(config: str | None, fmt: str) -> None:
         return (m.api, m.max_concurrency, f"{m.request_timeout_s:g}", m.max_retries, m.retry_timeouts,
                 json.dumps(m.extra_body) if m.extra_body else "")
 
-    rows = [(m.slug, m.backend, m.model_id, m.max_model_len, m.base_url or "", *served(m), m.fingerprint())
+    rows = [(m.slug, m.backend, m.model_id, m.max_model_len, redact_url(m.base_url) or "", *served(m), m.fingerprint())
             for m in specs]
     print_table(["model", "backend", "model_id", "max_model_len", "base_url", "api", "concurrency", "timeout_s",
                  "retries", "retry_timeouts", "extra_body", "fingerprint"], rows)

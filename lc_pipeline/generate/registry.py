@@ -22,7 +22,9 @@ An OpenAI-compatible server (``vllm serve``, llama.cpp's server, OpenAI itself):
       max_model_len: 32768
 
 The API key is never stored here: it is read from the environment variable named by
-``api_key_env`` (default ``OPENAI_API_KEY``).
+``api_key_env`` (default ``OPENAI_API_KEY``). A ``base_url`` may still carry credentials
+(``http://user:key@host/v1``, ``?api_key=...``): wherever a model's settings are shown
+(``lcp models``, an error naming them) the URL goes through :func:`redact_url` first.
 
 Importing this module is cheap: it never imports torch, transformers or a model package.
 """
@@ -38,6 +40,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import yaml
 
@@ -62,6 +65,32 @@ class UnknownModelError(KeyError):
 
     def __str__(self) -> str:  # KeyError would print the message repr()-quoted
         return str(self.args[0]) if self.args else ""
+
+
+REDACTED = "***"
+
+
+def redact_url(url: str | None) -> str | None:
+    """``url`` as it may be shown: the user name and password (``user:key@``) and every query value
+    (``?api_key=...``) replaced by ``***``; scheme, host, port and path kept. A string that is no URL is
+    shown as ``***`` whole when it has an ``@`` (it may be ``key@host``), else as it is."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return REDACTED if "@" in url else url
+    if not parts.netloc:
+        return REDACTED if "@" in url else url
+    host = parts.hostname or ""
+    netloc = (f"{REDACTED}@" if "@" in parts.netloc else "") + (f"[{host}]" if ":" in host else host)
+    if port is not None:
+        netloc += f":{port}"
+    query = urlencode([(k, REDACTED) for k, _ in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+    if parts.query and not query:
+        query = REDACTED
+    return urlunsplit((parts.scheme, netloc, parts.path, query, REDACTED if parts.fragment else ""))
 
 
 def validate_model_slug(slug: object) -> str:
@@ -303,6 +332,10 @@ class ModelSpec:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def shown(self) -> dict[str, Any]:
+        """:meth:`to_dict` as it may be printed or logged: ``base_url`` through :func:`redact_url`."""
+        return {**self.to_dict(), "base_url": redact_url(self.base_url)}
+
     def settings(self) -> dict[str, Any]:
         """The registry-file entry: required fields plus those that differ from their default."""
         out = {}
@@ -518,7 +551,7 @@ class ModelRegistry:
         if existing == spec:
             return
         if existing is not None and not overwrite:
-            old, new = existing.to_dict(), spec.to_dict()
+            old, new = existing.shown(), spec.shown()
             diff = {k: (old[k], new[k]) for k in old if old[k] != new[k]}
             raise ModelSpecError(
                 f"model {spec.slug!r} is already defined with different settings {diff} (old, new); "

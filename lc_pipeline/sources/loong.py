@@ -17,6 +17,11 @@ release layout (``data/doc`` in the Loong repository):
 * ``paper/<name>`` (``name`` is e.g. ``2402.01739.md``; the first line is ``# <Title>``);
 * ``legal/legal.json`` (or ``legal.json`` at the top): ``{name: {"content": facts, "result": verdict}}``.
 
+Every document is read from inside ``documents_dir``: a paper's name is one file name (no ``/``, ``\\``,
+NUL, ``.`` or ``..``: ``../../etc/hostname`` or ``/etc/hostname`` is not looked up anywhere), and a file
+whose real path (links followed) leaves ``documents_dir`` is not read. Either is an error naming the item,
+the field ``doc`` and the rule (a rejected record with ``on_error: reject``).
+
 ``path`` may be the release's ``loong`` folder itself: its ``loong.jsonl`` is read, and its
 ``doc/`` folder is the ``documents_dir`` unless one is given (``$LCP_DATA/loong/``).
 
@@ -107,8 +112,13 @@ class LoongDocument(NamedTuple):
     # paper its title line without '#'; legal 《判决文书i》 is positional and written by the builder
 
 
+class DocumentOutside(ValueError):
+    """A ``doc`` name that is not a file name, or a document file whose real path leaves ``documents_dir``."""
+
+
 class LoongDocuments:
-    """Index of a Loong ``documents_dir``; ``get(type, name, level)`` gives a :class:`LoongDocument` or None."""
+    """Index of a Loong ``documents_dir``; ``get(type, name, level)`` gives a :class:`LoongDocument` or None
+    (:class:`DocumentOutside` for a name or file that would be read from outside ``documents_dir``)."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
@@ -147,6 +157,10 @@ class LoongDocuments:
             for p in (self.root / "legal" / "legal.json", self.root / "legal.json"):
                 if p.is_file():
                     try:
+                        self._inside(p, "legal.json")
+                    except DocumentOutside as exc:
+                        raise RecordError(display_name(p), None, None, FILE, str(exc)) from None
+                    try:
                         data = json.loads(p.read_text(encoding="utf-8"))
                     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                         raise RecordError(display_name(p), None, None, FILE, f"unreadable legal.json: {exc}") from None
@@ -177,20 +191,40 @@ class LoongDocuments:
             self._read[key] = self._get(type_, name, level)
         return self._read[key]
 
+    def _inside(self, p: Path, what: str) -> Path:
+        """``p`` if its real path (links followed) is inside ``documents_dir``, else :class:`DocumentOutside`."""
+        real, root = p.resolve(), self.root.resolve()
+        if not real.is_relative_to(root):
+            raise DocumentOutside(f"{what}: {p} leads to {real}, outside documents_dir {root}; documents are read "
+                                  "only from inside it")
+        return p
+
+    def paper_file(self, name: str) -> Path | None:
+        """``paper/<name>`` (else ``<name>`` at the top of ``documents_dir``) when it is a regular file inside
+        ``documents_dir``; ``name`` must be one file name."""
+        if name in (".", "..") or any(c in name for c in ("/", "\\", "\x00")):
+            raise DocumentOutside(f"document {name!r} (paper) is not a file name: a paper is named by its file in "
+                                  f"{self.root}/paper/ (no '/', '\\', NUL, '.' or '..')")
+        for p in (self.root / "paper" / name, self.root / name):
+            if p.is_file():
+                return self._inside(p, f"document {name!r} (paper)")
+        return None
+
     def _get(self, type_: str, name: str, level: int | None) -> LoongDocument | None:
         if type_ == "financial":
             p = self.financial_file(name, level)
             if p is None:
                 return None
+            self._inside(p, f"document {name!r} (financial)")
             text = p.read_text(encoding="utf-8", errors="replace").strip()
             return LoongDocument(name, text, text, f"《{p.stem.split('-')[-1]}》")
         if type_ == "paper":
-            for p in (self.root / "paper" / name, self.root / name):
-                if p.is_file():
-                    text = p.read_text(encoding="utf-8", errors="replace").strip()
-                    first = text.partition("\n")[0]
-                    title = first.lstrip("#").strip() if first.startswith("#") else name
-                    return LoongDocument(title, text, text, first.strip("#").strip())
+            p = self.paper_file(name)
+            if p is not None:
+                text = p.read_text(encoding="utf-8", errors="replace").strip()
+                first = text.partition("\n")[0]
+                title = first.lstrip("#").strip() if first.startswith("#") else name
+                return LoongDocument(title, text, text, first.strip("#").strip())
             return None
         entry = self._legal_map().get(name)
         if entry is None:
@@ -253,7 +287,10 @@ def _parse(rec: Record, *, source: str, docs: LoongDocuments | None, doc_rows: d
     headers: dict[str, str] = {}
     if docs is not None:
         for name in unique:
-            found = docs.get(type_, name, level)
+            try:
+                found = docs.get(type_, name, level)
+            except DocumentOutside as exc:
+                raise rec.error("doc", str(exc)) from None
             if found is None:
                 raise rec.error("doc", f"document {name!r} ({type_}) not found under {docs.where(type_)}: "
                                        f"expected {docs.expected(type_, name, level)}")

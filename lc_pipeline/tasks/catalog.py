@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -34,6 +36,7 @@ from lc_pipeline.yaml_files import read_yaml
 
 PACKAGED_DIR = Path(__file__).parent / "packaged"
 FILE_KEYS = {"benchmark", "description", "headline", "defaults", "tasks"}
+MAX_PROMPT_FILE_BYTES = 4 * 1024 * 1024  # a prompt table is kilobytes (LongBench's: 9 KB); /dev/zero is endless
 ANY_TASK = "*"  # a catch-all task of a benchmark: items whose task the benchmark does not declare
 
 # The benchmark whose tasks a source kind's items belong to (QA suite); other kinds: "qa".
@@ -127,7 +130,13 @@ def _read_yaml(path: Path) -> dict:
 
 
 def read_prompt_file(ref: Mapping[str, Any], task: str, base_dir: Path, where: str) -> tuple[str, str]:
-    """(template, source) of a ``prompt_file`` entry, read in its format (see ``spec.PromptFile``)."""
+    """(template, source) of a ``prompt_file`` entry, read in its format (see ``spec.PromptFile``).
+
+    The file is confined: its real path (links followed) must be inside the folder of the task file that names
+    it (``base_dir``) or inside ``$LCP_OFFICIAL`` (the authors' checkouts), it must be a regular file (not a FIFO,
+    a device or ``/proc``'s), UTF-8, and at most :data:`MAX_PROMPT_FILE_BYTES`; else :class:`TaskFileError`
+    naming the task file, the task, the field and the rule. Nothing outside those folders is opened."""
+    from lc_pipeline.settings import Settings
     from lc_pipeline.tasks.spec import PromptFile
 
     try:
@@ -136,10 +145,32 @@ def read_prompt_file(ref: Mapping[str, Any], task: str, base_dir: Path, where: s
         raise TaskFileError(f"{where}: field 'prompt_file': {_problems(exc)}") from None
     path = Path(pf.path).expanduser()
     path = path if path.is_absolute() else base_dir / path
+    real = Path(os.path.realpath(path))
+    roots = [Path(os.path.realpath(base_dir))]
+    official = Settings.from_env().official_dir
+    if official is not None:
+        roots.append(Path(os.path.realpath(official)))
+    if not any(real.is_relative_to(root) for root in roots):
+        raise TaskFileError(f"{where}: field 'prompt_file': {path} is outside the task file's folder "
+                            f"{base_dir}{' and $LCP_OFFICIAL' if official is not None else ''}: a prompt file is read "
+                            "only from inside the folder of the task file that names it, or from $LCP_OFFICIAL (the "
+                            "authors' checkouts)")
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:
         raise TaskFileError(f"{where}: field 'prompt_file': cannot read {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TaskFileError(f"{where}: field 'prompt_file': {path} is not a regular file (a FIFO, device or "
+                                "folder); a prompt file is a text or JSON file")
+        data = fh.read(MAX_PROMPT_FILE_BYTES + 1)
+    if len(data) > MAX_PROMPT_FILE_BYTES:
+        raise TaskFileError(f"{where}: field 'prompt_file': {path} is larger than {MAX_PROMPT_FILE_BYTES:,} bytes, "
+                            "the most a prompt file may hold")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskFileError(f"{where}: field 'prompt_file': {path} is not UTF-8 text (byte {exc.start})") from None
     if pf.format == "text":
         return text, str(path)
     try:
