@@ -175,8 +175,9 @@ def test_the_token_ids_fed_are_those_of_pred_py_for_smollm2_with_a_4096_window(o
 @needs_smollm2
 @pytest.mark.slow
 def test_a_backfill_feeds_pred_py_ids_and_its_rows_say_official(official_env, tmp_path, monkeypatch):
-    # One long shared hotpotqa record (32 new tokens) through lcp backfill with the real SmolLM2 at a 4,096 window:
-    # the generations row's hash of the fed ids is that of pred.py's ids.
+    # One long shared hotpotqa record (32 new tokens) through lcp backfill with the real SmolLM2 (the whole pipeline:
+    # config, catalog, plan, backend), registered with a 1,024-token window to keep the prefill cheap on a CPU (the
+    # 4,096 window is the test above): the generations row's hash of the fed ids is that of pred.py's ids.
     from transformers import AutoTokenizer
 
     from lc_pipeline.generate.base import ids_hash
@@ -201,9 +202,10 @@ def test_a_backfill_feeds_pred_py_ids_and_its_rows_say_official(official_env, tm
         assert result.exit_code == 0, result.output + repr(result.exception)
         return result.output
 
-    lcp("add-model", "smollm2-4k", "--like", "smollm2-135m", "--max-model-len", str(WINDOW), "--config",
+    window = 1024
+    lcp("add-model", "smollm2-1k", "--like", "smollm2-135m", "--max-model-len", str(window), "--config",
         str(tmp_path / "lb.yaml"))
-    lcp("backfill", "--model", "smollm2-4k", "--config", str(tmp_path / "lb.yaml"))
+    lcp("backfill", "--model", "smollm2-1k", "--config", str(tmp_path / "lb.yaml"))
 
     [instance] = read_table(tmp_path / "lake" / "instances").to_dicts()
     [row] = read_table(tmp_path / "lake" / "generations").to_dicts()
@@ -214,7 +216,7 @@ def test_a_backfill_feeds_pred_py_ids_and_its_rows_say_official(official_env, tm
     spec = BUILTIN_MODELS["smollm2-135m"]
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(spec), gguf_file=spec.gguf_file, local_files_only=True)
     ids = tokenizer(instance["prompt"]).input_ids
-    half = (WINDOW - 500) // 2
+    half = (window - 500) // 2
     assert len(ids) > WINDOW
     text = tokenizer.decode(ids[:half], skip_special_tokens=True) + tokenizer.decode(ids[-half:],
                                                                                      skip_special_tokens=True)
