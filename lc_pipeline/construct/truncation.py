@@ -121,10 +121,12 @@ def prompt_budget(policy: str, key: str = "?") -> PromptBudget:
     if name is None:
         raise ValueError(f"request {key!r}: policy {policy!r} is not '{PROMPT_MIDDLE}:<budget>'")
     if name not in PROMPT_BUDGETS:
+        module = f"lc_pipeline.benchmarks.{name}.protocol"
         try:
-            importlib.import_module(f"lc_pipeline.benchmarks.{name}.protocol")
-        except ModuleNotFoundError:
-            pass
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if not exc.name or not module.startswith(exc.name):  # a module the protocol imports is missing
+                raise
     if name not in PROMPT_BUDGETS:
         raise ValueError(f"request {key!r}: no prompt budget {name!r} is registered (its protocol module "
                          f"lc_pipeline/benchmarks/{name}/protocol.py registers it)")

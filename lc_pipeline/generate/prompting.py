@@ -331,7 +331,9 @@ def fit_prompt_budget(spec: ModelSpec, tok: PromptTokenizer, request: Generation
     (``PromptBudget.tokens(spec.slug, spec.max_model_len)``), each half decoded without special tokens and
     the two joined; then rendered as any request is (the model's chat template unless the task feeds the plain
     prompt) and cut no further: the authors' budget already leaves the answer its room (LongBench: window - 500).
-    A rendered prompt longer than the window itself cannot be fed and is an error naming the request."""
+    Where the template and the answer need more than that room (a 512-token summary after a long chat template),
+    the prompt is still fed as the authors' harness feeds it, and the answer may stop at the window (finish_reason
+    "length"). A rendered prompt longer than the window itself cannot be fed and is an error naming the request."""
     rule = prompt_budget(request.truncation, request.key)
     budget = rule.tokens(spec.slug, spec.max_model_len)
     text, cut = cut_prompt_middle(request.prompt, budget, encode=tok.encode_plain_prompt, decode=tok.decode_text,
