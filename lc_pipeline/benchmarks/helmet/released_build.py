@@ -17,9 +17,12 @@ setting, metrics and judge rubric). Two ways to an instance:
   with the demonstration's question and all its passages, then its cited answer after the answer prefix,
   separated by two blank lines. ``record_fields`` holds what the correctness and citation metrics read
   (``style``, ``question``, ``passages`` shown, ``qa_pairs`` / ``answer_clusters``);
-* the others (LongQA, Summ, ICL), which HELMET builds from the datasets at run time: the
-  constructed HELMET builder (construct/helmet/) over the config's other sources, with the config's
-  ``helmet:`` sizes (``n_per_task``, ``shots``).
+* ICL (``builder.options.kind: icl``), which HELMET builds from the datasets at run time: its test sample,
+  demonstrations and label permutations drawn as HELMET draws them (benchmarks/helmet/released_icl.py) from the
+  items of the task's ``kind: icl`` source, the level's shots its ``per_level``, ``helmet.n_per_task`` test
+  texts;
+* LongQA and Summ, which HELMET also builds at run time: the constructed HELMET builder (construct/helmet/)
+  over the config's other sources, with the config's ``helmet:`` sizes (``n_per_task``, ``shots``).
 
 A released dataset with no item at the level is an error naming the file HELMET ships for it.
 
@@ -106,9 +109,12 @@ def helmet_released(request) -> Iterator[pl.DataFrame]:
     config = inputs.config
     released_sources = {s.name for s in config.sources if s.kind == SOURCE_KIND}
     mine = [t for t in request.tasks if t.name in DATASETS]
-    others = tuple(t for t in request.tasks if t.name not in DATASETS)
+    icl = [t for t in request.tasks if t.name not in DATASETS and t.builder.options.get("kind") == "icl"]
+    others = tuple(t for t in request.tasks if t.name not in DATASETS and t not in icl)
     if mine:
         yield from in_frames(_released_rows(request, mine, released_sources))
+    if icl:
+        yield from in_frames(_icl_rows(request, icl))
     if others:
         from lc_pipeline.construct.helmet import build_helmet
 
@@ -119,6 +125,54 @@ def helmet_released(request) -> Iterator[pl.DataFrame]:
                                length_tolerance=config.length_tolerance, tasks=others)
         except ValueError as exc:
             raise BuildError(f"HELMET instances at {inputs.level}: {exc}") from exc
+
+
+def _icl_rows(request, specs) -> Iterator[dict[str, Any]]:
+    from lc_pipeline.benchmarks.helmet.released_icl import icl_instances
+    from lc_pipeline.construct.builders import BuildError
+    from lc_pipeline.construct.helmet.icl import shots_for_level
+
+    inputs = request.inputs
+    config, counter, level = inputs.config, inputs.counter, inputs.level
+    sources = {s.name: s for s in config.sources}
+    for spec in specs:
+        name = spec.builder.options.get("source")
+        source = sources.get(name)
+        if source is None or source.kind != "icl":
+            raise BuildError(f"task {spec.qualified_name}: builder.options.source {name!r} is not a configured source "
+                             "of kind icl (HELMET's ICL datasets are read with kind icl)")
+        if not spec.answer_prefix:
+            raise BuildError(f"task {spec.qualified_name}: field 'answer_prefix': missing; the demonstrations end "
+                             "with it")
+        holdout = source.options.get("holdout")
+        try:
+            shots = shots_for_level(spec.builder.options.get("per_level"), level, spec.name)
+            built = icl_instances(inputs.items.filter(pl.col("source") == name).to_dicts(), shots=shots,
+                                  n_test=config.helmet.n_per_task, seed=config.seed, prefix=spec.answer_prefix,
+                                  holdout=(holdout, source.options.get("holdout_seed", 42)) if holdout else None)
+        except ValueError as exc:
+            raise BuildError(f"task {spec.name} at {level}: {exc}") from None
+        if not built:
+            raise BuildError(f"task {spec.name} at {level}: source {name!r} gives no test item")
+        max_new_tokens = spec.max_new_tokens or config.max_new_tokens
+        for b in built:
+            item = b["item"]
+            prompt = spec.prompt.format(context=b["context"], question=item["question"])
+            fields = json.loads(item["record_fields"])
+            yield instance_row(
+                instance_id=short_id(SUITE, BUILDER, item["item_id"], spec.name, level, shots, spec.prompt,
+                                     max_new_tokens, config.tokenizer, config.seed),
+                item_id=item["item_id"], source=item["source"], suite=SUITE, task=spec.name, category=spec.category,
+                language=item["language"], depth=None, evidence_depths=[], question=item["question"],
+                answers=[b["answer"]], answer_keywords=[], evidence_doc_ids=[], context_doc_ids=[],
+                n_hard_negatives=0, n_filler_documents=0, context=b["context"], prompt=prompt,
+                tokenizer=config.tokenizer, target_tokens=None, input_tokens=counter.count(prompt),
+                context_tokens=counter.count(b["context"]), max_new_tokens=max_new_tokens, target_units=None,
+                record_id=item["record_id"],
+                record_fields=json.dumps({"dataset": spec.name, "level": level, "label": fields["label"],
+                                          "label_mapping": b["mapping"], "shots": b["shown"], "row": fields["row"]},
+                                         ensure_ascii=False, sort_keys=True),
+            )
 
 
 def _released_rows(request, specs, released_sources: set[str]) -> Iterator[dict[str, Any]]:
