@@ -672,14 +672,16 @@ def judge_frame(judgments: Sequence[Judgment], replies: dict[str, str], judge_mo
 
 def judge_summary(frame: pl.DataFrame) -> dict:
     """Counts for asset metadata: rows, parse failures, parse rate, mean score (and Loong's
-    perfect rate) per rubric. Parse failures are left out of the means, as in both papers."""
+    perfect rate) per rubric. The means are over the verdicts with a score: parse failures are left out, as in
+    both papers, except where the rubric's protocol scores them (100-LongBench official: 0)."""
     out: dict = {"judgments": frame.height, "parse_failures": int((frame["parse_status"] != OK).sum())}
     out["parse_rate"] = (1 - out["parse_failures"] / frame.height) if frame.height else 1.0
     out["parse_statuses"] = dict(sorted(frame.group_by("parse_status").len().iter_rows()))
     for rubric, grp in frame.group_by("rubric"):
         name = rubric[0]
         ok = grp.filter(pl.col("parse_status") == OK)
-        out[f"mean_score_{name}"] = float(ok["score"].mean()) if ok.height else None
+        scored = grp.filter(pl.col("score").is_not_null())
+        out[f"mean_score_{name}"] = float(scored["score"].mean()) if scored.height else None
         if name == "loong" and ok.height:
             out["perfect_rate_loong"] = float(ok["perfect"].cast(pl.Float64).mean())
     return out

@@ -212,6 +212,7 @@ def test_lb100_qa_asks_per_gold_on_the_first_line_and_scores_unread_as_zero():
     frame = frame_of(rubric, inp, {"gold0": "unsure", "gold1": "no idea"})
     assert frame.row(0, named=True)["parse_status"] == judge.NO_SCORE
     assert (frame["score"][0], frame["value"][0]) == (0.0, 0.0)
+    assert judge.judge_summary(frame)["mean_score_lb100_qa"] == 0.0  # counted, not left out
     # Leading newlines are skipped; an empty first line after them scores 0 and asks nothing.
     assert lb100_judging.prediction("\n\n\nlate text\nmore") == "late text"
     empty = judge.JudgeInput("Who?", ["Ada"], "\n", {}, "single_doc_qa")
