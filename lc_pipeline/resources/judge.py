@@ -219,8 +219,7 @@ class JudgeResource(dg.ConfigurableResource):
             if self.protocol not in PROTOCOLS:
                 raise ValueError(f"judge: field protocol: {self.protocol!r}: expected one of {list(PROTOCOLS)}")
             return self.protocol
-        label = getattr(config, "protocol_label", None)
-        return OURS if label is None or label() == OURS else "official"
+        return OURS if config is None or config.protocol_label() == OURS else "official"
 
     def resolved_model(self) -> str | None:
         return self.model or os.environ.get(MODEL_ENV) or None

@@ -23,7 +23,9 @@ from lc_pipeline.benchmarks.loong import judging as loong_judging
 from lc_pipeline.benchmarks.loong.official_files import (
     judge_prompt as loong_judge_prompt,
 )
+from lc_pipeline.config import load_config
 from lc_pipeline.official import OfficialFileError
+from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.score import judge
 
 REPO = Path(__file__).resolve().parents[2]
@@ -330,3 +332,17 @@ def test_every_rubric_has_one_official_version_declared_by_a_benchmark_package()
     for module in (loong_judging, helmet_judging, lb100_judging):
         for settings in (v for v in vars(module).values() if isinstance(v, judge.JudgeSettings)):
             assert settings.model  # the authors' judge, for the record
+
+
+@needs_shared
+def test_the_judge_protocol_is_the_resources_else_the_configs(shared_env):
+    official = load_config("longbench")  # protocol unset, the authors' files found: official
+    assert official.protocol_label() != "ours"
+    assert JudgeResource().resolved_protocol(official) == "official"
+    assert JudgeResource().resolved_protocol(official.replace(protocol="ours")) == "ours"
+    assert JudgeResource().resolved_protocol(load_config("demo")) == "ours"  # a constructed suite
+    assert JudgeResource().resolved_protocol() == "ours"
+    assert JudgeResource(protocol="official").resolved_protocol(load_config("demo")) == "official"
+    assert JudgeResource(protocol="ours").resolved_protocol(official) == "ours"
+    with pytest.raises(ValueError, match="judge: field protocol: 'theirs'"):
+        JudgeResource(protocol="theirs").resolved_protocol()
