@@ -459,7 +459,7 @@ class ReleasedConfig(_Model):
 
 _SECTIONS = ("longbench100", "prior_knowledge", "lveval", "helmet", "minilongbench", "released")
 # Fields added after configs had fingerprints: hashed only when set, so existing ids stay as they were.
-_NEW_FIELDS = ("task_files", "task_files_sha256", "tasks", "released", "nli", "protocol")
+_NEW_FIELDS = ("task_files", "task_files_sha256", "tasks", "released", "nli", "protocol", "tokenizer_fallback")
 
 
 class BenchmarkConfig(_Model):
@@ -472,6 +472,9 @@ class BenchmarkConfig(_Model):
     items_per_length: StrictInt = 4
     seed: StrictInt = 42
     tokenizer: StrictStr = "cl100k_base"
+    # Counts with this tokenizer when ``tokenizer`` (e.g. hf:meta-llama/Llama-2-7b-hf) cannot be loaded here; unset:
+    # such a config fails naming what to provide. Rows name the tokenizer really used (construct/tokens.py).
+    tokenizer_fallback: StrictStr | None = None
     length_tolerance: Number = 0.05
     passage_words: StrictInt = 100
     retrieval_top_k: StrictInt = 200

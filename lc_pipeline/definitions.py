@@ -177,7 +177,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
         "io_manager": HiveParquetIOManager(base_dir=lake),
         "lake": LakeResource(base_dir=lake),
         "benchmark": BenchmarkResource(config=settings.config),
-        "tokenizer": TokenizerResource(name=config.tokenizer),
+        "tokenizer": TokenizerResource(name=config.tokenizer, fallback=config.tokenizer_fallback),
         "embedder": EmbedderResource(model=config.embedding_model),
         "vector_index": VectorIndexResource(path=f"{lake}/passage_index/index.faiss"),
         "models": ModelsResource(registry_path=str(settings.models_file)),

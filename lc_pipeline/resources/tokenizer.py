@@ -1,4 +1,4 @@
-"""The tokenizer that measures instance lengths (tiktoken cl100k_base, loaded offline)."""
+"""The tokenizer that measures instance lengths (config ``tokenizer``, else ``tokenizer_fallback``; loaded offline)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from lc_pipeline.construct.tokens import TokenCounter
 
 class TokenizerResource(dg.ConfigurableResource):
     name: str = "cl100k_base"
+    fallback: str | None = None
     _counter: TokenCounter | None = PrivateAttr(default=None)
 
     def counter(self) -> TokenCounter:
         if self._counter is None:
-            self._counter = TokenCounter.load(self.name)
+            self._counter = TokenCounter.load(self.name, fallback=self.fallback)
         return self._counter

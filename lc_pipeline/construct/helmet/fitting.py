@@ -1,8 +1,9 @@
 """Filling a HELMET prompt to its level: depths, the exact-count search for the number of blocks,
 cutting text at a token budget, and the error for a prompt that cannot be filled (spec helmet.md §9).
 
-Lengths are prompt lengths in cl100k tokens (the pipeline's convention); every prompt is filled to
-just under the level's target with an exact count on every row.
+Lengths are prompt lengths in the config's tokenizer (``tokenizer``: cl100k_base by default; HELMET's own
+is Llama-2's, ``hf:meta-llama/Llama-2-7b-hf``), counted as HELMET counts them (``COUNTS_SPECIAL_TOKENS``);
+every prompt is filled to just under the level's target with an exact count on every row.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lc_pipeline.construct.tokens import TokenCounter
+
+# HELMET counts with the tokenizer's defaults (``tokenizer(text)``: Llama-2's BOS included) in its data-side
+# cuts and filters (``truncate_llama2``, ``filter_length``); tiktoken encodings add no special tokens.
+COUNTS_SPECIAL_TOKENS = True
 
 
 def evenly_spaced_depths(n: int) -> tuple[float, ...]:
@@ -69,10 +74,9 @@ def fit(render: Callable[[int], str], costs: Sequence[int], base: int, target: i
 
 def cut_to_tokens(text: str, budget: int, counter: TokenCounter) -> str:
     """The longest word-boundary prefix of ``text`` with at most ``budget`` tokens (about)."""
-    ids = counter.encoding.encode_ordinary(text)
-    if len(ids) <= budget:
+    prefix = counter.prefix(text, budget)
+    if prefix is text:
         return text
-    prefix = counter.encoding.decode_bytes(ids[: max(budget, 0)]).decode("utf-8", errors="ignore")
     cut = prefix.rstrip()
     space = max(cut.rfind(" "), cut.rfind("\n"))
     return cut[:space].rstrip() if space > 0 else cut

@@ -16,6 +16,7 @@ import polars as pl
 from lc_pipeline.config import HelmetConfig, level_tokens
 from lc_pipeline.construct.helmet.cite import build_cite
 from lc_pipeline.construct.helmet.context import CONSTRUCTION_VERSION, BuildContext
+from lc_pipeline.construct.helmet.fitting import COUNTS_SPECIAL_TOKENS
 from lc_pipeline.construct.helmet.icl import build_icl
 from lc_pipeline.construct.helmet.long_document import ITEM_KINDS, OPTIONAL, build_long_document
 from lc_pipeline.construct.helmet.pools import Pools
@@ -107,6 +108,7 @@ def build_helmet(
     if twice:
         raise ValueError(f"build_helmet: tasks {twice} are given twice")
     kinds = [check_spec(spec, config) for spec in tasks]
+    counter = counter.counting_special_tokens(COUNTS_SPECIAL_TOKENS)  # as HELMET counts (fitting.py)
     pools = Pools.build(items, documents, passages, hard_negatives, counter)
     ctx = BuildContext(pools, config, level, level_tokens(level), seed, length_tolerance,
                        short_id(CONSTRUCTION_VERSION, seed, config, counter.name, length=16))
