@@ -54,6 +54,57 @@ def project_env(tmp_path, tiny_config_file) -> dict[str, str]:
     return env
 
 
+@pytest.fixture(scope="session")
+def cli_demo_project(tmp_path_factory):
+    """tests/built_lakes.py's CLI_DEMO_CONFIG project, built once by `lcp plan` (before anything is built: it builds
+    the instances) then `lcp demo` (it generates and scores), as a read-only template with what both printed
+    (``outputs["plan"]``, ``outputs["demo"]``). test_cli and test_plan_cli read the outputs and run their further
+    commands in copies (built_lakes.copy_project); the template is checked unchanged at the end of the session."""
+    import built_lakes
+
+    root = tmp_path_factory.mktemp("cli_demo")
+    (root / ".dagster").mkdir()
+    (root / built_lakes.CONFIG_FILE).write_text(yaml.safe_dump(built_lakes.CLI_DEMO_CONFIG))
+    env = built_lakes.project_env(root)
+    template = built_lakes.Template(root)
+    template.outputs["plan"] = built_lakes.lcp(env, "plan", "--model", "smollm2-135m", "--format", "json",
+                                               "--requests")
+    # The project as `lcp plan` left it (the benchmark built, nothing generated): cli_planned_project.
+    planned = built_lakes.copy_tree(root, tmp_path_factory.mktemp("cli_planned") / "project")
+    template.earlier = built_lakes.Template(planned)
+    template.outputs["demo"] = built_lakes.lcp(env, "demo")
+    template.freeze()
+    template.earlier.freeze()
+    yield template
+    try:
+        template.check()
+        template.earlier.check()
+    finally:
+        template.release()
+        template.earlier.release()
+
+
+@pytest.fixture(scope="session")
+def cli_planned_project(cli_demo_project):
+    """cli_demo_project as `lcp plan` left it: sources, passages, index, hard negatives and instances built, no model
+    run (no generations, scores or leaderboard). Read-only; copy it (built_lakes.copy_project or copy_world)."""
+    return cli_demo_project.earlier
+
+
+@pytest.fixture(scope="session")
+def tiny_world(tmp_path_factory):
+    """TINY_CONFIG's benchmark built once (built_lakes.build_tiny_world), read-only; tests copy it
+    (built_lakes.copy_world) and run in the copy. Checked unchanged at the end of the session."""
+    import built_lakes
+
+    template = built_lakes.build_tiny_world(tmp_path_factory.mktemp("tiny_world"))
+    yield template
+    try:
+        template.check()
+    finally:
+        template.release()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

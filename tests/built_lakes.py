@@ -1,0 +1,147 @@
+"""Projects built once per test session and shared by the modules that need the same one (their fixtures are in
+tests/conftest.py).
+
+A shared project is a template: tests read what its build printed and copy the project (``copy_project``)
+before they run anything in it. To make a test that writes into the template fail loudly, ``Template`` makes its
+files read-only (which stops any user but root) and records a digest of every file's path, mode and bytes;
+``Template.check`` compares it at the end of the session and names what changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conftest import REPO, TINY_CONFIG
+
+# `lcp demo` as a user runs it, and `lcp plan` against it (tests/integration/test_cli.py, test_plan_cli.py): every
+# kind of step, not long prompts. Two short levels (single-hop evidence, ~350 tokens, fits 512), one depth, two
+# items, a few new tokens: four generations per model.
+CLI_DEMO_CONFIG = {**TINY_CONFIG, "name": "cli-demo",
+                   "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 40, "seed": 3}],
+                   "lengths": ["512", "1k"], "base_lengths": ["512"], "long_lengths": ["1k"], "depths": [0.5],
+                   "max_new_tokens": 8}
+CONFIG_FILE = "config.yaml"
+
+
+def lcp(env: dict[str, str], *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "lc_pipeline.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"lcp {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def project_env(root: Path) -> dict[str, str]:
+    """Environment for `lcp` subprocesses confined to the project ``root`` (config, lake, registry, Dagster home)."""
+    return {**os.environ, "LCP_CONFIG": str(root / CONFIG_FILE), "LCP_LAKE": str(root / "data_lake"),
+            "LCP_MODELS": str(root / "models.yaml"), "DAGSTER_HOME": str(root / ".dagster"),
+            "LCP_PROJECT_DIR": str(REPO)}
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Relative path -> sha256 of (mode, bytes) of every file and folder under ``root``."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        h = hashlib.sha256(f"{stat.S_IMODE(st.st_mode):o}".encode())
+        if path.is_symlink():
+            h.update(os.readlink(path).encode())
+        elif path.is_file():
+            h.update(path.read_bytes())
+        out[str(path.relative_to(root))] = h.hexdigest()
+    return out
+
+
+def _chmod_tree(root: Path, writable: bool) -> None:
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        mode = mode | stat.S_IWUSR if writable else mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+        path.chmod(mode)
+
+
+@dataclass
+class Template:
+    """A project built once; read-only from here on, compared with its digest at the end of the session."""
+
+    root: Path
+    outputs: dict[str, subprocess.CompletedProcess] = field(default_factory=dict)  # what its build printed
+    digest: dict[str, str] = field(default_factory=dict)
+    earlier: Template | None = None  # a copy of the project taken earlier in its build, a template too
+
+    def freeze(self) -> None:
+        _chmod_tree(self.root, writable=False)
+        self.digest = tree_digest(self.root)
+
+    def check(self) -> None:
+        now = tree_digest(self.root)
+        changed = sorted(k for k in now.keys() | self.digest.keys() if now.get(k) != self.digest.get(k))
+        assert not changed, (f"the shared project {self.root} was modified by a test (copy it with "
+                             f"built_lakes.copy_project first); changed, added or removed: {changed[:20]}")
+
+    def release(self) -> None:
+        _chmod_tree(self.root, writable=True)  # pytest's tmp_path cleanup can remove it
+
+
+def copy_tree(src: Path, dest: Path) -> Path:
+    """A writable copy of the folder ``src`` (a template's, read-only) at ``dest``."""
+    shutil.copytree(src, dest, symlinks=True)
+    _chmod_tree(dest, writable=True)
+    return dest
+
+
+def copy_project(template: Template, dest: Path) -> tuple[Path, dict[str, str]]:
+    """A writable copy of ``template`` at ``dest`` and the environment of `lcp` runs in it."""
+    return copy_tree(template.root, dest), project_env(dest)
+
+
+def build_tiny_world(root: Path) -> Template:
+    """conftest.TINY_CONFIG's benchmark built in process (sources, passages, the MiniLM index, hard negatives,
+    instances) into ``root/data_lake``, its Dagster instance in ``root/.dagster``: a template for the in-process
+    tests whose config shares TINY_CONFIG's sources and retrieval settings. In a copy (``copy_world``) the runner
+    reuses every partition whose fingerprint the test's config leaves unchanged (the sources, passages, index and
+    hard negatives when only lengths, depths, items, tasks or models differ) and builds the rest."""
+    import dagster as dg
+    import yaml
+
+    from lc_pipeline.definitions import build_pipeline
+    from lc_pipeline.runner import Runner
+    from lc_pipeline.settings import Settings
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / CONFIG_FILE).write_text(yaml.safe_dump(TINY_CONFIG))
+    (root / ".dagster").mkdir()
+    settings = Settings(project_dir=root, config=str(root / CONFIG_FILE), lake_dir=root / "data_lake",
+                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    with dg.instance_for_test(temp_dir=str(root / ".dagster")) as instance:
+        Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()
+    template = Template(root)
+    template.freeze()
+    return template
+
+
+def copy_world(template: Template, lake_dir: Path, dagster_home: Path) -> Path:
+    """A writable copy of ``template``'s lake (``root/data_lake``) at ``lake_dir`` and of its Dagster instance
+    (``root/.dagster``) at ``dagster_home`` (open it with ``dg.instance_for_test(temp_dir=str(dagster_home))``);
+    returns ``dagster_home``."""
+    copy_tree(template.root / "data_lake", lake_dir)
+    return copy_tree(template.root / ".dagster", dagster_home)
+
+
+@contextmanager
+def instance_on_copy(template: Template, settings):
+    """Copy ``template`` into ``settings``' lake and Dagster home (copy_world) and open that Dagster instance."""
+    import dagster as dg
+
+    copy_world(template, Path(settings.lake_dir), Path(settings.dagster_home))
+    with dg.instance_for_test(temp_dir=str(settings.dagster_home)) as instance:
+        yield instance
