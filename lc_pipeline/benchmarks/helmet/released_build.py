@@ -24,6 +24,13 @@ setting, metrics and judge rubric). Two ways to an instance:
 * LongQA and Summ, which HELMET also builds at run time: the constructed HELMET builder (construct/helmet/)
   over the config's other sources, with the config's ``helmet:`` sizes (``n_per_task``, ``shots``).
 
+Under ``protocol: official`` (benchmarks/helmet/protocol.py) every prompt is HELMET's ``data.py`` template instead
+of the task's, filled from the same record (LongQA / Summ: from the constructed row's context, question and
+options, 0-shot), the chat-mode ones without the answer prefix; ALCE's passages are written with HELMET's
+``doc_prompt``; each row's ``record_fields`` adds ``protocol_budget`` and ``protocol_note`` (HELMET's budget
+L - max_new_tokens and how generation here differs), its ``protocol`` column the protocol's label, and its
+instance id the label in place of the task's prompt. Under ``ours`` nothing changes.
+
 A released dataset with no item at the level is an error naming the file HELMET ships for it.
 
 Pure: no Dagster.
@@ -101,12 +108,35 @@ def alce_context(docs: list[dict[str, Any]]) -> str:
     return "\n\n".join(format_cited(i, d["title"], d["text"]) for i, d in enumerate(docs, 1))
 
 
+def _official(config):
+    """The config's HELMET official protocol, or None (ours)."""
+    protocol = config.official_protocol()
+    return protocol if protocol is not None and protocol.benchmark == "helmet" else None
+
+
+def _official_row(official, spec, item: dict[str, Any], level: str, max_new_tokens: int,
+                  row_fields: str) -> tuple[str, str]:
+    """(prompt, record_fields) of a row under HELMET's official protocol (protocol.py)."""
+    from lc_pipeline.benchmarks.helmet.protocol import budget_fields, official_prompt
+    from lc_pipeline.construct.builders import BuildError
+
+    try:
+        prompt = official_prompt(spec.name, item, chat=spec.chat_template)
+    except (ValueError, KeyError) as exc:
+        raise BuildError(f"task {spec.qualified_name} at {level}, item {item.get('item_id')!r} (protocol "
+                         f"{official.label}): {exc}") from None
+    fields = json.loads(row_fields or "{}")
+    fields.update(budget_fields(spec.name, level, max_new_tokens))
+    return prompt, json.dumps(fields, ensure_ascii=False, sort_keys=True)
+
+
 def helmet_released(request) -> Iterator[pl.DataFrame]:
     """Builder ``helmet.released`` (module docstring)."""
     from lc_pipeline.construct.builders import BuildError
 
     inputs = request.inputs
     config = inputs.config
+    official = _official(config)
     released_sources = {s.name for s in config.sources if s.kind == SOURCE_KIND}
     mine = [t for t in request.tasks if t.name in DATASETS]
     icl = [t for t in request.tasks if t.name not in DATASETS and t.builder.options.get("kind") == "icl"]
@@ -120,11 +150,24 @@ def helmet_released(request) -> Iterator[pl.DataFrame]:
 
         items = inputs.items.filter(~pl.col("source").is_in(sorted(released_sources)))
         try:
-            yield build_helmet(inputs.documents, items, inputs.passages, inputs.hard_negatives, level=inputs.level,
-                               config=config.helmet, seed=config.seed, counter=inputs.counter,
-                               length_tolerance=config.length_tolerance, tasks=others)
+            built = build_helmet(inputs.documents, items, inputs.passages, inputs.hard_negatives, level=inputs.level,
+                                 config=config.helmet, seed=config.seed, counter=inputs.counter,
+                                 length_tolerance=config.length_tolerance, tasks=others)
         except ValueError as exc:
             raise BuildError(f"HELMET instances at {inputs.level}: {exc}") from exc
+        yield built if official is None else _official_frame(official, built, others, inputs)
+
+
+def _official_frame(official, built: pl.DataFrame, specs, inputs) -> pl.DataFrame:
+    """The constructed rows (LongQA, Summ) re-prompted under HELMET's official protocol."""
+    by_name = {s.name: s for s in specs}
+    rows = []
+    for row in built.iter_rows(named=True):
+        spec = by_name[row["task"]]
+        prompt, fields = _official_row(official, spec, row, inputs.level, row["max_new_tokens"], row["record_fields"])
+        rows.append({**row, "prompt": prompt, "record_fields": fields, "input_tokens": inputs.counter.count(prompt),
+                     "protocol": official.label, "instance_id": short_id(row["instance_id"], official.label)})
+    return pl.DataFrame(rows, schema=built.schema)
 
 
 def _icl_rows(request, specs) -> Iterator[dict[str, Any]]:
@@ -134,6 +177,7 @@ def _icl_rows(request, specs) -> Iterator[dict[str, Any]]:
 
     inputs = request.inputs
     config, counter, level = inputs.config, inputs.counter, inputs.level
+    official = _official(config)
     sources = {s.name: s for s in config.sources}
     for spec in specs:
         name = spec.builder.options.get("source")
@@ -157,10 +201,18 @@ def _icl_rows(request, specs) -> Iterator[dict[str, Any]]:
         max_new_tokens = spec.max_new_tokens or config.max_new_tokens
         for b in built:
             item = b["item"]
-            prompt = spec.prompt.format(context=b["context"], question=item["question"])
             fields = json.loads(item["record_fields"])
+            row_fields = json.dumps({"dataset": spec.name, "level": level, "label": fields["label"],
+                                     "label_mapping": b["mapping"], "shots": b["shown"], "row": fields["row"]},
+                                    ensure_ascii=False, sort_keys=True)
+            if official is None:
+                prompt = spec.prompt.format(context=b["context"], question=item["question"])
+            else:
+                prompt, row_fields = _official_row(official, spec, {**item, "context": b["context"]}, level,
+                                                   max_new_tokens, row_fields)
             yield instance_row(
-                instance_id=short_id(SUITE, BUILDER, item["item_id"], spec.name, level, shots, spec.prompt,
+                instance_id=short_id(SUITE, BUILDER, item["item_id"], spec.name, level, shots,
+                                     spec.prompt if official is None else official.label,
                                      max_new_tokens, config.tokenizer, config.seed),
                 item_id=item["item_id"], source=item["source"], suite=SUITE, task=spec.name, category=spec.category,
                 language=item["language"], depth=None, evidence_depths=[], question=item["question"],
@@ -168,10 +220,8 @@ def _icl_rows(request, specs) -> Iterator[dict[str, Any]]:
                 n_hard_negatives=0, n_filler_documents=0, context=b["context"], prompt=prompt,
                 tokenizer=config.tokenizer, target_tokens=None, input_tokens=counter.count(prompt),
                 context_tokens=counter.count(b["context"]), max_new_tokens=max_new_tokens, target_units=None,
-                record_id=item["record_id"],
-                record_fields=json.dumps({"dataset": spec.name, "level": level, "label": fields["label"],
-                                          "label_mapping": b["mapping"], "shots": b["shown"], "row": fields["row"]},
-                                         ensure_ascii=False, sort_keys=True),
+                record_id=item["record_id"], record_fields=row_fields,
+                protocol="ours" if official is None else official.label,
             )
 
 
@@ -181,6 +231,7 @@ def _released_rows(request, specs, released_sources: set[str]) -> Iterator[dict[
     inputs = request.inputs
     inputs.meta.setdefault("records_outside_levels", 0)
     config, counter, level = inputs.config, inputs.counter, inputs.level
+    official = _official(config)
     if config.released is None or config.released.level_by != "record_level":
         raise BuildError(f"builder {BUILDER} runs in a config with `released: {{level_by: record_level}}` "
                          "(packaged config helmet-released)")
@@ -202,7 +253,12 @@ def _released_rows(request, specs, released_sources: set[str]) -> Iterator[dict[
                                      f"{item['record_id']!r}, {fields['file']}) has {len(fields['docs'])} passages, "
                                      f"the level shows {n}")
                 passages = fields["docs"][:n]
-                item = {**item, "context": alce_context(passages)}
+                if official is None:
+                    item = {**item, "context": alce_context(passages)}
+                else:
+                    from lc_pipeline.benchmarks.helmet.protocol import alce_passages
+
+                    item = {**item, "context": alce_passages(fields["style"], passages)}
                 slots = "qa_pairs" if fields["style"] == "asqa" else "answer_clusters"
                 row_fields = json.dumps({"dataset": spec.name, "file": fields["file"], "index": fields["index"],
                                          "level": level, "style": fields["style"], "question": item["question"],
@@ -210,22 +266,14 @@ def _released_rows(request, specs, released_sources: set[str]) -> Iterator[dict[
                                         sort_keys=True)
             elif not in_this_level(item, fields, 0, inputs):
                 continue
-            try:
-                if dataset.kind == "alce":
-                    values = {"context": item["context"], "question": item["question"],
-                              "demos": alce_demos(spec.prompt, spec.answer_prefix, fields["demos"])}
-                else:
-                    values = prompt_fields(dataset.kind, item, fields, spec.answer_prefix)
-                prompt = spec.prompt.format_map(values)
-            except KeyError as exc:
-                raise BuildError(f"task {spec.qualified_name} ({spec.declared_in}): field 'prompt' names {exc}, "
-                                 f"which a released {spec.name} record does not give (it gives {sorted(values)})") from None
-            except ValueError as exc:
-                raise BuildError(f"task {spec.qualified_name} ({spec.declared_in}), item {item['item_id']!r}: "
-                                 f"{exc}") from None
+            if official is not None:
+                prompt, row_fields = _official_row(official, spec, item, level, max_new_tokens, row_fields)
+            else:
+                prompt = _ours_prompt(spec, dataset.kind, item, fields)
             n += 1
             yield instance_row(
-                instance_id=short_id(SUITE, BUILDER, item["item_id"], spec.name, level, spec.prompt, max_new_tokens,
+                instance_id=short_id(SUITE, BUILDER, item["item_id"], spec.name, level,
+                                     spec.prompt if official is None else official.label, max_new_tokens,
                                      config.tokenizer),
                 item_id=item["item_id"], source=item["source"], suite=SUITE, task=spec.name, category=spec.category,
                 language=item["language"], depth=None, evidence_depths=[], question=item["question"],
@@ -234,12 +282,31 @@ def _released_rows(request, specs, released_sources: set[str]) -> Iterator[dict[
                 n_filler_documents=0, context=item["context"], prompt=prompt, tokenizer=config.tokenizer,
                 target_tokens=None, input_tokens=counter.count(prompt), context_tokens=counter.count(item["context"]),
                 max_new_tokens=max_new_tokens, target_units=None, record_id=item["record_id"],
-                record_fields=row_fields,
+                record_fields=row_fields, protocol="ours" if official is None else official.label,
             )
         if not n:
             raise BuildError(f"task {spec.name} at {level}: no released record; HELMET ships it as "
                              f"data/{level_file(dataset, level)} (a source of kind {SOURCE_KIND} with dataset "
                              f"{spec.name!r} and this level in its levels)")
+
+
+def _ours_prompt(spec, kind: str, item: dict[str, Any], fields: dict[str, Any]) -> str:
+    """The task file's prompt of a released item (module docstring)."""
+    from lc_pipeline.construct.builders import BuildError
+
+    try:
+        if kind == "alce":
+            values = {"context": item["context"], "question": item["question"],
+                      "demos": alce_demos(spec.prompt, spec.answer_prefix, fields["demos"])}
+        else:
+            values = prompt_fields(kind, item, fields, spec.answer_prefix)
+        return spec.prompt.format_map(values)
+    except KeyError as exc:
+        raise BuildError(f"task {spec.qualified_name} ({spec.declared_in}): field 'prompt' names {exc}, "
+                         f"which a released {spec.name} record does not give (it gives {sorted(values)})") from None
+    except ValueError as exc:
+        raise BuildError(f"task {spec.qualified_name} ({spec.declared_in}), item {item['item_id']!r}: "
+                         f"{exc}") from None
 
 
 __all__ = ["BUILDER", "SOURCE_KIND", "alce_context", "alce_demos", "helmet_released", "prompt_fields"]
