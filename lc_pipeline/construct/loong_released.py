@@ -33,11 +33,20 @@ headers above). Differences from the authors' text that remain: our documents ar
 leading and trailing white space, and a judgment's verdict follows its facts after a blank line
 (sources/loong.py; the authors concatenate ``content + result``).
 
+Under the config's official protocol (benchmarks/loong/protocol.py, found through ``config.official_protocol()``;
+issue 30) everything above the documents' reading is the authors' instead: each document read whole from the
+release's ``doc/`` folder as their ``get_content`` reads it (nothing stripped, a verdict right after its facts),
+documents dropped whole to keep the prompt within 128,000 cl100k tokens (no answer room) in their walk and shuffle
+order, the item in its released ``set`` (``set<n>``, whatever ``released.level_by`` says), the released answer's
+``str()`` in the row's ``record_fields.answer`` for their judge, and the row's ``protocol`` and id saying so. The
+rows of ``protocol: ours`` are what they were before the protocol existed.
+
 Pure: no Dagster.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -135,6 +144,10 @@ def _loong_rows(request) -> Iterator[dict[str, Any]]:
         fields_of = {item["item_id"]: _fields(item) for item in items.iter_rows(named=True)}
     except ReleasedRecordError as exc:
         raise BuildError(str(exc)) from None
+    official = config.official_protocol()
+    if official is not None:
+        yield from _official_rows(request, items, fields_of, official)
+        return
     wanted = sorted({d for f in fields_of.values() for d in f["doc_ids"]})
     docs = inputs.documents.filter(pl.col("doc_id").is_in(wanted)).select("doc_id", "text")
     texts = dict(docs.iter_rows())
@@ -159,4 +172,56 @@ def _loong_rows(request) -> Iterator[dict[str, Any]]:
             n_filler_documents=0, context=context, prompt=prompt, tokenizer=config.tokenizer, target_tokens=None,
             input_tokens=input_tokens, context_tokens=counter.count(context), max_new_tokens=max_new_tokens,
             target_units=None, record_id=item["record_id"], record_fields=item["record_fields"],
+        )
+
+
+def _official_rows(request, items: pl.DataFrame, fields_of: dict[str, dict], official) -> Iterator[dict[str, Any]]:
+    """Instances under the official protocol (benchmarks/loong/protocol.py ``LoongProtocol``): the documents read
+    and kept as the authors' ``get_doc_str`` does, in their set (the released ``set`` field, audit LO4)."""
+    from lc_pipeline.construct.builders import BuildError
+
+    inputs = request.inputs
+    config, counter, level = inputs.config, inputs.counter, inputs.level
+    specs = {t.name: t for t in request.tasks}
+    inputs.meta.setdefault("documents_dropped", 0)  # documents left out to fit the authors' 128,000 tokens
+    sources = {s.name: s for s in config.sources}
+    releases: dict[str, Any] = {}
+    for item in items.iter_rows(named=True):
+        spec, fields = specs[item["task"]], fields_of[item["item_id"]]
+        set_ = fields.get("set")
+        if set_ is None:
+            raise BuildError(f"item {item['item_id']!r} (record {item['record_id']!r}): field 'set': missing; protocol "
+                             f"{official.label} puts an item in its released set")
+        if f"set{set_}" not in config.lengths:
+            inputs.meta["records_outside_levels"] = inputs.meta.get("records_outside_levels", 0) + 1
+        if f"set{set_}" != level:
+            continue
+        try:
+            if item["source"] not in releases:
+                releases[item["source"]] = official.release(sources[item["source"]])
+            release = releases[item["source"]]
+            made = official.assemble(item, fields, release.documents)
+        except ValueError as exc:
+            raise BuildError(f"{exc} (protocol {official.label})") from None
+        if item["record_id"] not in release.answers:
+            raise BuildError(f"item {item['item_id']!r}: record {item['record_id']!r} is not in the release's "
+                             f"loong.jsonl (protocol {official.label} reads its answer there)")
+        inputs.meta["documents_dropped"] += made.dropped
+        ids = list(fields["doc_ids"])
+        max_new_tokens = spec.max_new_tokens or config.max_new_tokens
+        yield instance_row(
+            instance_id=short_id(SUITE, BUILDER, item["item_id"], spec.name, level, official.label, max_new_tokens,
+                                 short_id(made.prompt)),
+            item_id=item["item_id"], source=item["source"], suite=SUITE, task=spec.name, category=spec.category,
+            language=item["language"], depth=None, evidence_depths=[],
+            question=judge_question(fields["prompt_template"], fields["instruction"] or "", fields["question"] or ""),
+            answers=item["answers"], answer_keywords=item["answer_keywords"],
+            evidence_doc_ids=item["evidence_doc_ids"], context_doc_ids=[ids[i] for i in made.shown],
+            n_hard_negatives=0, n_filler_documents=0, context=made.context, prompt=made.prompt,
+            tokenizer=config.tokenizer, target_tokens=None, input_tokens=counter.count(made.prompt),
+            context_tokens=counter.count(made.context), max_new_tokens=max_new_tokens, target_units=None,
+            record_id=item["record_id"], protocol=official.label,
+            # the authors' judge shows the answer as str() renders it (protocol.py); ours rows have no such field
+            record_fields=json.dumps({**fields, "answer": release.answers[item["record_id"]]}, ensure_ascii=False,
+                                     sort_keys=True),
         )

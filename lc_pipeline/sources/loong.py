@@ -63,8 +63,8 @@ from lc_pipeline.sources.validation import (
     validate_file,
 )
 
-__all__ = ["LEVEL_TASKS", "LoongDocument", "LoongDocuments", "answer_strings", "load_loong", "loong_source",
-           "released_fields"]
+__all__ = ["LEVEL_TASKS", "LoongDocument", "LoongDocuments", "answer_strings", "documents_folder", "load_loong",
+           "loong_source", "released_fields"]
 
 # Loong's ``level`` field is its task (spec §4, §12).
 LEVEL_TASKS: dict[int, str] = {1: "spotlight_locating", 2: "comparison", 3: "clustering", 4: "chain_of_reasoning"}
@@ -210,6 +210,32 @@ class LoongDocuments:
                 return self._inside(p, f"document {name!r} (paper)")
         return None
 
+    def as_released(self, type_: str, name: str, level: int | None, position: int, *,
+                    with_result: bool = True) -> str | None:
+        """The document as the authors' ``get_content`` writes it into a prompt (``protocol: official``), None when
+        it is not there: the file read whole, nothing stripped, under its header line, then a blank line (financial
+        ``《<stem's last "-" token>》``; paper its first line without ``#`` above the whole file, that line
+        included; legal ``《判决文书<position>》`` above ``content`` and, with ``with_result``, ``result``
+        directly after it). Our documents (:meth:`get`) are stripped and a verdict follows its facts after a
+        blank line: the run under ``ours`` keeps them."""
+        if type_ == "financial":
+            p = self.financial_file(name, level)
+            if p is None:
+                return None
+            self._inside(p, f"document {name!r} (financial)")
+            return f"《{p.stem.split('-')[-1]}》\n" + p.read_text(encoding="utf-8", errors="replace") + "\n\n"
+        if type_ == "paper":
+            p = self.paper_file(name)
+            if p is None:
+                return None
+            content = p.read_text(encoding="utf-8", errors="replace")
+            return content.split("\n", 1)[0].strip("#").strip() + "\n" + content + "\n\n"
+        entry = self._legal_map().get(name)
+        if not isinstance(entry, dict):
+            return None
+        content = str(entry.get("content") or "") + (str(entry.get("result") or "") if with_result else "")
+        return f"《判决文书{position}》\n" + content + "\n\n"
+
     def _get(self, type_: str, name: str, level: int | None) -> LoongDocument | None:
         if type_ == "financial":
             p = self.financial_file(name, level)
@@ -344,6 +370,14 @@ def released_fields(*, type_: str, level: int, set_: int | None, length: int | N
     return fields
 
 
+def documents_folder(path: str | Path, documents_dir: str | Path | None) -> str | Path | None:
+    """The documents folder of a source: ``documents_dir`` when given, else ``<path>/doc`` when ``path`` is the
+    release's folder holding one, else None."""
+    if documents_dir is None and Path(path).is_dir() and (Path(path) / "doc").is_dir():
+        return Path(path) / "doc"
+    return documents_dir
+
+
 def load_loong(
     path: str | Path,
     documents_dir: str | Path | None = None,
@@ -361,11 +395,10 @@ def load_loong(
     ``record_fields`` (:func:`released_fields`) for the run as released; the QA suite's assembler
     does not read them.
     """
+    documents_dir = documents_folder(path, documents_dir)
     if Path(path).is_dir():  # the release's folder: loong.jsonl, and doc/ unless documents_dir says otherwise
         folder = Path(path)
         path = folder / "loong.jsonl"
-        if documents_dir is None and (folder / "doc").is_dir():
-            documents_dir = folder / "doc"
         note_skipped(Skipped(display_name(e), "not read: a Loong folder gives loong.jsonl and its doc/ folder")
                      for e in sorted(folder.iterdir()) if e.name not in ("loong.jsonl", "doc"))
     docs = LoongDocuments(documents_dir) if documents_dir is not None else None
