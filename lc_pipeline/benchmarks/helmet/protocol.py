@@ -349,6 +349,8 @@ def official_protocol(fetch: bool) -> OfficialProtocol | None:
     this machine (config.files_found_here)."""
     if not fetch and not files_found_here(READS):
         return None
+    loader_templates.cache_clear()  # read from where the files are now (LCP_OFFICIAL may have changed)
+    msmarco_demo_template.cache_clear()
     for loader, dataset, _ in set(DATASETS.values()):  # read (and verify) every template now: fail before a run
         loader_templates(loader, dataset)
     msmarco_demo_template()
