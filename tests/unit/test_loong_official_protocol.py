@@ -31,6 +31,8 @@ from lc_pipeline.benchmarks.loong.official_files import (
 from lc_pipeline.config import PACKAGED_CONFIGS, load_config
 from lc_pipeline.construct.builders import LevelInputs, level_batches
 from lc_pipeline.construct.tokens import TokenCounter
+from lc_pipeline.construct.truncation import split_documents
+from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.score import judge
 from lc_pipeline.sources.loader import load_source
 from lc_pipeline.tasks import catalog_for
@@ -161,6 +163,8 @@ def test_each_prompt_is_the_authors_assembly_in_the_released_set(env):
         assert row["level"] == f"set{item['set']}"  # the released set, not our token count (LO4)
         assert row["context_doc_ids"] == [json.loads(row["record_fields"])["doc_ids"][i] for i in kept]
         assert row["input_tokens"] == token_length(prompt)
+        # generation can still drop whole documents for a model whose window is shorter (task truncation)
+        assert len(split_documents(row["context"])) == len(kept)
     # the sets differ from what our token count gives the same items under ours
     ours = build(config_file(env, protocol="ours"))
     assert dict(zip(ours["record_id"], ours["level"], strict=True)) != dict(
@@ -276,3 +280,14 @@ def test_ours_rows_are_unchanged(env, monkeypatch, protocol):
     assert set(rows["protocol"]) == {"ours"}
     assert {r["record_id"]: digest(r) for r in rows.iter_rows(named=True)} == OURS_DIGESTS
     assert all("answer" not in json.loads(f) for f in rows["record_fields"])
+
+
+def test_the_packaged_config_runs_official_with_the_authors_files_and_its_judge_follows(env):
+    """Unset ``protocol`` (the packaged loong config): official when the authors' files are found; the judge's
+    protocol follows the config, and the tasks take the protocol's truncation and no answer length of theirs."""
+    config = load_config(PACKAGED_CONFIGS / "loong.yaml")
+    assert config.protocol is None and config.protocol_label() == LABEL
+    assert JudgeResource().resolved_protocol(config) == "official"
+    specs = catalog_for(config).tasks("loong")
+    assert {s.truncation for s in specs} == {"drop_documents"} and all(s.chat_template for s in specs)
+    assert {s.max_new_tokens for s in specs} <= {None, config.max_new_tokens}  # the authors send no max_tokens
