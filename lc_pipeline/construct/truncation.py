@@ -16,7 +16,8 @@ template included) plus the tokens to generate does not fit the model's window, 
 - ``prompt_middle:<budget>`` (a benchmark's official protocol, e.g. LongBench's ``pred.py``): the *user
   prompt alone*, before any chat template, is cut in the middle to a fixed number of the model's tokens
   (:class:`PromptBudget`, registered under ``<budget>`` by the benchmark's protocol), each half decoded on
-  its own and the two joined; the template is applied to the result and nothing is cut further
+  its own and the two joined (LongBench v1), or the kept ids decoded as one sequence (LongBench v2's
+  ``pred.py``: ``PromptBudget.decode``); the template is applied to the result and nothing is cut further
   (:func:`cut_prompt_middle`, used by ``generate/prompting.fit_request``). Not chosen by task files: a
   config's ``protocol: official`` sets it (config.py ``OfficialProtocol``).
 
@@ -51,6 +52,8 @@ DOCUMENT_SEPARATOR = "\n\n"
 
 
 PROMPT_MIDDLE = "prompt_middle"
+# How a prompt_middle cut decodes the ids it keeps (PromptBudget.decode).
+MIDDLE_DECODINGS = ("halves", "one_sequence")
 _BUDGET_NAME = re.compile(r"^[a-z0-9_]+$")
 
 
@@ -74,28 +77,40 @@ def prompt_budget_name(policy: str) -> str | None:
 class PromptBudget:
     """How many of the model's tokens the user prompt may keep before the chat template (policy
     ``prompt_middle``): ``by_model[slug]`` when the model's registry name is listed there (exact match, e.g.
-    LongBench's ``model2maxlen.json``), else ``fixed`` when set, else the window minus ``window_reserve``.
+    LongBench's ``model2maxlen.json``), else ``fixed`` when set, else the window minus ``window_reserve``; with
+    both set, the smaller of ``fixed`` and the window minus ``window_reserve`` (LongBench v2: 120,000, less for a
+    model whose window is smaller than the authors' models').
 
     ``source`` says where the numbers come from (recorded nowhere else: the protocol's commit is in the
     instances' ``protocol`` column). The prompt's tokens are counted as the plain prompt is encoded (the special
-    tokens the vocabulary adds, a BOS, included), and each half is decoded without special tokens, as LongBench's
+    tokens the vocabulary adds, a BOS, included), and decoded without special tokens, as LongBench's
     ``pred.py`` does (``tokenizer(prompt)``, ``decode(..., skip_special_tokens=True)``).
+
+    ``decode`` says how the kept ids become text (:func:`cut_prompt_middle`): ``halves`` (LongBench v1's
+    ``pred.py``: the first and the last ``budget // 2`` ids, each half decoded on its own, the texts joined) or
+    ``one_sequence`` (LongBench v2's ``pred.py``: ``ids[:budget//2] + ids[-budget//2:]`` decoded at once).
     """
 
     by_model: Mapping[str, int] = field(default_factory=dict)
     fixed: int | None = None
     window_reserve: int | None = None
     source: str = ""
+    decode: str = "halves"
 
     def __post_init__(self) -> None:
         if self.fixed is None and self.window_reserve is None:
             raise ValueError(f"prompt budget {self.source!r}: give fixed or window_reserve (the rule for a model "
                              "not listed in by_model)")
+        if self.decode not in MIDDLE_DECODINGS:
+            raise ValueError(f"prompt budget {self.source!r}: decode {self.decode!r} is not one of "
+                             f"{list(MIDDLE_DECODINGS)}")
 
     def tokens(self, model: str, window: int) -> int:
         """The budget for the model registered as ``model`` with a ``window``-token context."""
         if model in self.by_model:
             return int(self.by_model[model])
+        if self.fixed is not None and self.window_reserve is not None:
+            return min(self.fixed, window - int(self.window_reserve))
         if self.fixed is not None:
             return self.fixed
         return window - int(self.window_reserve or 0)
@@ -140,24 +155,34 @@ def cut_prompt_middle(
     encode: Callable[[str], list[int]],
     decode: Callable[[Sequence[int]], str],
     key: str = "?",
+    decoding: str = "halves",
 ) -> tuple[str, bool]:
-    """``(text, cut)``: ``prompt`` itself when ``encode(prompt)`` has at most ``budget`` ids, else the first and
-    the last ``budget // 2`` ids each decoded on its own and the two texts joined (LongBench's ``pred.py``:
-    ``half = int(max_length/2)``; ``decode(ids[:half]) + decode(ids[-half:])``). The caller renders the text
-    (chat template, special tokens) and cuts nothing further.
+    """``(text, cut)``: ``prompt`` itself when ``encode(prompt)`` has at most ``budget`` ids, else, with
+    ``decoding`` ``halves``, the first and the last ``budget // 2`` ids each decoded on its own and the two texts
+    joined (LongBench's ``pred.py``: ``half = int(max_length/2)``; ``decode(ids[:half]) + decode(ids[-half:])``);
+    with ``one_sequence``, ``ids[:budget // 2] + ids[-budget // 2:]`` (Python's floor division: the tail keeps
+    the odd id) decoded at once (LongBench v2's ``pred.py``), so a character split between the two halves' ids
+    is not decoded twice. The caller renders the text (chat template, special tokens) and cuts nothing further.
 
     >>> cut_prompt_middle("abcdefg", 4, encode=lambda t: [ord(c) for c in t],
     ...                   decode=lambda ids: "".join(map(chr, ids)))
     ('abfg', True)
+    >>> cut_prompt_middle("abcdefg", 5, encode=lambda t: [ord(c) for c in t],
+    ...                   decode=lambda ids: "".join(map(chr, ids)), decoding="one_sequence")
+    ('abefg', True)
     """
     if isinstance(budget, bool) or not isinstance(budget, int):
         raise TypeError(f"request {key!r}: budget must be an int, got {budget!r}")
     if budget < 2:  # half 0 would keep ids[-0:], the whole prompt
         raise PromptDoesNotFitError(f"request {key!r}: a prompt budget of {budget} tokens cannot keep a head and a "
                                     "tail")
+    if decoding not in MIDDLE_DECODINGS:
+        raise ValueError(f"request {key!r}: decoding {decoding!r} is not one of {list(MIDDLE_DECODINGS)}")
     ids = encode(prompt)
     if len(ids) <= budget:
         return prompt, False
+    if decoding == "one_sequence":
+        return decode(list(ids[:budget // 2]) + list(ids[-budget // 2:])), True
     half = budget // 2
     return decode(ids[:half]) + decode(ids[-half:]), True
 

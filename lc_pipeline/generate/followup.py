@@ -4,7 +4,11 @@ LongBench v2's chain-of-thought mode (spec released_benchmarks.md "LongBench v2"
 (1,024 new tokens) produces the reasoning, a second call (128 tokens) is given that reasoning and asked for
 the answer. A task declares it as data (tasks/spec.py ``Followup``): its instances' prompt and
 ``max_new_tokens`` are the first call's; ``followup.prompt`` renders the second call from ``{prompt}`` (the
-first call's prompt) and ``{reasoning}`` (the first call's reply, cut at the task's stop sequences).
+first call's prompt) and ``{reasoning}`` (the first call's reply, cut at the task's stop sequences), or, with
+``followup.fill`` (an official protocol: LongBench v2's ``0shot_cot_ans.txt``, which shows the question and
+choices but not the document), from the authors' placeholders filled in their order with the reasoning and the
+released record's fields (:func:`render_filled`; the plan reads the fields once per instance, :class:`Chain`
+``record``).
 
 How it runs (generate/partition.py): the plan gives each chained instance a :class:`Chain` and a final
 cache key (:func:`followup_key`: the first call's key plus the followup's template and length, so a CoT row
@@ -34,7 +38,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -42,7 +46,8 @@ from lc_pipeline.generate.base import GenerationRequest, GenerationResult, Gener
 from lc_pipeline.schemas import NOT_SCORED
 from lc_pipeline.tasks.spec import Followup
 
-__all__ = ["Chain", "FollowupGenerator", "followup_key", "reasoning_of", "render_followup", "stored_results"]
+__all__ = ["Chain", "FollowupGenerator", "fill_in_order", "followup_key", "reasoning_of", "record_values",
+           "render_filled", "render_followup", "stored_results"]
 
 _PLACEHOLDER = re.compile(r"\{(prompt|reasoning)\}")
 
@@ -53,10 +58,50 @@ def render_followup(template: str, prompt: str, reasoning: str) -> str:
     return _PLACEHOLDER.sub(lambda m: prompt if m[1] == "prompt" else reasoning, template)
 
 
+def fill_in_order(template: str, pairs: Sequence[tuple[str, str]], *, strip: bool = False) -> str:
+    """``template`` with each ``(placeholder, value)`` replaced in turn (``str.replace``, every occurrence), as the
+    authors' harnesses fill their templates (LongBench v2's ``pred.py``: ``.replace('$DOC$', ...).replace('$Q$',
+    ...)``...); a value is stripped first when ``strip``. A value that holds a later placeholder is filled too, as
+    theirs is."""
+    for placeholder, value in pairs:
+        template = template.replace(placeholder, value.strip() if strip else value)
+    return template
+
+
+def record_values(followup: Followup, record: Mapping[str, object], where: str = "?") -> dict[str, str]:
+    """The ``record.<field>`` values ``followup.fill`` names, from ``record`` (the benchmark's ``record_of``); a
+    field the record lacks is an error naming ``where`` (the instance) and the field."""
+    values: dict[str, str] = {}
+    for _, source in followup.fill:
+        if source.startswith("record."):
+            name = source.removeprefix("record.")
+            if name not in record:
+                raise ValueError(f"{where}: followup.fill names record field {name!r}, which the record does not "
+                                 f"keep (it has {sorted(record)})")
+            values[name] = str(record[name])
+    return values
+
+
+def render_filled(followup: Followup, prompt: str, reasoning: str, record: Mapping[str, str]) -> str:
+    """The second call's prompt of a followup with ``fill`` (tasks/spec.py ``Followup``)."""
+    def value(source: str) -> str:
+        if source == "reasoning":
+            return reasoning
+        if source == "prompt":
+            return prompt
+        return record[source.removeprefix("record.")]
+
+    return fill_in_order(followup.prompt, [(p, value(s)) for p, s in followup.fill], strip=followup.strip)
+
+
 def followup_key(first_key: str, followup: Followup) -> str:
-    """The final row's cache key: the first call's key (prompt, model, decoding, ...) and the followup."""
-    blob = json.dumps([first_key, "followup", hashlib.sha256(followup.prompt.encode()).hexdigest(),
-                       followup.max_new_tokens])
+    """The final row's cache key: the first call's key (prompt, model, decoding, ...) and the followup (its
+    ``fill`` and ``strip`` when set; the record's values come with the first call's prompt)."""
+    parts: list = [first_key, "followup", hashlib.sha256(followup.prompt.encode()).hexdigest(),
+                   followup.max_new_tokens]
+    if followup.fill or followup.strip:
+        parts += [[list(p) for p in followup.fill], followup.strip]
+    blob = json.dumps(parts)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -67,6 +112,8 @@ class Chain:
 
     first: GenerationRequest
     followup: Followup
+    # The released record's fields that ``followup.fill`` names (record_values); {} for a followup without fill.
+    record: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def final(self) -> GenerationRequest:
@@ -75,8 +122,11 @@ class Chain:
     def second(self, reasoning: str) -> GenerationRequest:
         """The answer call, under the final key: the followup's prompt and length, the rest as the first call
         (truncation policy, context, chat-template switch, stop sequences, record)."""
-        return replace(self.first, key=self.final.key, max_new_tokens=self.followup.max_new_tokens,
-                       prompt=render_followup(self.followup.prompt, self.first.prompt, reasoning))
+        if self.followup.fill:
+            prompt = render_filled(self.followup, self.first.prompt, reasoning, self.record)
+        else:
+            prompt = render_followup(self.followup.prompt, self.first.prompt, reasoning)
+        return replace(self.first, key=self.final.key, max_new_tokens=self.followup.max_new_tokens, prompt=prompt)
 
 
 def combine(key: str, first: GenerationResult, second: GenerationResult) -> GenerationResult:

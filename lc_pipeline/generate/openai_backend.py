@@ -33,6 +33,19 @@ Two modes (``spec.api``):
   log says so once, with the models.yaml fix, and the request and every later one to that server go out
   as text.
 
+**The task's template switch** (a task file's ``chat_template: false``: LongBench's few-shot and code tasks, HELMET's
+RAG, recall and re-rank) holds in chat mode too: such a request of a chat model goes to the completions
+endpoint with the plain prompt (as ids, or as text where the server takes only text, as above), fitted as in
+completions mode, and its row says ``chat_template_source`` "none". A server that has no completions endpoint (a
+404, 405 or 501, or a 400 saying the endpoint or model does not support it, before any completions request of
+it succeeded) is learned once per process, with one warning: that request and every later plain one to it go
+out as chat messages, so the server's template is applied against the task's switch, and their rows say so:
+``chat_template_source`` :data:`FORCED_TEMPLATE` (never silently templated).
+
+Under a ``prompt_middle:<budget>`` policy (a benchmark's official protocol) the prompt is cut to the protocol's
+budget before the template in either mode (prompting.fit_request / fit_prompt_budget), as the authors' harness
+cuts it.
+
 A request under truncation policy ``skip`` whose prompt does not fit (counted as above) is never sent: its
 result says ``status: skipped`` (prompting.skipped_result). What was fed is recorded per row: in completions
 mode the hash and BOS count of the ids we rendered; when the text went out instead, the server tokenized it:
@@ -67,12 +80,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from lc_pipeline.construct.truncation import FittedPrompt
+from lc_pipeline.construct.truncation import FittedPrompt, prompt_budget_name
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, greedy_params
 from lc_pipeline.generate.prompting import (
     PromptTokenizer,
     chat_ids,
     fed_prompt_fields,
+    fit_prompt_budget,
     fit_request,
     load_tokenizer,
     messages_for,
@@ -273,6 +287,24 @@ class _Failed(Exception):
 # learned once per process, so a later partition (or generator) does not ask the first request again.
 _REFUSE_TOKEN_IDS: set[tuple[str, str]] = set()
 _TAKE_TOKEN_IDS: set[tuple[str, str]] = set()
+# Servers found to have no completions endpoint (plain requests of a chat model then go as chat, marked), and those
+# that answered one: learned once per process.
+_CHAT_ONLY: set[tuple[str, str]] = set()
+_TAKE_COMPLETIONS: set[tuple[str, str]] = set()
+# A row whose task asked for no chat template but whose server could only chat: the server's template was applied.
+FORCED_TEMPLATE = "server:forced"
+_NO_COMPLETIONS_STATUSES = (404, 405, 501)
+_NO_COMPLETIONS = re.compile(r"not supported|does not support|unsupported|chat model|no such endpoint|not found",
+                             re.IGNORECASE)
+
+
+def lacks_completions(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server has no completions endpoint (for this model): HTTP 404 / 405 / 501, or a 400
+    whose body says the endpoint or model does not support it."""
+    status = getattr(exc, "status_code", None)
+    if status in _NO_COMPLETIONS_STATUSES:
+        return True
+    return status == 400 and bool(_NO_COMPLETIONS.search(str(exc)))
 
 
 def _loop_running() -> bool:
@@ -391,25 +423,42 @@ class OpenAIGenerator:
             return ids
         return render_ids(self.spec, tok, user_text)
 
+    def api_for(self, request: GenerationRequest) -> str:
+        """The endpoint ``request`` goes to: ``completions`` in completions mode, and in chat mode for a task that
+        asks for no chat template (``request.chat_template`` false) of a chat model, unless the server was found to
+        have no completions endpoint (module docstring); ``chat`` otherwise."""
+        if self.spec.api == "completions":
+            return "completions"
+        if request.chat_template or not self.spec.chat_template or self._server_key() in _CHAT_ONLY:
+            return "chat"
+        return "completions"
+
     def fit(self, request: GenerationRequest) -> FittedPrompt:
-        """In completions mode: the exact ids sent. In chat mode: the ids the server's template
-        should produce (the server reports its own count as ``usage.prompt_tokens``)."""
+        """To the completions endpoint: the exact ids sent. To chat: the ids the server's template should produce
+        (the server reports its own count as ``usage.prompt_tokens``). A ``prompt_middle:<budget>`` policy cuts the
+        prompt to its budget before the template either way (prompting.fit_prompt_budget)."""
         from lc_pipeline.construct.truncation import fit_prompt
 
-        if self.spec.api == "completions":
-            return fit_request(self.spec, self.prompt_tokenizer, request)
-        budget = self.spec.max_model_len - request.max_new_tokens
         tok = self.prompt_tokenizer
+        if self.api_for(request) == "completions":
+            return fit_request(self.spec, tok, request)
+        if prompt_budget_name(request.truncation) is not None:
+            return fit_prompt_budget(self.spec, tok, request, render=lambda text, chat: self.render(text))
+        budget = self.spec.max_model_len - request.max_new_tokens
         return fit_prompt(request.prompt, budget, render=self.render, encode=tok.encode, decode=tok.decode,
                           policy=request.truncation, context=request.context, key=request.key)
 
     def sampling_params(self) -> dict:
         return greedy_params(self.spec, temperature=0.0, api=self.spec.api, extra_body=self.spec.extra_body)
 
-    def fed_fields(self, req: GenerationRequest, fit: FittedPrompt) -> dict:
-        """What a row records as fed: the server renders chat requests; completions get our ids."""
-        if self.spec.api == "chat":
-            return {"prompt_ids_hash": "", "bos_tokens": None, "chat_template_source": "server"}
+    def fed_fields(self, req: GenerationRequest, fit: FittedPrompt, api: str | None = None) -> dict:
+        """What a row records as fed: the server renders chat requests (:data:`FORCED_TEMPLATE` for a task that
+        asked for none); completions get our ids. ``api``: the endpoint the request went to (default: where it
+        goes now)."""
+        if (api or self.api_for(req)) == "chat":
+            forced = not req.chat_template and self.spec.chat_template
+            return {"prompt_ids_hash": "", "bos_tokens": None,
+                    "chat_template_source": FORCED_TEMPLATE if forced else "server"}
         return fed_prompt_fields(self.spec, self.prompt_tokenizer, fit.ids, req.chat_template)
 
     # ------------------------------------------------------------------ what the server takes
@@ -435,6 +484,23 @@ class OpenAIGenerator:
                 "the rendered text instead from now on. To send text from the start, put `send_token_ids: false` in "
                 "the model's entry in models.yaml (that changes the model's fingerprint: its stored rows would be "
                 "generated again)", self.spec.slug, self.server(), getattr(exc, "status_code", "?"))
+        return True
+
+    def _has_no_completions(self, exc: BaseException) -> bool:
+        """A chat model's plain request refused because the server has no completions endpoint (and none of its
+        completions requests succeeded yet): learned (one warning per process and server); every later plain
+        request goes out as chat, its row marked :data:`FORCED_TEMPLATE`."""
+        key = self._server_key()
+        if key in _TAKE_COMPLETIONS or not lacks_completions(exc):
+            return False
+        if key not in _CHAT_ONLY:
+            _CHAT_ONLY.add(key)
+            log.warning(
+                "model %r: the server at %s has no completions endpoint (HTTP %s: %s); the tasks that run without the "
+                "chat template (chat_template: false) are sent as chat messages from now on, so the server applies "
+                "its template to them: their generations rows say chat_template_source %r. Serve the model with a "
+                "completions endpoint to run them as their task files say", self.spec.slug, self.server(),
+                getattr(exc, "status_code", "?"), shorten(scrub(str(exc), None), 160), FORCED_TEMPLATE)
         return True
 
     # ------------------------------------------------------------------ generation
@@ -494,13 +560,12 @@ class OpenAIGenerator:
 
     async def _one(self, client: Any, req: GenerationRequest, fit: FittedPrompt,
                    stopping: Callable[[], bool]) -> GenerationResult:
-        fed = self.fed_fields(req, fit)
         if fit.skipped:  # policy skip, over the window: no call is made
-            return skipped_result(req, fit, fed["chat_template_source"])
+            return skipped_result(req, fit, self.fed_fields(req, fit)["chat_template_source"])
         secret = client.api_key
         t0 = time.perf_counter()
         try:
-            text, finish, usage, thoughts, as_text = await self._ask(client, req, fit, stopping)
+            text, finish, usage, thoughts, as_text, api = await self._ask(client, req, fit, stopping)
         except _Failed as failed:
             # Not chained (``from None``): the original error may quote the key.
             raise RuntimeError(
@@ -508,6 +573,7 @@ class OpenAIGenerator:
                 f"{describe_failure(failed.exc, self.spec.max_retries, secret, self.spec.request_timeout_s, failed.retried, self.spec.retry_timeouts)}"
             ) from None
         latency = time.perf_counter() - t0
+        fed = self.fed_fields(req, fit, api)
         if as_text and usage is not None and usage.prompt_tokens != len(fit.ids):
             log.warning(
                 "model %r, request %r: the server counted %d prompt tokens for the text, we rendered %d "
@@ -533,20 +599,25 @@ class OpenAIGenerator:
         )
 
     async def _ask(self, client: Any, req: GenerationRequest, fit: FittedPrompt,
-                   stopping: Callable[[], bool]) -> tuple[str, str | None, Any, str, bool]:
+                   stopping: Callable[[], bool]) -> tuple[str, str | None, Any, str, bool, str]:
         """The call with its retries (module docstring): (reply text, finish reason, usage, reasoning, whether
-        the prompt went out as text). Raises :class:`_Failed`."""
+        the prompt went out as text, the endpoint it went to). Raises :class:`_Failed`."""
         retried = malformed = 0
         while True:
-            as_text = self.spec.api == "completions" and self.sends_text()
+            api = self.api_for(req)
+            as_text = api == "completions" and self.sends_text()
             try:
-                reply = await self._call(client, req, fit, as_text)
-                if self.spec.api == "completions" and not as_text:
-                    _TAKE_TOKEN_IDS.add(self._server_key())
-                return (*reply, as_text)
+                reply = await self._call(client, req, fit, as_text, api)
+                if api == "completions":
+                    _TAKE_COMPLETIONS.add(self._server_key())
+                    if not as_text:
+                        _TAKE_TOKEN_IDS.add(self._server_key())
+                return (*reply, as_text, api)
             except Exception as exc:  # noqa: BLE001  (sorted out below; raised as _Failed)
-                if self.spec.api == "completions" and not as_text and self._refuses_token_ids(exc):
+                if api == "completions" and not as_text and self._refuses_token_ids(exc):
                     continue  # the same request at once, as text (not a retry)
+                if api == "completions" and self.spec.api == "chat" and self._has_no_completions(exc):
+                    continue  # the same request at once, as chat (not a retry), its row marked
                 malformed = malformed + 1 if _malformed(exc) else 0
                 reason = retry_reason(exc, self.spec.retry_timeouts)
                 if reason is None or retried >= self.spec.max_retries or stopping():
@@ -563,13 +634,15 @@ class OpenAIGenerator:
                 await asyncio.sleep(wait)
 
     async def _call(self, client: Any, req: GenerationRequest, fit: FittedPrompt,
-                    as_text: bool) -> tuple[str, str | None, Any, str]:
-        """(reply text, finish reason, usage, the server's separate reasoning: "" for text completions)."""
+                    as_text: bool, api: str | None = None) -> tuple[str, str | None, Any, str]:
+        """(reply text, finish reason, usage, the server's separate reasoning: "" for text completions), from the
+        endpoint ``api`` (default: the model's)."""
+        api = api or self.spec.api
         common = {"model": self.api_model, "max_tokens": req.max_new_tokens, "temperature": 0.0, "seed": 0,
                   "frequency_penalty": 0.0, "presence_penalty": 0.0}
         if self.spec.extra_body:
             common["extra_body"] = self.spec.extra_body
-        if self.spec.api == "chat":
+        if api == "chat":
             resp = await client.chat.completions.create(messages=messages_for(self.spec, fit.text), **common)
         else:
             prompt = self.prompt_tokenizer.decode(fit.ids) if as_text else fit.ids
@@ -577,6 +650,6 @@ class OpenAIGenerator:
         if not getattr(resp, "choices", None):
             raise MalformedReply("the reply has no choices")
         choice = resp.choices[0]
-        if self.spec.api == "chat":
+        if api == "chat":
             return choice.message.content or "", choice.finish_reason, resp.usage, reasoning_field(choice.message)
         return choice.text or "", choice.finish_reason, resp.usage, ""

@@ -15,6 +15,7 @@ Pure logic: the Dagster asset is a thin wrapper around these two functions.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -35,7 +36,7 @@ from lc_pipeline.generate.base import (
     stream_results,
 )
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint, StoreWriter
-from lc_pipeline.generate.followup import Chain, FollowupGenerator, stored_results
+from lc_pipeline.generate.followup import Chain, FollowupGenerator, record_values, stored_results
 from lc_pipeline.generate.registry import ModelSpec
 from lc_pipeline.generate.thinking import ThinkingGenerator, check_location, with_budget
 from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
@@ -68,6 +69,31 @@ class PartitionPlan:
     # A reasoning model's settings (ModelSpec.thinking_settings): its replies are split into thoughts and answer
     # (generate/thinking.py) before anything reads them; None: not a reasoning model.
     thinking: dict | None = None
+
+
+# The instance columns a benchmark's ``record_of`` reads the released record from (a followup's ``fill``).
+RECORD_COLUMNS = ("question", "answers", "language", "record_fields")
+
+
+def record_of(benchmark: str, row: Mapping) -> Mapping:
+    """The released record of an instance row, as its benchmark's protocol module reads it
+    (``lc_pipeline.benchmarks.<benchmark>.protocol.record_of``, found by convention: the core names no benchmark);
+    an error naming the module when the benchmark has none."""
+    from lc_pipeline.config import protocol_module
+
+    name = protocol_module(benchmark)
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and name.startswith(exc.name):
+            raise ValueError(f"benchmark {benchmark!r}: a followup with fill reads the released record through "
+                             f"{name}.record_of, and there is no module {name}") from None
+        raise
+    reader = getattr(module, "record_of", None)
+    if reader is None:
+        raise ValueError(f"benchmark {benchmark!r}: {name} has no record_of (a followup with fill reads the "
+                         "released record through it)")
+    return reader(row)
 
 
 def generation_id(instance_id: str, slug: str, model_fingerprint: str, sampling_hash: str) -> str:
@@ -114,6 +140,8 @@ def plan_partition(
         instances = instances.with_columns(pl.lit(None, pl.Int64).alias("target_tokens"))
     counted = "input_tokens" in instances.columns and "tokenizer" in instances.columns
     extra = ["input_tokens", "tokenizer"] if counted else []
+    # A followup that fills the released record's fields (Followup.fill) reads them from the instance's columns.
+    extra += [c for c in RECORD_COLUMNS if c in instances.columns and c not in (*needed, "record_id")]
     for row in instances.sort("instance_id").select(*needed, "record_id", "target_tokens", *extra).iter_rows(named=True):
         for col in needed:
             if row[col] is None:
@@ -139,7 +167,15 @@ def plan_partition(
             if plan.thinking:  # the answer call thinks too
                 followup = followup.model_copy(
                     update={"max_new_tokens": with_budget(followup.max_new_tokens, plan.thinking)})
-            chain = Chain(request, followup)
+            record = {}
+            if followup.fill:
+                try:
+                    record = record_values(followup, record_of(row["benchmark"], row),
+                                           f"instance {row['instance_id']!r} (task {task.qualified_name})")
+                except ValueError as exc:
+                    raise ValueError(str(exc) if str(exc).startswith("instance ") else
+                                     f"instance {row['instance_id']!r} (task {task.qualified_name}): {exc}") from None
+            chain = Chain(request, followup, record)
             plan.chains[chain.final.key] = chain
             plan.first_calls[key] = PlannedGeneration(
                 generation_id(row["instance_id"] + "#first-call", spec.slug, fp, sp_hash), row["instance_id"], request)

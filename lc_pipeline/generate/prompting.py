@@ -14,7 +14,7 @@ one small interface; model libraries are imported only when an adapter is built.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from lc_pipeline.construct.truncation import (
@@ -325,21 +325,28 @@ def fit_request(spec: ModelSpec, tok: PromptTokenizer, request: GenerationReques
     )
 
 
-def fit_prompt_budget(spec: ModelSpec, tok: PromptTokenizer, request: GenerationRequest) -> FittedPrompt:
+def fit_prompt_budget(spec: ModelSpec, tok: PromptTokenizer, request: GenerationRequest,
+                      render: Callable[[str, bool], list[int]] | None = None) -> FittedPrompt:
     """Policy ``prompt_middle:<budget>``: the user prompt, counted as the plain prompt is encoded (a BOS the
     vocabulary adds included), is cut in the middle to the budget the protocol gives this model
-    (``PromptBudget.tokens(spec.slug, spec.max_model_len)``), each half decoded without special tokens and
-    the two joined; then rendered as any request is (the model's chat template unless the task feeds the plain
+    (``PromptBudget.tokens(spec.slug, spec.max_model_len)``), decoded without special tokens as the budget says
+    (each half on its own and the two joined, or the kept ids at once: ``PromptBudget.decode``); then rendered as any request is (the model's chat template unless the task feeds the plain
     prompt) and cut no further: the authors' budget already leaves the answer its room (LongBench: window - 500).
     Where the template and the answer need more than that room (a 512-token summary after a long chat template),
     the prompt is still fed as the authors' harness feeds it, and the answer may stop at the window (finish_reason
-    "length"). A rendered prompt longer than the window itself cannot be fed and is an error naming the request."""
+    "length"). A rendered prompt longer than the window itself cannot be fed and is an error naming the request.
+
+    ``render(text, chat)``: the ids the model is fed for a user text (default :func:`render_ids`; the openai
+    backend's chat mode gives the ids the server's template should produce)."""
+    if render is None:
+        def render(text: str, chat: bool) -> list[int]:
+            return render_ids(spec, tok, text, chat)
     rule = prompt_budget(request.truncation, request.key)
     budget = rule.tokens(spec.slug, spec.max_model_len)
     text, cut = cut_prompt_middle(request.prompt, budget, encode=tok.encode_plain_prompt, decode=tok.decode_text,
-                                  key=request.key)
-    ids = render_ids(spec, tok, text, request.chat_template)
-    original = len(render_ids(spec, tok, request.prompt, request.chat_template)) if cut else len(ids)
+                                  key=request.key, decoding=rule.decode)
+    ids = render(text, request.chat_template)
+    original = len(render(request.prompt, request.chat_template)) if cut else len(ids)
     if len(ids) > spec.max_model_len:
         raise PromptDoesNotFitError(
             f"model {spec.slug!r}, request {request.key!r}: the prompt cut to its budget of {budget} tokens "

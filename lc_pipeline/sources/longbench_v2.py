@@ -19,6 +19,13 @@ document:
   (easy | hard), ``length`` (short | medium | long: a class, not a count), ``domain`` and ``sub_domain``.
   Instances copy ``record_fields``; the table's easy/hard and short/medium/long columns read them
   (score/longbench_v2.py ``v2_rows``; the task file's ``headline.breakdown``).
+* the released question and choices, as the authors' ``pred.py`` fills them in (each stripped), come back from
+  the item's ``question`` with :func:`released_question` (the official protocol, benchmarks/longbench_v2/
+  protocol.py). Where the merged text cannot be split back into exactly those parts (a question holding a
+  line ``(A) ...`` after a blank line, a choice holding a line ``(B) ...``), the record also keeps them in
+  ``record_fields`` (``question``, ``choice_A`` .. ``choice_D``, stripped) and :func:`released_question` reads
+  them there; every other record's ``record_fields`` stays as above, so runs under ``protocol: ours`` are
+  unchanged.
 
 Validation is strict: a missing or blank choice, an answer outside A-D, a difficulty or length
 class not in the release's vocabulary name the file, the record (``_id``) and the field.
@@ -27,6 +34,7 @@ class not in the release's vocabulary name the file, the record (``_id``) and th
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -52,6 +60,8 @@ __all__ = [
     "load_longbench_v2",
     "longbench_v2_source",
     "question_with_choices",
+    "released_question",
+    "split_question",
 ]
 
 TASK = "longbench_v2"
@@ -67,6 +77,35 @@ def question_with_choices(question: str, choices: Iterable[str]) -> str:
     """The question, a blank line, then one ``(X) choice`` line per letter: what the prompt's ``{question}`` shows."""
     lines = [f"({letter}) {choice.strip()}" for letter, choice in zip(LETTERS, choices, strict=True)]
     return question.strip() + "\n\n" + "\n".join(lines)
+
+
+_SPLIT = re.compile(r"(?s)(?P<question>.*?)\n\n\(A\) (?P<A>.*?)\n\(B\) (?P<B>.*?)\n\(C\) (?P<C>.*?)\n\(D\) (?P<D>.*)")
+
+
+def split_question(merged: str) -> dict[str, str] | None:
+    """The parts of a :func:`question_with_choices` text as the record names them (``question``, ``choice_A`` ..
+    ``choice_D``), split at the first blank line followed by ``(A) `` and then at each next choice's line; None
+    when the text does not have that form."""
+    m = _SPLIT.fullmatch(merged)
+    if m is None:
+        return None
+    return {"question": m["question"], **{f"choice_{x}": m[x] for x in LETTERS}}
+
+
+def released_question(question: str, record_fields: str | dict) -> dict[str, str]:
+    """The released ``question`` and ``choice_A`` .. ``choice_D`` (each stripped, as ``pred.py`` fills them in) of
+    an item or instance: from its ``record_fields`` when the adapter kept them there, else split back from its
+    ``question`` (module docstring). A text that is neither is an error naming the field."""
+    fields = json.loads(record_fields or "{}") if isinstance(record_fields, str) else dict(record_fields)
+    kept = ("question", *(f"choice_{x}" for x in LETTERS))
+    if all(k in fields for k in kept):
+        return {k: fields[k] for k in kept}
+    parts = split_question(question)
+    if parts is None:
+        raise ValueError("field 'question': not a LongBench v2 question with its choices (A)-(D) "
+                         "(sources/longbench_v2.py question_with_choices), and record_fields keeps no released "
+                         "question and choices")
+    return parts
 
 
 def _one_of(rec: Record, name: str, allowed: tuple[str, ...]) -> str:
@@ -94,7 +133,11 @@ def _parse(rec: Record, *, source: str, notes: set[str]):
     doc_id = f"{item_id}-p1"
     doc_row = (doc_id, source, "", context, "en", f"{DOMAIN_PREFIX}{domain}", "")
     fields = {"difficulty": difficulty, "length": length, "domain": domain, "sub_domain": sub_domain}
-    item_row = (item_id, source, TASK, domain, "en", question_with_choices(question, choices), [answer], [],
+    merged = question_with_choices(question, choices)
+    released = {"question": question.strip(), **{f"choice_{x}": c.strip() for x, c in zip(LETTERS, choices, strict=True)}}
+    if split_question(merged) != released:  # the merged text does not give the parts back: keep them apart
+        fields.update(released)
+    item_row = (item_id, source, TASK, domain, "en", merged, [answer], [],
                 [doc_id], 1, list(LETTERS), [], rid, context, json.dumps(fields, sort_keys=True))
     return doc_row, item_row
 

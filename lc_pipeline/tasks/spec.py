@@ -16,7 +16,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 TRUNCATION_POLICIES = ("middle", "end_of_context", "drop_documents", "skip")  # construct/truncation.py
 PROMPT_FILE_FORMATS = ("longbench", "json", "text")
@@ -119,17 +119,51 @@ class Followup(_Strict):
     ``prompt`` is the second call's user message: ``{reasoning}`` (required) is the first call's reply and
     ``{prompt}`` the first call's prompt (the instance's); no other placeholder is filled, so any other brace is
     literal text. The second call is cut by the task's truncation policy like the first.
+
+    ``fill`` (a benchmark's official protocol: LongBench v2's ``0shot_cot_ans.txt``) fills the prompt as an
+    authors' harness fills its template instead: ``(placeholder, value)`` pairs, each placeholder replaced
+    (``str.replace``, every occurrence) in the order given by its value: ``reasoning`` (the first call's reply),
+    ``prompt`` (the first call's prompt) or ``record.<field>`` (a field of the instance's released record, as its
+    benchmark's protocol module reads it: ``lc_pipeline.benchmarks.<benchmark>.protocol.record_of``). One pair
+    must give the reasoning; ``{reasoning}`` is then not required. ``strip``: each value is stripped first.
     """
 
     prompt: str = Field(min_length=1)
     max_new_tokens: int = Field(ge=1)
+    fill: tuple[tuple[str, str], ...] = ()
+    strip: bool = False
 
-    @field_validator("prompt")
+    @field_validator("fill")
     @classmethod
-    def _has_reasoning(cls, value: str) -> str:
-        if "{reasoning}" not in value:
-            raise ValueError("followup.prompt must contain {reasoning} (the first call's reply)")
+    def _fill_values(cls, value: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        for placeholder, source in value:
+            if not placeholder:
+                raise ValueError("followup.fill: a placeholder must not be empty")
+            if source not in ("reasoning", "prompt") and not (source.startswith("record.") and len(source) > 7):
+                raise ValueError(f"followup.fill: value {source!r} of {placeholder!r} is not reasoning, prompt or "
+                                 "record.<field>")
         return value
+
+    @model_validator(mode="after")
+    def _has_reasoning(self) -> Followup:
+        if self.fill:
+            if not any(source == "reasoning" for _, source in self.fill):
+                raise ValueError("followup.fill must give the reasoning (a pair whose value is reasoning)")
+        elif "{reasoning}" not in self.prompt:
+            raise ValueError("followup.prompt must contain {reasoning} (the first call's reply)")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _as_declared(self, handler: Any) -> Any:
+        # fill and strip were added later: dumped (and so hashed: TaskSpec.content_hash) only when set, so the
+        # hashes and ids of existing followups stay.
+        dump = handler(self)
+        if isinstance(dump, dict):
+            if not self.fill:
+                dump.pop("fill", None)
+            if not self.strip:
+                dump.pop("strip", None)
+        return dump
 
 
 class TaskSpec(_Strict):
