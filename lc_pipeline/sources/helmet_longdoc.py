@@ -16,8 +16,10 @@ documents (construct/helmet/long_document.py never makes them test items).
   Options: ``test`` (file, directory or list: the test split; items, one document per document id),
   ``train`` (the train split: demonstration Q/A pairs, no document read), or ``hf_dataset`` (+
   ``hf_name``, ``hf_revision``, ``test_split`` default ``test``, ``train_split`` default ``train``);
-  ``min_document_tokens`` (HELMET keeps test documents of more than 131072 tokens; counted here in
-  cl100k; 0 = no filter); ``language``, ``on_error``. Item ids ``{source}-{file stem}-{record index}``
+  ``min_document_tokens`` (HELMET keeps test documents of more than 131072 tokens; 0 = no filter),
+  counted in ``tokenizer`` (default cl100k_base; HELMET's is Llama-2's: ``hf:meta-llama/Llama-2-7b-hf`` or a
+  folder, the config's ``tokenizer`` value, with ``tokenizer_fallback`` when it may be absent); ``language``,
+  ``on_error``. Item ids ``{source}-{file stem}-{record index}``
   (the release has no question ids).
 
 ``kind: infbench`` (∞Bench JSON Lines: ``id, context, input, answer: [str], options: [str]``):
@@ -26,7 +28,8 @@ documents (construct/helmet/long_document.py never makes them test items).
   directory or a list: a file whose stem contains ``choice`` holds multiple-choice items, ``sum``
   summarization items, any other QA items), ``keypoints`` (optional JSONL ``{id, keypoints: [str]}``:
   HELMET's ``longbook_sum_eng_keypoints.jsonl``), ``min_document_tokens`` (HELMET: 65536, "all
-  samples are already longer"), ``language``, ``on_error``. Records sharing a context share one
+  samples are already longer") with ``tokenizer`` / ``tokenizer_fallback`` as NarrativeQA's, ``language``,
+  ``on_error``. Records sharing a context share one
   document (id from the context's hash). An MC answer must be one of the record's options.
 
 ``kind: multi_lexsum`` (Hugging Face ``allenai/multi_lexsum`` layout: ``id, sources: [str],
@@ -37,7 +40,8 @@ summary/long, summary/short, summary/tiny`` or a nested ``summary: {long, short,
   summaries), or ``hf_dataset`` (+ ``hf_name`` e.g. ``v20230518``, ``hf_revision``, ``test_split``
   default ``validation``, ``train_split`` default ``train``); ``keypoints`` (optional JSONL ``{id,
   keypoints}``; the record's own ``summary/short_keypoints`` wins); ``min_document_tokens`` (HELMET:
-  65536 over the joined sources); ``language``, ``on_error``. Each source text is one document (the
+  65536 over the joined sources, in ``tokenizer`` / ``tokenizer_fallback`` as NarrativeQA's); ``language``,
+  ``on_error``. Each source text is one document (the
   builder joins them with a blank line, as HELMET's context); the gold answer is the short summary.
 
 Records a length filter drops, and Multi-LexSum records without a short summary (HELMET keeps only
@@ -80,12 +84,18 @@ TEST, TRAIN = "test", TRAIN_SPLIT
 
 
 class _Lengths:
-    """Token counts of documents, counted once each (cl100k, the pipeline's tokenizer), for the length filter."""
+    """Token counts of documents, counted once each for the length filter: in the source's ``tokenizer`` option
+    (a config's ``tokenizer`` value: cl100k_base by default, ``hf:<Llama-2 folder or repo id>`` as HELMET counts,
+    with its special tokens as ``filter_length`` counts; ``tokenizer_fallback`` when it is not here)."""
 
-    def __init__(self, minimum: int):
+    def __init__(self, minimum: int, tokenizer: str = "cl100k_base", fallback: str | None = None):
         if isinstance(minimum, bool) or not isinstance(minimum, int) or minimum < 0:
             raise ValueError(f"option min_document_tokens: expected an int >= 0, got {minimum!r}")
+        if not isinstance(tokenizer, str) or not tokenizer.strip():
+            raise ValueError(f"option tokenizer: expected a tokenizer name (cl100k_base, hf:<folder or repo id>), "
+                             f"got {tokenizer!r}")
         self.minimum = minimum
+        self.tokenizer, self.fallback = tokenizer, fallback
         self._counts: dict[str, int] = {}
         self._counter = None
 
@@ -95,9 +105,11 @@ class _Lengths:
             return True
         if key not in self._counts:
             if self._counter is None:
+                from lc_pipeline.construct.helmet.fitting import COUNTS_SPECIAL_TOKENS
                 from lc_pipeline.construct.tokens import TokenCounter
 
-                self._counter = TokenCounter.load()
+                self._counter = TokenCounter.load(self.tokenizer, fallback=self.fallback).counting_special_tokens(
+                    COUNTS_SPECIAL_TOKENS)
             self._counts[key] = self._counter.count(text())
         return self._counts[key] > self.minimum
 
@@ -199,11 +211,12 @@ def _narrativeqa_record(rec: Record, *, source: str, split: str, stem: str, lang
                               doc_key, {})
 
 
-def load_narrativeqa(test: Any, train: Any = None, *, source: str, min_document_tokens: int = 0,
+def load_narrativeqa(test: Any, train: Any = None, *, source: str, min_document_tokens: int = 0, tokenizer: str = "cl100k_base",
+                     tokenizer_fallback: str | None = None,
                      language: str = "en", on_error: OnError = "fail") -> tuple[pl.DataFrame, pl.DataFrame,
                                                                                   list[ValidationReport]]:
     """NarrativeQA test (items with their stories) and train (demonstration Q/A pairs) -> frames, reports."""
-    lengths = _Lengths(min_document_tokens)
+    lengths = _Lengths(min_document_tokens, tokenizer, tokenizer_fallback)
     docs: dict[str, tuple] = {}
     doc_rows, item_rows, reports = [], [], []
     for split, paths in ((TEST, test), (TRAIN, train)):
@@ -315,11 +328,12 @@ def _infbench_record(rec: Record, *, source: str, task: str, file_kind: str, lan
     return doc_row, _item_row(item_id, source, task, category, language, question, answers, [doc_id], rid, fields)
 
 
-def load_infbench(paths: Any, *, source: str, keypoints: str | Path | None = None, min_document_tokens: int = 0,
+def load_infbench(paths: Any, *, source: str, keypoints: str | Path | None = None, min_document_tokens: int = 0, tokenizer: str = "cl100k_base",
+                     tokenizer_fallback: str | None = None,
                   language: str = "en", on_error: OnError = "fail") -> tuple[pl.DataFrame, pl.DataFrame,
                                                                                list[ValidationReport]]:
     """∞Bench files (QA, MC, Sum by file name) and an optional key-points file -> frames, reports."""
-    lengths = _Lengths(min_document_tokens)
+    lengths = _Lengths(min_document_tokens, tokenizer, tokenizer_fallback)
     reports = []
     points = None
     if keypoints is not None:
@@ -417,11 +431,12 @@ def _multi_lexsum_record(rec: Record, *, source: str, split: str, language: str,
 
 
 def load_multi_lexsum(test: Any, train: Any = None, *, source: str, keypoints: str | Path | None = None,
-                      min_document_tokens: int = 0, language: str = "en",
+                      min_document_tokens: int = 0, tokenizer: str = "cl100k_base",
+                     tokenizer_fallback: str | None = None, language: str = "en",
                       on_error: OnError = "fail") -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationReport]]:
     """Multi-LexSum test (validation split: cases with their sources) and train (demonstration short
     summaries) -> frames, reports."""
-    lengths = _Lengths(min_document_tokens)
+    lengths = _Lengths(min_document_tokens, tokenizer, tokenizer_fallback)
     reports = []
     points = None
     if keypoints is not None:
