@@ -97,10 +97,11 @@ def test_d1_a_folder_name_that_closes_the_views_quote_runs_no_sql_and_writes_not
     assert result.exit_code == 0, result.output
     assert "m-a" in result.stdout and "50.0" in result.stdout
     assert f"note: folder {name!r} in the lake is not read: a table's folder name matches [a-z0-9_]+" in result.stderr
-    for command in (["report"], ["query", "show tables"]):
+    # lcp report opens the same connection first (it stops later: this leaderboard has too few columns)
+    for command in (["report", "--out", str(tmp_path / "report.html")], ["query", "show tables"]):
         CliRunner().invoke(main, command, env={"LCP_LAKE": str(lake)})
     assert not list(tmp_path.rglob("PWNED.csv")), "the folder's name ran as SQL and wrote a file"
-    assert outside_files(tmp_path, lake) == outside_before  # nothing new outside the lake
+    assert outside_files(tmp_path, lake) - {"report.html"} == outside_before  # nothing new outside the lake
     tables = lcp_query(lake, "show tables", "--format", "csv").stdout.splitlines()
     assert tables == ["name", "instances", "leaderboard", "metric_scores"]
     assert digests(lake, skip=(DB_NAME,)) == {**before, f"{name}/data.parquet": before["leaderboard/data.parquet"]}
