@@ -12,6 +12,7 @@ every 100-LongBench task ``lb100`` (100longbench.md §4.4), every LongBench task
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,12 @@ from typing import Any
 from lc_pipeline.score import helmet as helmet_metrics
 from lc_pipeline.score import longbench as longbench_metrics
 from lc_pipeline.score import longbench100 as lb100_metrics
-from lc_pipeline.score.metrics import exact_match, parse_answer, substring_exact_match, token_f1
+from lc_pipeline.score.metrics import (
+    exact_match,
+    parse_answer,
+    substring_exact_match,
+    token_f1,
+)
 
 DEFAULT_ANSWER_PREFIX = "Answer:"
 
@@ -85,16 +91,29 @@ HELMET_MC = Metric("helmet", lambda o, i, t, _: helmet_metrics.mc_accuracy(o, _a
 _INTEGER = re.compile(r"-?\d+")
 
 
-def icl_label(output: str, answers: Sequence[str], prefix: str = "label:") -> float:
+def icl_label(output: str, answers: Sequence[str], prefix: str = "label:", *, official: bool = False,
+              chat: bool = False) -> float:
     """HELMET ICL accuracy (spec helmet.md §2.7, §3): 1 when the first integer of the text after ``prefix``
     (else of the first line) is the gold integer. The prefix is put back in front of the output first, as
-    HELMET does in completion mode, so a model that goes on writing demonstrations is read at its first line."""
+    HELMET does in completion mode, so a model that goes on writing demonstrations is read at its first line.
+
+    ``official`` (an instance built under HELMET's official protocol; fidelity review HE9): as HELMET's
+    ``load_icl`` post-process scores it: in completion mode (not ``chat``) the prefix prepended as is, the rest of
+    the line after it (``parse_output``), exact match after SQuAD normalization against the gold label, so
+    "3 (refund)" for 3 scores 0."""
     try:
         gold = int(str(answers[0]).strip())
     except (IndexError, ValueError):
         raise ValueError(f"field answers: expected the gold label's integer, got {list(answers)!r}") from None
+    if official:
+        return exact_match(icl_official_parse(output, prefix, chat), [str(gold)])
     label = icl_predicted_label(output, prefix)
     return float(label is not None and label == gold)
+
+
+def icl_official_parse(output: str, prefix: str = "label:", chat: bool = False) -> str:
+    """HELMET's parsed ICL line: ``parse_output`` of the output, the prefix prepended in completion mode."""
+    return parse_answer(output if chat else prefix + output, prefix)
 
 
 def icl_predicted_label(output: str, prefix: str = "label:") -> int | None:
@@ -107,9 +126,30 @@ def _label_prefix(task: Any) -> str:
     return getattr(task, "answer_prefix", None) or "label:"
 
 
-HELMET_LABEL = Metric("helmet", lambda o, i, t, _: icl_label(o, _answers(i), _label_prefix(t)),
-                      "ICL accuracy: the first integer after the answer prefix is the gold label's integer",
-                      parses=lambda o, i, t: icl_predicted_label(o, _label_prefix(t)) is not None)
+def _official_instance(instance: Mapping[str, Any]) -> bool:
+    """Whether the instance was built under a benchmark's official protocol (its ``record_fields.protocol``)."""
+    raw = instance.get("record_fields") if hasattr(instance, "get") else None
+    if not raw:
+        return False
+    fields = raw if isinstance(raw, Mapping) else json.loads(raw)
+    return isinstance(fields, Mapping) and str(fields.get("protocol") or "").startswith("official")
+
+
+def _helmet_label(output: str, instance: Mapping[str, Any], task: Any) -> float:
+    return icl_label(output, _answers(instance), _label_prefix(task), official=_official_instance(instance),
+                     chat=bool(getattr(task, "chat_template", False)))
+
+
+def _helmet_label_parses(output: str, instance: Mapping[str, Any], task: Any) -> bool:
+    if _official_instance(instance):
+        return bool(icl_official_parse(output, _label_prefix(task), bool(getattr(task, "chat_template", False))))
+    return icl_predicted_label(output, _label_prefix(task)) is not None
+
+
+HELMET_LABEL = Metric("helmet", lambda o, i, t, _: _helmet_label(o, i, t),
+                      "ICL accuracy: the first integer after the answer prefix is the gold label's integer (official "
+                      "protocol: HELMET's normalized exact match of the parsed line)",
+                      parses=_helmet_label_parses)
 
 # --------------------------------------------------------------------------- 100-LongBench (spec §4.4)
 

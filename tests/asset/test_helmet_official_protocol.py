@@ -260,3 +260,22 @@ def test_protocol_official_without_the_authors_files_names_what_to_provide(monke
         config.official_protocol()
     unset = load_config(config_file(tmp_path, None))
     assert unset.protocol_label() == "ours"  # unset and not found: ours, said in the rows
+
+
+def test_icl_rows_under_official_are_scored_as_helmet_scores_them(built):
+    """HE9: HELMET prepends the prefix (completion mode), parses the rest of the line and compares it to the label
+    after normalization; ours reads the first integer. On the built ICL rows, through the task's metric."""
+    from lc_pipeline.score.metric_scores import score_instance
+    from lc_pipeline.tasks.registry import METRICS
+
+    spec = catalog_for(built["config"]).get("helmet/trec_coarse")
+    [label] = [METRICS.get(m.name).label for m in spec.metrics]
+    official = built["official"]["8k"].filter(pl.col("task") == "trec_coarse").row(0, named=True)
+    ours = built["ours"]["8k"].filter(pl.col("task") == "trec_coarse").row(0, named=True)
+    gold = official["answers"][0]
+    assert json.loads(official["record_fields"])["protocol"] == official["protocol"]
+    cases = {f" {gold}": (1.0, 1.0), f" {gold}\nnext text\nlabel: 0": (1.0, 1.0), f" {gold} (refund)": (0.0, 1.0),
+             f"label: {gold}.": (1.0, 1.0), " none": (0.0, 0.0)}
+    for output, (helmet, first_integer) in cases.items():
+        assert score_instance(spec, official, output)[label] == helmet, output
+        assert score_instance(spec, ours, output)[label] == first_integer, output

@@ -28,7 +28,7 @@ Under ``protocol: official`` (benchmarks/helmet/protocol.py) every prompt is HEL
 of the task's, filled from the same record (LongQA / Summ: from the constructed row's context, question and
 options, 0-shot), the chat-mode ones without the answer prefix; ALCE's passages are written with HELMET's
 ``doc_prompt``; each row's ``record_fields`` adds ``protocol_budget`` and ``protocol_note`` (HELMET's budget
-L - max_new_tokens and how generation here differs), its ``protocol`` column the protocol's label, and its
+L - max_new_tokens and how generation here differs) and ``protocol`` (read by the ICL metric, HE9), its ``protocol`` column the protocol's label, and its
 instance id the label in place of the task's prompt. Under ``ours`` nothing changes.
 
 A released dataset with no item at the level is an error naming the file HELMET ships for it.
@@ -126,7 +126,8 @@ def _official_row(official, spec, item: dict[str, Any], level: str, max_new_toke
         raise BuildError(f"task {spec.qualified_name} at {level}, item {item.get('item_id')!r} (protocol "
                          f"{official.label}): {exc}") from None
     fields = json.loads(row_fields or "{}")
-    fields.update(budget_fields(spec.name, level, max_new_tokens))
+    # the protocol's label here too: metrics see record_fields, not the protocol column (task_metrics.icl_label)
+    fields.update(budget_fields(spec.name, level, max_new_tokens), protocol=official.label)
     return prompt, json.dumps(fields, ensure_ascii=False, sort_keys=True)
 
 
