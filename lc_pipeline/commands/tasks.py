@@ -4,6 +4,12 @@ Every task of the packaged task files (lc_pipeline/tasks/packaged/) plus a confi
 (``task_files:``; ``--config``), with what changes its numbers: benchmark, category, builder,
 metric(s), judge rubric, truncation policy, max_new_tokens, chat-template switch, answer prefix and
 the prompt template (``show``; ``list --format json`` includes it too).
+
+With ``--config``, what that config really runs: a config that runs a benchmark as released (``released:``) builds
+that benchmark's tasks with its ``released.builder`` (``released.records``), whatever builder the task file
+declares for the constructed suite (shown as ``declared_builder``), and under its official protocol
+(``protocol``) the tasks carry the protocol's truncation, chat-template switch, answer lengths and followup
+(tasks/catalog.py ``catalog_for``).
 """
 
 from __future__ import annotations
@@ -20,15 +26,18 @@ COLUMNS = ("name", "benchmark", "category", "language", "builder", "metric", "ru
            "max_new_tokens", "chat_template", "answer_prefix")
 
 
-def task_record(spec: TaskSpec, with_prompt: bool = True) -> dict:
-    """One task as a flat record (what `list --format json` prints per task)."""
+def task_record(spec: TaskSpec, with_prompt: bool = True, config=None) -> dict:
+    """One task as a flat record (what `list --format json` prints per task); ``config`` (a BenchmarkConfig): the
+    builder and protocol that config runs the task with (module docstring)."""
+    released = getattr(config, "released", None)
+    runs_released = released is not None and spec.benchmark == released.benchmark
     record = {
         "name": spec.name,
         "qualified_name": spec.qualified_name,
         "benchmark": spec.benchmark,
         "category": spec.category,
         "language": spec.language,
-        "builder": spec.builder.name,
+        "builder": released.builder if runs_released else spec.builder.name,
         "builder_options": spec.builder.options,
         "metric": list(spec.metric_names),
         "rubric": spec.rubric,
@@ -43,6 +52,9 @@ def task_record(spec: TaskSpec, with_prompt: bool = True) -> dict:
         "description": spec.description,
         "declared_in": spec.declared_in,
     }
+    if runs_released:
+        record["declared_builder"] = spec.builder.name
+        record["protocol"] = config.protocol_label()
     if with_prompt:
         record["prompt"] = spec.prompt
         record["prompt_source"] = spec.prompt_source or None
@@ -50,17 +62,19 @@ def task_record(spec: TaskSpec, with_prompt: bool = True) -> dict:
 
 
 def _catalog(config: str | None):
-    files: tuple[str, ...] = ()
-    if config:
-        from lc_pipeline.config import ConfigError, load_config
-
+    """(catalog, the loaded config or None): the config's catalog as it runs (its task files, under its protocol)."""
+    if not config:
         try:
-            files = tuple(getattr(load_config(config), "task_files", ()) or ())
-        except ConfigError as exc:
+            return load_catalog(), None
+        except TaskFileError as exc:
             raise click.ClickException(str(exc)) from exc
+    from lc_pipeline.config import ConfigError, load_config
+    from lc_pipeline.tasks.catalog import catalog_for
+
     try:
-        return load_catalog(files)
-    except TaskFileError as exc:
+        loaded = load_config(config)
+        return catalog_for(loaded), loaded
+    except (ConfigError, TaskFileError) as exc:
         raise click.ClickException(str(exc)) from exc
 
 
@@ -75,16 +89,16 @@ def tasks() -> None:
 @click.option("--config", default=None, help="A config whose task_files are added (packaged name or YAML path).")
 def list_tasks(benchmark: str | None, fmt: str, config: str | None) -> None:
     """Every task, with benchmark, category, builder, metrics, rubric, truncation, max_new_tokens."""
-    catalog = _catalog(config)
+    catalog, loaded = _catalog(config)
     specs = catalog.tasks(benchmark)
     if benchmark and not specs:
         raise click.ClickException(f"no task of benchmark {benchmark!r}; benchmarks: {', '.join(sorted(catalog.benchmarks))}")
     if fmt == "json":
-        click.echo(json.dumps([task_record(s) for s in specs], indent=2, ensure_ascii=False))
+        click.echo(json.dumps([task_record(s, config=loaded) for s in specs], indent=2, ensure_ascii=False))
         return
     rows = []
     for s in specs:
-        r = task_record(s, with_prompt=False)
+        r = task_record(s, with_prompt=False, config=loaded)
         rows.append(tuple("," .join(v) if isinstance(v, list) else ("" if v is None else v)
                           for v in (r[c] for c in COLUMNS)))
     print_table(list(COLUMNS), rows)
@@ -95,15 +109,20 @@ def list_tasks(benchmark: str | None, fmt: str, config: str | None) -> None:
 @click.option("--config", default=None, help="A config whose task_files are added (packaged name or YAML path).")
 def show_task(name: str, config: str | None) -> None:
     """One task (NAME or BENCHMARK/NAME): every field and its prompt template."""
-    catalog = _catalog(config)
+    catalog, loaded = _catalog(config)
     try:
         spec = catalog.get(name)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
-    record = task_record(spec)
+    record = task_record(spec, config=loaded)
     prompt = record.pop("prompt")
     width = max(len(k) for k in record)
     for key, value in record.items():
         shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
         click.echo(f"{key:<{width}}  {'' if shown is None else shown}")
+    if str(record.get("protocol", "")).startswith("official"):
+        click.echo(f"\nprompt: the authors' (protocol {record['protocol']}: built from their files for each record); "
+                   "the task file's, under protocol ours:")
+        click.echo(prompt if prompt is not None else "(the builder's own wording)")
+        return
     click.echo("\nprompt:\n" + (prompt if prompt is not None else "(the builder's own wording)"))
