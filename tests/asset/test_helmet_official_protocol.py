@@ -279,3 +279,48 @@ def test_icl_rows_under_official_are_scored_as_helmet_scores_them(built):
     for output, (helmet, first_integer) in cases.items():
         assert score_instance(spec, official, output)[label] == helmet, output
         assert score_instance(spec, ours, output)[label] == first_integer, output
+
+
+def test_longqa_and_summ_rows_take_helmets_zero_shot_templates_and_its_judges(official_env, tmp_path):
+    """The categories HELMET builds at run time (here ∞Bench MC and Sum, constructed from the fixture books at
+    16k): the chat-mode user template of load_infbench with the row's document, question and options, no
+    demonstration, the cut document ending with truncate_llama2's postfix; HELMET's judges switch on with it."""
+    from lc_pipeline.resources.judge import JudgeResource
+
+    books = FIXTURES / "helmet" / "infbench"
+    body = {"name": "ld", "lengths": ["16k"], "helmet": {"n_per_task": 2, "shots": 2}, "protocol": "official",
+            "sources": [{"name": "infbench_mc", "kind": "infbench", "paths": str(books / "longbook_choice_eng.jsonl"),
+                         "min_document_tokens": 16384},
+                        {"name": "infbench_sum", "kind": "infbench", "paths": str(books / "longbook_sum_eng.jsonl"),
+                         "keypoints": str(books / "longbook_sum_eng_keypoints.jsonl"),
+                         "min_document_tokens": 16384}],
+            "released": {"benchmark": "helmet", "builder": "helmet.released", "level_by": "record_level",
+                         "tasks": ["infbench_mc", "infbench_sum"]}}
+    (tmp_path / "ld.yaml").write_text(yaml.safe_dump(body))
+    config = load_config(tmp_path / "ld.yaml")
+    loaded = [load_source(s) for s in config.sources]
+    unused = [schemas.empty(t) for t in ("passages", "hard_negatives", "confusing_facts", "replacement_rules")]
+    rows = pl.concat(list(level_batches(LevelInputs(
+        pl.concat([x.items for x in loaded], how="diagonal_relaxed"),
+        pl.concat([x.documents for x in loaded], how="diagonal_relaxed"), *unused, "16k", config,
+        TokenCounter.load(config.tokenizer), catalog_for(config)))))
+    tree = ast.parse((HELMET / "data.py").read_text(encoding="utf-8"))
+    [truncate] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "truncate_llama2"]
+    postfix = truncate.args.defaults[-1].value
+    [options] = [n.func.value.value for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == "format"
+                 and isinstance(n.func.value, ast.Constant) and any(isinstance(a, ast.Starred) for a in n.args)]
+    user = assignments("load_infbench")["user_template"]  # branches: qa_eng, choice_eng, sum_eng
+    assert set(rows["task"]) == {"infbench_mc", "infbench_sum"} and set(rows["protocol"]) == {"official@4526dfb"}
+    for row in rows.iter_rows(named=True):
+        fields = json.loads(row["record_fields"])
+        assert row["context"].endswith(postfix)
+        if row["task"] == "infbench_mc":
+            expected = user[1].format(demo="", context=row["context"], question=row["question"],
+                                      options=options.format(*fields["options"]))
+        else:
+            expected = user[2].format(demo="", context=row["context"], question=row["question"])
+        assert row["prompt"] == expected
+        assert fields["protocol_budget"] == 16384 - row["max_new_tokens"]
+        assert "the prompt is HELMET's 0-shot one" in fields["protocol_note"]  # its demonstrations are not given
+    assert JudgeResource().resolved_protocol(config) == "official"

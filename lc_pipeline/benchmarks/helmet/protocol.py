@@ -32,10 +32,12 @@ Read from their files at the pinned commit (official_files.py), never copied her
     with the instruction and all their passages, joined by ``demo_sep`` and followed by it;
   * ICL (``load_icl``): ``context`` the demonstrations (released_icl.py writes each as ``item_template`` reads:
     the text, a newline, the answer prefix, a space, the label's integer), ``question`` the test text;
-  * LongQA / Summ (``load_narrativeqa``, ``load_infbench``, ``load_multi_lexsum``): ``context``, ``question``
-    (∞Bench MC also ``options``, "A. ...\\nB. ..." as data.py writes them) and ``demo`` "": HELMET's 0-shot
-    prompt; its demonstrations for these datasets ("[story text]" examples, built by f-strings at run time)
-    are not reproduced (rows say ``protocol_note``).
+  * LongQA / Summ (``load_narrativeqa``, ``load_infbench``, ``load_multi_lexsum``): ``context`` (the document
+    as construct/helmet cut it, in the config's tokenizer (HE2), ending with data.py's ``truncate_llama2``
+    postfix instead of ours: :func:`with_helmet_postfix`), ``question``, ``demo`` "" and for ∞Bench MC
+    ``options`` (:func:`options_template`: the string data.py's ``load_infbench`` formats with ``*options``):
+    HELMET's 0-shot prompt; its demonstrations for these datasets ("[story text]" examples, built by f-strings
+    at run time) are not reproduced (rows say ``protocol_note``).
 
   Chat mode (the task file's ``chat_template: true``): the user turn is ``user_template`` alone, the answer
   prefix (``system_template``) is not in it (fidelity review HE11); ``model_utils.tokenize`` does not continue
@@ -239,6 +241,34 @@ def _demo_pieces(node: ast.expr, line: int) -> str:
     raise OfficialFileError(f"{where}: a piece {ast.unparse(node)!r} not read here")
 
 
+@cache
+def omitted_postfix() -> str:
+    """The text data.py's ``truncate_llama2`` puts after a cut document (its ``postfix_text`` default)."""
+    function = _function(_tree(), "truncate_llama2")
+    args = function.args
+    names = [a.arg for a in args.args][-len(args.defaults):] if args.defaults else []
+    for name, default in zip(names, args.defaults, strict=True):
+        if name == "postfix_text" and isinstance(default, ast.Constant) and isinstance(default.value, str):
+            return default.value
+    raise OfficialFileError(f"{official_files.DATA}: truncate_llama2 has no string default for postfix_text")
+
+
+@cache
+def options_template() -> str:
+    """The string ``load_infbench`` formats with the record's ``*options`` (∞Bench MC's lettered options)."""
+    for node in ast.walk(_function(_tree(), "load_infbench")):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
+                and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)
+                and any(isinstance(a, ast.Starred) and "options" in ast.unparse(a) for a in node.args)):
+            return node.func.value.value
+    raise OfficialFileError(f"{official_files.DATA}: load_infbench formats no string with *options")
+
+
+def with_helmet_postfix(context: str, ours: str) -> str:
+    """A constructed document cut here (ending with our ``ours`` postfix) ending with HELMET's postfix instead."""
+    return context[: -len(ours)] + omitted_postfix() if ours and context.endswith(ours) else context
+
+
 # ---------------------------------------------------------------------------------------------- filling
 
 
@@ -297,8 +327,11 @@ def sample_of(task: str, item: Mapping[str, Any]) -> dict[str, Any]:
     elif kind == "longdoc":
         sample["demo"] = ""
         if "options" in fields:
-            options = list(fields["options"])
-            sample["options"] = "\n".join(f"{chr(ord('A') + i)}. {o}" for i, o in enumerate(options))
+            template = options_template()
+            if template.count("{}") != len(fields["options"]):
+                raise ValueError(f"task {task}, item {item.get('item_id')!r}: {len(fields['options'])} options; "
+                                 f"HELMET's data.py writes {template.count('{}')}")
+            sample["options"] = template.format(*fields["options"])
     return sample
 
 
@@ -349,11 +382,13 @@ def official_protocol(fetch: bool) -> OfficialProtocol | None:
     this machine (config.files_found_here)."""
     if not fetch and not files_found_here(READS):
         return None
-    loader_templates.cache_clear()  # read from where the files are now (LCP_OFFICIAL may have changed)
-    msmarco_demo_template.cache_clear()
+    for reader in (loader_templates, msmarco_demo_template, omitted_postfix, options_template):
+        reader.cache_clear()  # read from where the files are now (LCP_OFFICIAL may have changed)
     for loader, dataset, _ in set(DATASETS.values()):  # read (and verify) every template now: fail before a run
         loader_templates(loader, dataset)
     msmarco_demo_template()
+    omitted_postfix()
+    options_template()
     for name in ALCE_PROMPT_FILES.values():
         official_files.alce_demos(name)
     plain = plain_prompt_tasks()

@@ -161,13 +161,18 @@ def helmet_released(request) -> Iterator[pl.DataFrame]:
 
 def _official_frame(official, built: pl.DataFrame, specs, inputs) -> pl.DataFrame:
     """The constructed rows (LongQA, Summ) re-prompted under HELMET's official protocol."""
+    from lc_pipeline.benchmarks.helmet.protocol import with_helmet_postfix
+    from lc_pipeline.construct.helmet.long_document import OMITTED
+
     by_name = {s.name: s for s in specs}
     rows = []
     for row in built.iter_rows(named=True):
         spec = by_name[row["task"]]
+        row = {**row, "context": with_helmet_postfix(row["context"], OMITTED)}
         prompt, fields = _official_row(official, spec, row, inputs.level, row["max_new_tokens"], row["record_fields"])
         rows.append({**row, "prompt": prompt, "record_fields": fields, "input_tokens": inputs.counter.count(prompt),
-                     "protocol": official.label, "instance_id": short_id(row["instance_id"], official.label)})
+                     "context_tokens": inputs.counter.count(row["context"]), "protocol": official.label,
+                     "instance_id": short_id(row["instance_id"], official.label)})
     return pl.DataFrame(rows, schema=built.schema)
 
 
