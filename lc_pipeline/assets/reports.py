@@ -54,7 +54,7 @@ def board_rows(lake_dir, config, long_scores: pl.DataFrame, rubric_overrides: di
                 rows = headline_rows(metric_rows.filter(pl.col(MODEL_DIM) == slug),
                                      judged.filter(pl.col(MODEL_DIM) == slug), sources)
                 frames.append(rows.with_columns(model=pl.lit(slug), metric=pl.lit(HEADLINE)).select(ROW_COLUMNS))
-    ok = judged.filter(pl.col("parse_status") == "ok")
+    ok = judged.filter(pl.col("score").is_not_null())  # unread verdicts: null, or 0 where the protocol says
     frames.append(ok.with_columns(metric=pl.lit(JUDGE_METRIC_PREFIX) + pl.col("rubric")).select(ROW_COLUMNS))
     return pl.concat([f.with_columns(pl.col("score").cast(pl.Float64)) for f in frames]), note
 

@@ -540,11 +540,12 @@ def judge_leaderboard(
     to stand next to the metric rows; and the (model, rubric) pairs left out, with the reason.
 
     ``judge_scores``: JUDGE_SCORES rows with ``model`` and ``length`` columns. Unparsed verdicts
-    are left out of the means (as HELMET and Loong do); LongScore is taken as for metrics. A
+    (a null score: HELMET and Loong leave them out; 100-LongBench's official protocol scores them 0, so those
+    rows carry a score) are left out of the means; LongScore is taken as for metrics. A
     pair whose verdicts do not cover every base and long length is reported, not guessed.
     """
     _require_columns(judge_scores, ("model", "length", "task", "rubric", "score", "parse_status"), "judge_scores")
-    ok = judge_scores.filter(pl.col("parse_status") == "ok")
+    ok = judge_scores.filter(pl.col("score").is_not_null())
     frames, skipped = [], []
     for model, rubric in ok.select("model", "rubric").unique().sort("model", "rubric").iter_rows():
         rows = ok.filter((pl.col("model") == model) & (pl.col("rubric") == rubric)).select("task", "length", "score")
@@ -649,7 +650,7 @@ def headline_rows(
             rows = metric_scores.filter((pl.col("task") == task) & (pl.col("metric") == src.name))
         else:
             rows = judge_scores.filter((pl.col("task") == task) & (pl.col("rubric") == src.name)
-                                       & (pl.col("parse_status") == "ok"))
+                                       & pl.col("score").is_not_null())
         instance = pl.col("instance_id") if "instance_id" in rows.columns else pl.lit(None, pl.String).alias("instance_id")
         frames.append(rows.select(pl.col(cols[:3]), instance, pl.col("score").cast(pl.Float64)))
     out = pl.concat(frames) if frames else pl.DataFrame(schema={c: pl.String for c in cols[:4]} | {"score": pl.Float64})
