@@ -1,0 +1,137 @@
+"""The task's chat-template switch through a real server (issue 30, "Template switches honoured on every backend";
+newcomer review: LongBench's few-shot and code tasks were templated by the server under the default ``api: chat``).
+
+llama-cpp-python's server on 127.0.0.1 serves SmolLM2-135M-Instruct, behind a loopback relay of this module that
+records the path and body of every request: a ``chat_template: false`` request of an ``api: chat`` model goes to
+``/v1/completions`` with the raw prompt, its row says ``chat_template_source`` "none" and it is answered as the
+completions mode answers it; a templated request of the same model still goes to ``/v1/chat/completions``. Behind
+a relay that answers 404 on ``/v1/completions`` (a chat-only server), the first plain request learns it, one
+warning says so, and the plain requests go as chat with their rows marked ``server:forced``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from conftest import free_port
+from lc_pipeline.generate.backends import make_generator
+from lc_pipeline.generate.base import GenerationRequest
+from lc_pipeline.generate.openai_backend import FORCED_TEMPLATE
+from lc_pipeline.generate.registry import BUILTIN_MODELS
+from servers import llama_server, needs_llama_server, smollm2_gguf
+
+pytestmark = needs_llama_server
+
+BUILTIN = BUILTIN_MODELS["smollm2-135m"]
+# A few-shot prompt of our own, fed as written (no template) by a task with chat_template: false.
+FEW_SHOT = "Question: 2 + 2?\nAnswer: 4\n\nQuestion: 3 + 3?\nAnswer: 6\n\nQuestion: 4 + 4?\nAnswer:"
+CHAT = "What is the capital of France?"
+
+
+class Relay:
+    """A loopback HTTP server passing requests on to ``upstream`` and recording (path, body) of each POST;
+    ``chat_only``: it answers 404 on the completions endpoint, as a server without one does."""
+
+    def __init__(self, upstream: str, chat_only: bool = False) -> None:
+        self.upstream, self.chat_only = upstream.rstrip("/"), chat_only
+        self.posts: list[tuple[str, dict]] = []
+        relay = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _reply(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                data = self.rfile.read(int(self.headers["Content-Length"]))
+                relay.posts.append((self.path, json.loads(data)))
+                if relay.chat_only and self.path.endswith("/completions") and "/chat/" not in self.path:
+                    self._reply(404, json.dumps({"error": {"message": "Not Found: no completions endpoint"}}).encode())
+                    return
+                req = urllib.request.Request(relay.upstream + self.path.removeprefix("/v1"), data=data, method="POST",
+                                             headers={"Content-Type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=300) as resp:
+                        status, body = resp.status, resp.read()
+                except urllib.error.HTTPError as err:
+                    status, body = err.code, err.read()
+                self._reply(status, body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Relay:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+    def paths(self) -> list[str]:
+        return [p for p, _ in self.posts]
+
+
+@pytest.fixture(scope="module")
+def server_url():
+    with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=2048) as url:
+        yield url
+
+
+def served(url: str, **changes):
+    # repeat_penalty 1.0: llama-cpp-python's server penalizes repeats by default, which is not greedy.
+    settings = {"slug": "smollm2-served", "backend": "openai", "api_model": "smollm2", "base_url": url,
+                "max_model_len": 2048, "extra_body": {"repeat_penalty": 1.0}, **changes}
+    return make_generator(dataclasses.replace(BUILTIN, **settings))
+
+
+def test_a_plain_task_of_a_chat_model_goes_to_completions_with_the_raw_prompt(server_url, caplog):
+    plain = GenerationRequest("plain", FEW_SHOT, 6, chat_template=False)
+    templated = GenerationRequest("chat", CHAT, 6)
+    with Relay(server_url) as relay, caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
+        gen = served(relay.url, api="chat", send_token_ids=False)  # llama-cpp-python's server takes text only
+        p, c = gen.generate([plain, templated])
+    (path_p, body_p), (path_c, body_c) = sorted(relay.posts, key=lambda x: "messages" in x[1])
+    assert path_p == "/v1/completions" and body_p["prompt"] == FEW_SHOT and "messages" not in body_p
+    assert path_c == "/v1/chat/completions" and body_c["messages"] == [{"role": "user", "content": CHAT}]
+    assert len(relay.posts) == 2 and not caplog.records
+    assert (p.chat_template_source, c.chat_template_source) == ("none", "server")
+    assert p.prompt_ids_hash and p.bos_tokens is not None  # what was fed is known: our ids, sent as their text
+    # The same request in completions mode (the plain prompt, no template) gets the same answer.
+    [same] = served(server_url, api="completions", send_token_ids=False).generate([plain])
+    assert (p.output, p.completion_tokens) == (same.output, same.completion_tokens) and p.output
+
+
+def test_a_chat_only_server_is_learned_once_and_its_plain_rows_are_marked(server_url, caplog):
+    requests = [GenerationRequest(f"plain{i}", FEW_SHOT.replace("4 + 4", f"{i} + {i}"), 6, chat_template=False)
+                for i in range(3)]
+    with Relay(server_url, chat_only=True) as relay, \
+            caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
+        # One request in flight: the first plain one learns it (with more in flight, each of those asks once too).
+        gen = served(relay.url, api="chat", send_token_ids=False, max_concurrency=1)
+        results = gen.generate([*requests, GenerationRequest("chat", CHAT, 6)])
+        later = served(relay.url, api="chat", send_token_ids=False).generate(requests[:1])  # the next partition
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "no completions endpoint" in said[0] and FORCED_TEMPLATE in said[0], said
+    assert relay.paths().count("/v1/completions") == 1  # asked once, then every plain request went as chat
+    assert relay.paths().count("/v1/chat/completions") == 5
+    sent = [b["messages"][-1]["content"] for p, b in relay.posts if p == "/v1/chat/completions"]
+    assert sorted(sent) == sorted([CHAT, *(r.prompt for r in requests), requests[0].prompt])
+    assert [r.chat_template_source for r in [*results, *later]] == [FORCED_TEMPLATE] * 3 + ["server", FORCED_TEMPLATE]
+    assert all(r.output and r.prompt_ids_hash == "" and r.bos_tokens is None for r in results)
