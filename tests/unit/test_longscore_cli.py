@@ -210,6 +210,10 @@ def test_zero_base_gives_no_longscore(tmp_path):
 
 
 def test_registered_in_lcp():
+    import click
+
     from lc_pipeline.cli import main
 
-    assert "longscore" in main.commands
+    ctx = click.Context(main)
+    assert "longscore" in main.list_commands(ctx)
+    assert main.get_command(ctx, "longscore").name == "longscore"  # lazy: imported on first use
