@@ -90,19 +90,30 @@ def _source_records(config):
 def import_predictions(file: Path, model: str, config, lake_dir, models_file, on_error: str = "fail"):
     """Check ``file``, store its copy in the lake, register ``model``; returns (parsed, stored path, where the
     ids were read). Raises PredictionsError / ImportProblem / ModelSpecError with a message naming the cause."""
-    from lc_pipeline import storage
-    from lc_pipeline.generate import imported_backend as imp
-    from lc_pipeline.generate.registry import (
-        ModelRegistry,
-        ModelSpec,
-        validate_model_slug,
-    )
+    from lc_pipeline.generate.registry import ModelRegistry, validate_model_slug
 
     validate_model_slug(model)
     registry = ModelRegistry(models_file)
+    # The registry's lock is held from the checks to the registration (issue 31 D4): another writer can neither
+    # take the name in between nor lose this entry.
+    with registry.locked():
+        return _import_locked(file, model, config, lake_dir, registry, on_error)
+
+
+def _import_locked(file: Path, model: str, config, lake_dir, registry, on_error: str):
+    from lc_pipeline import storage
+    from lc_pipeline.generate import imported_backend as imp
+    from lc_pipeline.generate.registry import ModelSpec
+
     if model in registry.names() and registry.get(model).backend != imp.BACKEND:
         raise ImportProblem(f"model {model!r} is already registered with backend {registry.get(model).backend!r}; "
                             "imported predictions need a name of their own")
+    owner = lake_backend_of(lake_dir, model)
+    if owner is not None:
+        backend, where_found = owner
+        raise ImportProblem(f"model {model!r} already has generations of backend {backend!r} in the lake ({where_found}); "
+                            "importing under this name would replace them: choose another name for the imported "
+                            "predictions (nothing was written)")
     known, where = config_record_ids(config, lake_dir)
     try:
         text = file.read_text(encoding="utf-8")
@@ -131,6 +142,36 @@ def import_predictions(file: Path, model: str, config, lake_dir, models_file, on
                      tokenizer=f"tiktoken:{config.tokenizer}")
     registry.add(spec, overwrite=True)  # a re-import replaces this imported model's copy (checked above)
     return parsed, folder, where
+
+
+def lake_backend_of(lake_dir, model: str) -> tuple[str, Path] | None:
+    """The first backend other than ``imported`` that wrote generations of ``model`` in the lake (its generations
+    partitions, then its generation stores under ``_checkpoints``) and the file or folder that says so; None when
+    there is none (issue 31 D6: an import under another backend's name replaced its rows)."""
+    import polars as pl
+
+    from lc_pipeline import storage
+    from lc_pipeline.generate import imported_backend as imp
+    from lc_pipeline.generate.checkpoint import GenerationCheckpoint
+    from lc_pipeline.lake_files import LENGTH_DIM, MODEL_DIM
+
+    root = storage.lake_path(lake_dir)
+    found: list[tuple[pl.DataFrame | None, Path]] = []
+    for path in sorted((root / "generations").glob(f"{LENGTH_DIM}=*/{MODEL_DIM}={model}/{storage.FILE_NAME}"), key=str):
+        try:
+            found.append((storage.read_parquet(path, columns=["backend"]), path))
+        except Exception as exc:  # noqa: BLE001  (unreadable: whose rows they are is unknown, so refused)
+            raise ImportProblem(f"model {model!r}: the lake's generations file {path} cannot be read ({exc}); whose "
+                                "rows it holds is unknown, so nothing was imported under this name") from None
+    for store in sorted((root / "_checkpoints" / "generations").glob(f"{LENGTH_DIM}=*/{MODEL_DIM}={model}"), key=str):
+        found.append((GenerationCheckpoint(store).load(), store))
+    for rows, where in found:
+        if rows is None or "backend" not in rows.columns:
+            continue
+        others = sorted(set(rows["backend"].drop_nulls().unique()) - {imp.BACKEND})
+        if others:
+            return others[0], where
+    return None
 
 
 def _sha256(data: bytes) -> str:

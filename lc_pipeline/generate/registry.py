@@ -31,12 +31,15 @@ Importing this module is cheap: it never imports torch, transformers or a model 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,7 @@ BACKENDS: tuple[str, ...] = tuple(GENERATORS.names())  # the registered generati
 APIS = ("chat", "completions")
 DTYPES = ("float32", "bfloat16", "float16")
 PACKAGE_PREFIX = "package:"
+LOCK_TIMEOUT_S = 60.0  # how long a registry writer waits for another one (ModelRegistry.locked)
 
 
 class ModelSpecError(ValueError):
@@ -91,6 +95,15 @@ def redact_url(url: str | None) -> str | None:
     if parts.query and not query:
         query = REDACTED
     return urlunsplit((parts.scheme, netloc, parts.path, query, REDACTED if parts.fragment else ""))
+
+
+def server_identity(url: str) -> str:
+    """What of a ``base_url`` names the server that answers (ModelSpec.fingerprint): scheme and host in lower
+    case, the port, the path without a trailing ``/``; no user name, password, query or fragment."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port is not None else "")
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
 
 
 def validate_model_slug(slug: object) -> str:
@@ -206,6 +219,8 @@ class ModelSpec:
             self._fail("max_concurrency", f"must be >= 1, got {self.max_concurrency}")
         if self.request_timeout_s <= 0:
             self._fail("request_timeout_s", f"must be > 0, got {self.request_timeout_s}")
+        if self.base_url is not None:
+            self._check_base_url(self.base_url)
         if self.max_retries < 0:
             self._fail("max_retries", f"must be >= 0, got {self.max_retries}")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
@@ -244,6 +259,18 @@ class ModelSpec:
             value = getattr(self, name)
             if value is not None and value < 0:
                 self._fail(name, f"must be >= 0 or null, got {value}")
+
+    def _check_base_url(self, url: str) -> None:
+        """An http(s) URL with a host and a valid port (issue 31 D23: ``file:///etc/passwd`` or port 99999 failed at
+        run time with "Connection error." or an ExceptionGroup). The URL is shown redacted."""
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018  (raises ValueError for a port out of range or not a number)
+        except ValueError as exc:
+            self._fail("base_url", f"{redact_url(url)!r} is not a valid URL: {exc}")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            self._fail("base_url", f"{redact_url(url)!r}: expected an http:// or https:// URL with a host, "
+                                   "e.g. http://127.0.0.1:8000/v1")
 
     def _check_engine_options(self, options: dict) -> None:
         for key in options:
@@ -310,8 +337,11 @@ class ModelSpec:
         """Short hash of the settings that can change outputs.
 
         Excluded: the slug (a name), batch_size (batched greedy decoding equals sequential),
-        threads, concurrency, timeouts, retries, the server's address, the GPU layout and vLLM's
-        memory settings (speed and placement only). Settings added later enter the hash only when they differ
+        threads, concurrency, timeouts, retries, the GPU layout and vLLM's memory settings (speed and
+        placement only). The server's address enters for backend ``openai`` only (issue 31 D21: the server
+        decides which model answers, two servers can serve the same ``api_model``): :func:`server_identity`,
+        that is scheme, host, port and path, without credentials or query (a rotated key keeps the rows); a
+        ``base_url`` left to ``$OPENAI_BASE_URL`` is not covered. Settings added later enter the hash only when they differ
         from their default, so existing models keep their fingerprint (and their cached rows).
         A ``chat_template_file`` enters as the sha256 of its content, not its path: editing the template
         changes every prompt (new fingerprint, no stale rows reused), moving the file changes nothing.
@@ -323,6 +353,8 @@ class ModelSpec:
                   "chat_template_file", "thinking", "enforce_eager", "engine_options"):
             if getattr(self, k) != defaults[k]:
                 payload_dict[k] = getattr(self, k)
+        if self.backend == "openai" and self.base_url is not None:
+            payload_dict["server"] = server_identity(self.base_url)
         template = self.chat_template_text()
         if template is not None:
             payload_dict["chat_template_file"] = "sha256:" + hashlib.sha256(template.encode()).hexdigest()
@@ -433,6 +465,9 @@ def _check_type(slug: str, name: str, value: object) -> None:
     ok = isinstance(value, typ) and (typ is bool or not isinstance(value, bool))
     if typ is float and isinstance(value, int) and not isinstance(value, bool):
         ok = True  # `request_timeout_s: 60` in YAML
+    if ok and typ is float and not math.isfinite(value):
+        # `.nan` passes every `<= 0` check and `.inf` is no deadline or price (issue 31 D24).
+        raise ModelSpecError(f"model {slug!r}, field {name!r}: expected a finite number, got {value!r}")
     if not ok:
         want = typ.__name__ + (" or null" if nullable else "")
         raise ModelSpecError(f"model {slug!r}, field {name!r}: expected {want}, got {value!r}")
@@ -495,6 +530,31 @@ class ModelRegistry:
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else None
+        self._lock: Any = None
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the registry file's lock (``<file>.lock`` beside it, a ``filelock.FileLock``) across processes.
+
+        Every writer reads, edits and replaces the file inside it (issue 31 D4: two ``add-model`` / imports at once
+        lost an entry); a caller that checks something before it adds (``lcp import-predictions``) holds it across
+        both. Re-entrant within this registry object."""
+        if self.path is None:
+            raise ValueError("this registry has no file to lock; pass a path to ModelRegistry")
+        from filelock import FileLock, Timeout
+
+        if self._lock is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock = FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT_S)
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise ModelSpecError(f"model registry {self.path}: another process has held its lock {self._lock.lock_file} "
+                                 f"for {LOCK_TIMEOUT_S:g} s; nothing was written, run the command again") from None
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def _read(self) -> tuple[str, dict[str, Any]]:
         """The file's text and its mapping slug -> settings as written ("" and {} when there is no file).
@@ -547,18 +607,19 @@ class ModelRegistry:
         """Record ``spec`` in the YAML file; re-adding identical settings is a no-op."""
         if self.path is None:
             raise ValueError("this registry has no file to add models to; pass a path to ModelRegistry")
-        existing = self._all().get(spec.slug)
-        if existing == spec:
-            return
-        if existing is not None and not overwrite:
-            old, new = existing.shown(), spec.shown()
-            diff = {k: (old[k], new[k]) for k in old if old[k] != new[k]}
-            raise ModelSpecError(
-                f"model {spec.slug!r} is already defined with different settings {diff} (old, new); "
-                "pass overwrite=True to replace it"
-            )
-        text, raw = self._read()
-        self._write(with_entry(text, raw, spec.slug, spec.settings(), f"model registry {self.path}"))
+        with self.locked():  # the check, the read and the replace see no other writer's half (D4)
+            existing = self._all().get(spec.slug)
+            if existing == spec:
+                return
+            if existing is not None and not overwrite:
+                old, new = existing.shown(), spec.shown()
+                diff = {k: (old[k], new[k]) for k in old if old[k] != new[k]}
+                raise ModelSpecError(
+                    f"model {spec.slug!r} is already defined with different settings {diff} (old, new); "
+                    "pass overwrite=True to replace it"
+                )
+            text, raw = self._read()
+            self._write(with_entry(text, raw, spec.slug, spec.settings(), f"model registry {self.path}"))
 
     def _write(self, text: str) -> None:
         # Temp file in the same directory + os.replace: readers see the old or the new file,
