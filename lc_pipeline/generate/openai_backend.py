@@ -93,7 +93,7 @@ from lc_pipeline.generate.prompting import (
     render_ids,
     skipped_result,
 )
-from lc_pipeline.generate.registry import ModelSpec
+from lc_pipeline.generate.registry import ModelSpec, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,33 @@ def reasoning_field(message: Any) -> str:
 
 class MalformedReply(ValueError):
     """The server answered 200, but not with a completion."""
+
+
+# A reply is a completion of its request while its length is at most twice the max_tokens asked for plus this margin
+# (our tokenizer may count the server's model's tokens differently); a token is at most this many characters.
+LENGTH_MARGIN_TOKENS = 16
+MAX_CHARS_PER_TOKEN = 64
+
+
+def token_limit(max_new_tokens: int) -> int:
+    """The most tokens a reply to ``max_tokens`` = ``max_new_tokens`` may count (ours or the server's)."""
+    return 2 * max_new_tokens + LENGTH_MARGIN_TOKENS
+
+
+def reply_text(value: Any, field: str) -> str:
+    """A choice's text: a string, or None / absent for an empty answer; anything else is a :class:`MalformedReply`
+    (issue 31 D8: an int, a list or an object ended in an AttributeError traceback)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise MalformedReply(f"the reply's {field} is {type(value).__name__} {shorten(repr(value), 60)}, not a string")
+    return value
+
+
+def finish_reason(choice: Any) -> str:
+    """The row's finish reason in the table's terms: "length" when the server says the answer was cut at
+    max_tokens, else "stop" (a missing, odd or 5,000-character value included)."""
+    return "length" if getattr(choice, "finish_reason", None) == "length" else "stop"
 
 
 def _backoff_s(attempt: int) -> float:
@@ -270,6 +297,10 @@ def describe_failure(exc: BaseException, max_retries: int, secret: str | None, t
     else:
         what = f"failed after {retries} retries"
     detail = f"{type(exc).__name__}: {shorten(scrub(str(exc), secret))}"
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError) and cause is not None:
+        # "Connection error." alone does not say refused, unresolved or reset (issue 31 D23).
+        detail += f" ({type(cause).__name__}: {shorten(scrub(str(cause), secret), 160)})"
     if isinstance(exc, openai.APITimeoutError) and timeout_s is not None:
         detail += f" (no reply within {timeout_s:g} s)"
     return f"{what}: {detail}"
@@ -423,6 +454,12 @@ class OpenAIGenerator:
             return ids
         return render_ids(self.spec, tok, user_text)
 
+    @property
+    def plain_prompt_route(self) -> str:
+        """How a chat model's plain requests travel, for their cache keys (generate/partition.py): in chat mode they
+        go to the completions endpoint (before, the server templated them), so their rows never reuse old ones."""
+        return "completions-endpoint" if self.spec.api == "chat" and self.spec.chat_template else ""
+
     def api_for(self, request: GenerationRequest) -> str:
         """The endpoint ``request`` goes to: ``completions`` in completions mode, and in chat mode for a task that
         asks for no chat template (``request.chat_template`` false) of a chat model, unless the server was found to
@@ -571,19 +608,20 @@ class OpenAIGenerator:
             raise RuntimeError(
                 f"model {self.spec.slug!r}, request {req.key!r}: the server call "
                 f"{describe_failure(failed.exc, self.spec.max_retries, secret, self.spec.request_timeout_s, failed.retried, self.spec.retry_timeouts)}"
+                f"; server {redact_url(self.base_url()) or 'api.openai.com'}"
             ) from None
         latency = time.perf_counter() - t0
         fed = self.fed_fields(req, fit, api)
-        if as_text and usage is not None and usage.prompt_tokens != len(fit.ids):
+        prompt_tokens = self._count(usage, "prompt_tokens", 2 * max(self.spec.max_model_len, len(fit.ids)),
+                                    lambda: len(fit.ids), req.key)
+        completion_tokens = self._count(usage, "completion_tokens", token_limit(req.max_new_tokens),
+                                        lambda: len(self.prompt_tokenizer.encode(thoughts + text)), req.key)
+        if as_text and usage is not None and prompt_tokens != len(fit.ids):
             log.warning(
                 "model %r, request %r: the server counted %d prompt tokens for the text, we rendered %d "
-                "(does it add a BOS?)", self.spec.slug, req.key, usage.prompt_tokens, len(fit.ids),
+                "(does it add a BOS?)", self.spec.slug, req.key, prompt_tokens, len(fit.ids),
             )
             fed = {**fed, "prompt_ids_hash": "", "bos_tokens": None}  # it fed other ids than ours: unknown
-        prompt_tokens = usage.prompt_tokens if usage is not None else len(fit.ids)
-        completion_tokens = (
-            usage.completion_tokens if usage is not None else len(self.prompt_tokenizer.encode(thoughts + text))
-        )
         return GenerationResult(
             key=req.key,
             output=text.strip(),
@@ -591,7 +629,7 @@ class OpenAIGenerator:
             original_prompt_tokens=fit.original_tokens,
             truncated=fit.truncated,
             completion_tokens=completion_tokens,
-            finish_reason=finish or "stop",
+            finish_reason=finish,
             latency_s=latency,
             truncation_policy=fit.policy,
             **fed,
@@ -607,7 +645,7 @@ class OpenAIGenerator:
             api = self.api_for(req)
             as_text = api == "completions" and self.sends_text()
             try:
-                reply = await self._call(client, req, fit, as_text, api)
+                reply = await self._within_deadline(self._call(client, req, fit, as_text, api), api)
                 if api == "completions":
                     _TAKE_COMPLETIONS.add(self._server_key())
                     if not as_text:
@@ -633,6 +671,18 @@ class OpenAIGenerator:
                             shorten(scrub(str(exc), client.api_key), 160), wait)
                 await asyncio.sleep(wait)
 
+    async def _within_deadline(self, call: Awaitable[Any], api: str) -> Any:
+        """``call`` bounded by ``spec.request_timeout_s`` of wall-clock time, connection to last byte (issue 31 D7:
+        httpx's timeout bounds each read, so a server sending a byte a second held a request for minutes). Expiry
+        is an ``openai.APITimeoutError``: retried only with ``retry_timeouts``, described as a timeout."""
+        try:
+            return await asyncio.wait_for(call, self.spec.request_timeout_s)
+        except TimeoutError:
+            import httpx
+            import openai
+
+            raise openai.APITimeoutError(request=httpx.Request("POST", f"{self.server()}/{api}")) from None
+
     async def _call(self, client: Any, req: GenerationRequest, fit: FittedPrompt,
                     as_text: bool, api: str | None = None) -> tuple[str, str | None, Any, str]:
         """(reply text, finish reason, usage, the server's separate reasoning: "" for text completions), from the
@@ -651,5 +701,39 @@ class OpenAIGenerator:
             raise MalformedReply("the reply has no choices")
         choice = resp.choices[0]
         if api == "chat":
-            return choice.message.content or "", choice.finish_reason, resp.usage, reasoning_field(choice.message)
-        return choice.text or "", choice.finish_reason, resp.usage, ""
+            message = getattr(choice, "message", None)
+            if message is None:
+                raise MalformedReply("the reply's choice has no message")
+            text, thoughts = reply_text(message.content, "message.content"), reasoning_field(message)
+        else:
+            text, thoughts = reply_text(getattr(choice, "text", None), "text"), ""
+        self._check_length(req, text + thoughts)
+        return text, finish_reason(choice), resp.usage, thoughts
+
+    def _check_length(self, req: GenerationRequest, text: str) -> None:
+        """A reply far longer than the ``max_tokens`` asked for (more than :func:`token_limit`, counted with our
+        tokenizer; characters first, so that 40 MB is not tokenized) is not a completion of the request (issue 31
+        D8: a server ignoring max_tokens had its 40 MB answer stored and scored)."""
+        limit = token_limit(req.max_new_tokens)
+        if len(text) > limit * MAX_CHARS_PER_TOKEN:
+            raise MalformedReply(f"the reply has {len(text)} characters, far more than the {req.max_new_tokens} tokens "
+                                 "asked for (max_tokens ignored?)")
+        if len(text) > limit:
+            count = len(self.prompt_tokenizer.encode(text))
+            if count > limit:
+                raise MalformedReply(f"the reply has {count} tokens, far more than the {req.max_new_tokens} asked for "
+                                     "(max_tokens ignored?)")
+
+    def _count(self, usage: Any, name: str, upper: int, local: Callable[[], int], key: str) -> int:
+        """``usage.<name>`` when it is an int in [0, ``upper``], else (with a warning naming the value) ``local()``:
+        a server's count is not trusted blindly (issue 31 D8: -5, "lots" and 1e30 were stored or crashed the
+        table's write)."""
+        value = getattr(usage, name, None) if usage is not None else None
+        if usage is None or value is None:
+            return local()
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= upper:
+            return value
+        counted = local()
+        log.warning("model %r, request %r: the server's usage.%s %s is not a count in [0, %d]; counted locally: %d",
+                    self.spec.slug, key, name, shorten(repr(value), 40), upper, counted)
+        return counted

