@@ -55,6 +55,9 @@ Read from their files at the pinned commit (official_files.py), never copied her
   ``record_fields.protocol_budget`` (L - max_new_tokens, the authors' budget) and
   ``record_fields.protocol_note``. Nothing is cut at build time.
 - **judges**: HELMET's own (judging.py) switch on with this protocol (``JudgeResource.resolved_protocol``).
+- **scoring**: rows carry ``record_fields.protocol`` (the label); the ICL metric reads it and scores as ``load_icl``'s
+  post-process does (score/task_metrics.icl_label, HE9). Not reproduced: ALCE's completion-mode prefix kept in
+  the output (HE10; Cite runs in chat mode here, where HELMET prepends nothing).
 """
 
 from __future__ import annotations
