@@ -26,7 +26,7 @@ from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.resources.parquet_io import read_table
 from lc_pipeline.runner import Runner
-from lc_pipeline.score.benchmark_scores import PERFECT_RATE, SCORING_SUCCESS
+from lc_pipeline.score.benchmark_scores import ALL_LENGTHS, PERFECT_RATE, SCORING_SUCCESS
 from lc_pipeline.settings import Settings
 from servers import llama_server, needs_llama_server, smollm2_gguf
 
@@ -112,7 +112,25 @@ def test_the_judge_fills_loongs_task_by_set_table(lake, capfd):
             assert rows[JUDGE]["score"] == pytest.approx(c["mean"]) and rows[JUDGE]["n"] == c["ok"]
             assert rows[PERFECT_RATE]["score"] == pytest.approx(c["perfect"])
     overall = table.filter(pl.col("level") == "overall", pl.col("metric") == SCORING_SUCCESS)
-    assert sorted(overall["length"]) == sorted(SETS) and overall["n"].sum() == 3
+    per_set = overall.filter(pl.col("length") != ALL_LENGTHS)
+    assert sorted(per_set["length"]) == sorted(SETS) and per_set["n"].sum() == 3
+    # Table 3 and the overall over all items (headline across_lengths: micro_over_items): every verdict once
+    [everything] = overall.filter(pl.col("length") == ALL_LENGTHS).to_dicts()
+    assert everything["n"] == 3 and everything["score"] == pytest.approx(judged["parse_status"].eq("ok").mean())
+    # each [all] row (every task, and the overall) is micro over its items: the verdicts themselves, not set means
+    at_all = table.filter(pl.col("length") == ALL_LENGTHS)
+    assert set(at_all.filter(pl.col("level") == "task")["task"]) == set(TASKS)
+    for task in [None, *TASKS]:
+        group = judged if task is None else judged.filter(pl.col("task") == task)
+        cell = at_all.filter(pl.col("level") == "overall") if task is None else at_all.filter(
+            pl.col("level") == "task", pl.col("task") == task)
+        rows = {r["metric"]: r for r in cell.to_dicts()}
+        read = group.filter(pl.col("parse_status") == "ok")
+        assert rows[SCORING_SUCCESS]["n"] == group.height
+        assert rows[SCORING_SUCCESS]["score"] == pytest.approx(read.height / group.height)
+        if read.height:
+            assert rows[JUDGE]["score"] == pytest.approx(read["value"].mean()) and rows[JUDGE]["n"] == read.height
+            assert rows[PERFECT_RATE]["score"] == pytest.approx(read["perfect"].cast(pl.Float64).mean())
     with capfd.disabled():
         print("\nLoong task x set (SmolLM2 judged by SmolLM2):")
         print(tasks.select("task", "length", "metric", "score", "n").sort("task", "length", "metric"))
