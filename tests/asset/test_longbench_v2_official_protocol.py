@@ -213,3 +213,38 @@ def test_the_token_ids_fed_are_those_of_pred_py_for_smollm2_cut_as_one_sequence(
         assert fitted.ids == tokenizer(chat).input_ids, planned.instance_id
         assert fitted.truncated == (prompt != prompts[planned.instance_id])
     assert cut == 2  # the long record, in both modes
+
+
+@needs_smollm2
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python is not installed")
+def test_a_cot_run_asks_smollm2_the_authors_answer_call_given_its_own_reasoning(official_env, tmp_path):
+    from lc_pipeline.generate.backends import make_generator
+    from lc_pipeline.generate.checkpoint import GenerationCheckpoint
+    from lc_pipeline.generate.followup import reasoning_of
+    from lc_pipeline.generate.partition import generate_partition, plan_partition
+    from lc_pipeline.generate.registry import BUILTIN_MODELS
+
+    config = load_config("longbench-v2")
+    instances = build(config).filter(pl.col("record_id") == "lbv2-fx-0001")
+    spec = dataclasses.replace(BUILTIN_MODELS["smollm2-135m"], backend="llamacpp", max_model_len=WINDOW,
+                               torch_threads=1)
+    generator = make_generator(spec)
+    asked: list[str] = []
+    inner = generator.generate
+
+    def recording(requests, *args, **kwargs):
+        asked.extend(r.prompt for r in requests)
+        return inner(requests, *args, **kwargs)
+
+    generator.generate = recording
+    plan = plan_partition(instances, spec, generator, {}, catalog_for(config))
+    store = GenerationCheckpoint(tmp_path / "store")
+    outcome = generate_partition(plan, generator, store, chunk=1)
+    generator.close()
+    cot_id = instances.filter(pl.col("task") == "cot")["instance_id"][0]
+    reasoning = reasoning_of(store.load(), plan.chains, {p.request.key: p.instance_id for p in plan.items})[cot_id]
+    rec = records()["lbv2-fx-0001"]
+    answer_call = filled(authors_template("0shot_cot_ans"), rec).replace("$COT$", reasoning.strip())
+    assert reasoning.strip() and answer_call in asked and rec["context"] not in answer_call
+    assert outcome.generated == 2 and set(outcome.rows["status"]) <= {"answered", "cut"}
