@@ -248,3 +248,21 @@ def test_a_cot_run_asks_smollm2_the_authors_answer_call_given_its_own_reasoning(
     answer_call = filled(authors_template("0shot_cot_ans"), rec).replace("$COT$", reasoning.strip())
     assert reasoning.strip() and answer_call in asked and rec["context"] not in answer_call
     assert outcome.generated == 2 and set(outcome.rows["status"]) <= {"answered", "cut"}
+
+
+def test_the_declared_answer_lengths_and_temperature_are_pred_py_s():
+    """pred.py read as data (its syntax tree, never run): every query_llm call's max_new_tokens and temperature."""
+    import ast
+
+    from lc_pipeline.benchmarks.longbench_v2 import protocol
+
+    tree = ast.parse((AUTHORS / "pred.py").read_text(encoding="utf-8"))
+    calls = sorted((node for node in ast.walk(tree)
+                    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "query_llm"), key=lambda c: c.lineno)
+    settings = [{k.arg: ast.literal_eval(k.value) for k in c.keywords if k.arg in ("max_new_tokens", "temperature")}
+                for c in calls]
+    # get_pred: the CoT call (args.cot), the direct call, then the CoT answer call, in source order
+    assert settings == [{"temperature": 0.1, "max_new_tokens": protocol.MAX_NEW_TOKENS["cot"]},
+                        {"temperature": 0.1, "max_new_tokens": protocol.MAX_NEW_TOKENS["longbench_v2"]},
+                        {"temperature": 0.1, "max_new_tokens": protocol.ANSWER_MAX_NEW_TOKENS}]
+    assert protocol.TEMPERATURE == 0.1
