@@ -297,10 +297,15 @@ def describe_failure(exc: BaseException, max_retries: int, secret: str | None, t
     else:
         what = f"failed after {retries} retries"
     detail = f"{type(exc).__name__}: {shorten(scrub(str(exc), secret))}"
-    cause = exc.__cause__ or exc.__context__
-    if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError) and cause is not None:
-        # "Connection error." alone does not say refused, unresolved or reset (issue 31 D23).
-        detail += f" ({type(cause).__name__}: {shorten(scrub(str(cause), secret), 160)})"
+    if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
+        # "Connection error." alone does not say refused, unresolved or reset (issue 31 D23): the first and the
+        # last of the errors under it (httpx's, and the socket's).
+        chain, cause = [], exc.__cause__ or exc.__context__
+        while cause is not None and len(chain) < 8:
+            chain.append(f"{type(cause).__name__}: {shorten(scrub(str(cause), secret), 120)}")
+            cause = cause.__cause__ or cause.__context__
+        if chain:
+            detail += f" ({'; '.join(dict.fromkeys([chain[0], chain[-1]]))})"
     if isinstance(exc, openai.APITimeoutError) and timeout_s is not None:
         detail += f" (no reply within {timeout_s:g} s)"
     return f"{what}: {detail}"

@@ -20,6 +20,18 @@ Kinds:
     hang       no answer at all until the server stops (a request the server never finishes)
     held       a good answer once ``release()`` is called (a request far slower than the others)
     invalid    HTTP 500 whose body lists validation errors (llama-cpp-python's reply to a prompt of token ids)
+    drip       headers at once, then a good answer's body one byte every ``drip_s`` seconds (a stalled proxy)
+
+Replies that are HTTP 200 JSON but not to be trusted (issue 31 D8, D23), the answer otherwise good:
+
+    empty_choices      ``choices: []``
+    no_message         a chat choice without ``message`` (a text choice without ``text``)
+    content_int / content_list / content_obj   the content (or text) is 42, a list or an object
+    usage_str / usage_neg / usage_huge         ``prompt_tokens`` "lots", ``prompt_tokens`` -5,
+                                               ``completion_tokens`` 1e30
+    finish_weird       a 5,000-character ``finish_reason``
+    long       ``long_words`` words of content, whatever ``max_tokens`` asked for
+    huge       ``huge_chars`` characters of content (the probe's 40 MB, smaller)
 
 Every request is recorded (path, parsed body, headers, arrival time, what it got), so tests
 can count what reached the server and prove what did not.
@@ -38,7 +50,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-FAULTS = ("ok", "500", "slow", "reset", "malformed", "429", "auth", "hang", "invalid", "held")
+# Good answers changed in one way (Handler._bad): what each does to the answer's JSON.
+BAD_REPLIES = ("empty_choices", "no_message", "content_int", "content_list", "content_obj", "usage_str", "usage_neg",
+               "usage_huge", "finish_weird", "long", "huge")
+FAULTS = ("ok", "500", "slow", "reset", "malformed", "429", "auth", "hang", "invalid", "held", "drip", *BAD_REPLIES)
 
 
 @dataclass
@@ -91,6 +106,9 @@ class FaultyOpenAIServer:
     # While set, good answers wait (at most hold_s) until ``release()``: requests pile up, which
     # proves that several clients were in flight at once.
     hold_s: float = 0.0
+    drip_s: float = 0.5  # "drip": seconds between the body's bytes
+    long_words: int = 200  # "long": words of content
+    huge_chars: int = 4_000_000  # "huge": characters of content
     always: str = "ok"  # what requests get once the planned faults are used up
     received: list[Received] = field(default_factory=list)
     _planned: deque = field(default_factory=deque)
@@ -178,6 +196,10 @@ class FaultyOpenAIServer:
                     self._raw(200, b'{"id": "x", "choices": [{"message": ', "application/json")
                 elif fault == "hang":
                     server._stop.wait()
+                elif fault == "drip":
+                    self._drip(json.dumps(self._answer(body)).encode())
+                elif fault in BAD_REPLIES:
+                    self._json(200, self._bad(fault, self._answer(body)))
                 elif fault == "invalid":
                     errors = "\n".join(f"prompt.list[int].{i}\n  Input should be a valid string [type=string_type]"
                                        for i in range(400))
@@ -209,6 +231,46 @@ class FaultyOpenAIServer:
                 return {"id": "cmpl-fault", "object": "chat.completion" if chat else "text_completion",
                         "created": int(time.time()), "model": body.get("model", "fault-model"),
                         "choices": [choice], "usage": usage}
+
+            def _bad(self, fault: str, answer: dict) -> dict:
+                choice = answer["choices"][0]
+                field = "message" if "message" in choice else "text"
+                values = {"content_int": 42, "content_list": ["a", "b"], "content_obj": {"answer": "Paris"},
+                          "long": " ".join(["word"] * server.long_words), "huge": "word " * (server.huge_chars // 5)}
+                if fault == "empty_choices":
+                    answer["choices"] = []
+                elif fault == "no_message":
+                    del choice[field]
+                elif fault in values:
+                    if field == "message":
+                        choice["message"]["content"] = values[fault]
+                    else:
+                        choice["text"] = values[fault]
+                elif fault == "usage_str":
+                    answer["usage"]["prompt_tokens"] = "lots"
+                elif fault == "usage_neg":
+                    answer["usage"]["prompt_tokens"] = -5
+                elif fault == "usage_huge":
+                    answer["usage"]["completion_tokens"] = 1e30
+                elif fault == "finish_weird":
+                    choice["finish_reason"] = "x" * 5000
+                return answer
+
+            def _drip(self, data: bytes) -> None:
+                """Headers now, then the body a byte at a time until done or the server stops."""
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.flush()
+                    for i in range(len(data)):
+                        if server._stop.wait(server.drip_s):
+                            return
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (its deadline)
 
             def _json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> bool:
                 return self._raw(status, json.dumps(payload).encode(), "application/json", headers)
