@@ -21,7 +21,7 @@ from lc_pipeline.score.per_model import (
     judge_no_context,
     long_scores_of,
     no_context_questions,
-    no_context_requests,
+    no_context_probe,
 )
 from lc_pipeline.tasks.catalog import catalog_for
 
@@ -91,8 +91,8 @@ def build(parts: Partitions) -> list:
         spec = models.spec(slug)
         items = no_context_questions(instances, pk)
         results, judged, judge_meta = [], None, {}
+        requests, probe_key = no_context_probe(instances, items, pk.max_new_tokens, catalog_for(config))
         if items.height:
-            requests = no_context_requests(items, pk.max_new_tokens)
             results = [vars(r) for r in models.generator(slug).generate(requests)]
         if pk.scorer == "judge":
             try:
@@ -104,7 +104,7 @@ def build(parts: Partitions) -> list:
         return dg.Output(
             out,
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("prior_knowledge", config, spec.fingerprint()),
+                FINGERPRINT_KEY: stage_fingerprint("prior_knowledge", config, spec.fingerprint() + probe_key),
                 "enabled": pk.enabled, "qa_items": out.height, "dropped": int(out["dropped"].sum()),
                 "said_unanswerable": int(out["said_unanswerable"].sum()), "threshold": pk.threshold, "scorer": pk.scorer,
                 "metric": pk.metric if pk.scorer == "metric" else "judge (each task's rubric)",

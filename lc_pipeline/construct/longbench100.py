@@ -42,10 +42,20 @@ Documented tolerance (checked by the tests): ``context_tokens < target + n_block
 LABEL_TOKENS``; from below, the raw sum misses the target by less than the shortest pool
 document that was not picked (greedy fill stops only when nothing fits).
 
-Tokenizer: the paper's repo counts with ``meta-llama/Llama-2-7b-hf``, which cannot be loaded
-offline here; we count with cl100k_base (``TokenCounter.load()``) and record its name in
-``tokenizer``. cl100k gives roughly 10-20 % fewer tokens than Llama-2 for English, so an
-"8k" instance here holds somewhat more text than the paper's.
+Tokenizer (spec §3.1): the paper's repo counts with ``meta-llama/Llama-2-7b-hf``
+(``tokenizer.encode(text)``: its BOS included, :data:`COUNTS_SPECIAL_TOKENS`). Every length here is
+counted with the config's ``tokenizer`` (``hf:meta-llama/Llama-2-7b-hf`` or a folder holding it, when
+the user has it; cl100k_base by default) and the rows' ``tokenizer`` names it. cl100k gives roughly
+10-20 % fewer tokens than Llama-2 for English, so a cl100k "8k" instance holds more text than the paper's.
+
+Base Ability (spec §3.4, fidelity review LB100-2): at the config's base lengths the four QA and
+summarization tasks are built as the repo builds its base set, from **unpadded original items** whose
+context is under :data:`BASE_ORIGINALS_LIMIT` tokens (no distractors): up to ``n_per_task`` such items
+in a seeded order, dealt in turn to the base lengths (the repo's one "0-8k" set of up to 100; the
+per-length scores averaged over the base lengths give its mean). Their rows have ``target_tokens``
+8,192 (the rule they meet) and ``n_filler_documents`` 0. Single-doc items are "Passage 1", a multi-doc
+QA item keeps its passages in their order, a multi-doc summary's passages are shuffled and relabelled.
+The synthetic tasks are built at the base lengths as at any other.
 
 Sampling is WITHOUT replacement everywhere (the repo samples with replacement, which makes
 Passage Count golds wrong, spec §12.15). Every random choice comes from
@@ -76,6 +86,10 @@ from lc_pipeline.fingerprints import short_id
 from lc_pipeline.tasks.spec import TaskSpec
 
 CONSTRUCTION_VERSION = "lb100-2"
+# The repo counts with ``tokenizer.encode(text)``: with the tokenizer's special tokens (Llama-2's BOS); a tiktoken
+# encoding adds none, so cl100k counts are the same either way.
+COUNTS_SPECIAL_TOKENS = True
+BASE_ORIGINALS_LIMIT = 8 * 1024  # base set: original QA / summarization items whose context is under 8,192 tokens
 SUITE = "longbench100"  # INSTANCES.suite of rows built here
 LABEL_TOKENS = 10  # allowance per block for "Passage i:\n" + separators (spec §11 "~10 label tokens")
 MAX_FILL_ATTEMPTS = 50  # KV / counting stars: re-run greedy_fill until it yields >= 4 documents
@@ -552,16 +566,26 @@ def _item_tokens(c: Corpus, item: dict) -> int:
     return sum(c.tokens[d] for d in item["evidence_doc_ids"])
 
 
-def _build_from_item(kind: str, c: Corpus, item: dict, target: int, rng: random.Random, pool: list[str]) -> _Built:
+def _build_from_item(kind: str, c: Corpus, item: dict, target: int, rng: random.Random, pool: list[str],
+                     original: bool = False) -> _Built:
+    """An item padded with pool documents to ``target`` (shuffled together), or, ``original``, the item's own
+    documents alone (the base set, spec §3.4: a multi-doc QA item's passages in their order)."""
     real = list(item["evidence_doc_ids"])
-    noise = greedy_fill(c.pairs(pool, exclude=set(real)), target - _item_tokens(c, item), rng)
-    order, pos = _place(real, noise, rng)  # multi-doc items: each passage is shuffled on its own
+    if original:
+        noise: list[str] = []
+        order, pos = (real, list(range(len(real)))) if kind == MULTI_DOC_QA else _place(real, noise, rng)
+    else:
+        noise = greedy_fill(c.pairs(pool, exclude=set(real)), target - _item_tokens(c, item), rng)
+        order, pos = _place(real, noise, rng)  # multi-doc items: each passage is shuffled on its own
     blocks = [(d, _block(k + 1, c.docs[d]["text"])) for k, d in enumerate(order)]
     labels = [k + 1 for k in pos]
     fields: dict[str, str] = {}
     query = (item["question"] or "").strip()
     if kind == SINGLE_DOC_QA:
         fields = {"instruction": f"Answer the question about Passage {labels[0]}."}
+        question = query
+    elif kind == MULTI_DOC_QA and original:
+        fields = {"instruction": "Answer the question about these passages."}
         question = query
     elif kind == MULTI_DOC_QA:
         fields = {"instruction": "Answer the question about Passages " + ", ".join(map(str, labels)) + "."}
@@ -620,12 +644,17 @@ def build_longbench100(
     seed: int,
     counter: TokenCounter,
     tasks: Sequence[TaskSpec],
+    base_levels: Sequence[str] = (),
 ) -> pl.DataFrame:
     """``n_per_task`` INSTANCES rows per task at one length level (e.g. "8k" = 8,192 tokens), tasks in order.
 
     Each spec is checked first (``check_spec``). A task whose inputs the corpus lacks raises
     ValueError naming the task and what it needs; leave it out of ``tasks`` to build the others.
+    ``base_levels`` (the config's ``base_lengths``): at these levels the QA and summarization tasks take the
+    unpadded original items under 8k instead (module docstring), ``level``'s share of them.
+    Lengths are counted with ``counter`` as the repo counts (:data:`COUNTS_SPECIAL_TOKENS`).
     """
+    counter = counter.counting_special_tokens(COUNTS_SPECIAL_TOKENS)
     names = [s.name for s in tasks]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -640,9 +669,12 @@ def build_longbench100(
         raise ValueError(
             "the corpus cannot build: " + "; ".join(f"task {t!r} needs {why}" for t, why in missing.items())
         )
+    base = list(dict.fromkeys(base_levels))
+    share = (base.index(level), len(base)) if level in base else None
     rows = []
     for spec, kind in zip(tasks, kinds):
-        rows.extend(_build_task(spec, kind, c, level=level, target=target, n=n_per_task, seed=seed, counter=counter))
+        rows.extend(_build_task(spec, kind, c, level=level, target=target, n=n_per_task, seed=seed, counter=counter,
+                                base_share=share))
     return instances_frame(rows)
 
 
@@ -656,6 +688,7 @@ def _build_task(
     n: int,
     seed: int,
     counter: TokenCounter,
+    base_share: tuple[int, int] | None = None,
 ) -> list[dict]:
     task = spec.name
 
@@ -682,6 +715,35 @@ def _build_task(
         SINGLE_DOC_SUM: (c.single_sum, c.sum_pool),
         MULTI_DOC_SUM: (c.multi_sum, c.sum_pool),
     }[kind]
+    if base_share is not None:
+        return _base_originals(spec, kind, c, source_items, level=level, n=n, seed=seed, counter=counter,
+                               share=base_share)
     fitting = [it for it in source_items if _item_tokens(c, it) < target]
     return [finish(_build_from_item(kind, c, item, target, rng_for(i), pool), i)
             for i, item in enumerate(_pick(task, fitting, n, seed, level, "items"))]
+
+
+def _base_originals(spec: TaskSpec, kind: str, c: Corpus, source_items: list[dict], *, level: str, n: int, seed: int,
+                    counter: TokenCounter, share: tuple[int, int]) -> list[dict]:
+    """The base set's original items of one base level (spec §3.4): of the items whose unpadded context is under
+    :data:`BASE_ORIGINALS_LIMIT` tokens, up to ``n`` in a seeded order (the repo: ``random.sample(..., 100)``),
+    dealt in turn to the base levels; ``share`` = (this level's index, number of base levels)."""
+    task, (index, n_levels) = spec.name, share
+    target = BASE_ORIGINALS_LIMIT
+    built: list[tuple[int, _Built]] = []
+    order = sorted(source_items, key=lambda it: it["item_id"])
+    random.Random(derive_seed(seed, CONSTRUCTION_VERSION, task, "base-originals")).shuffle(order)
+    for it in order:
+        if len(built) >= n:
+            break
+        i = len(built)
+        b = _build_from_item(kind, c, it, target, random.Random(derive_seed(seed, CONSTRUCTION_VERSION, task,
+                                                                             "base-originals", i)), [], original=True)
+        context = "".join(text for _, text in b.blocks).rstrip("\n")
+        if counter.count(context) < target:  # the repo's rule, on the context as built
+            built.append((i, b))
+    if not built:
+        raise ValueError(f"task {task!r}, base level {level!r}: no original item's context is under {target} tokens "
+                         f"(base set, spec §3.4)")
+    return [_finish(spec, b, level=level, target=target, seed=seed, index=i, counter=counter)
+            for i, b in built if i % n_levels == index]

@@ -20,7 +20,7 @@ Pure, no Dagster (assets/scoring.py wires them).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -48,10 +48,33 @@ def no_context_questions(instances: pl.DataFrame, prior_knowledge) -> pl.DataFra
     )
 
 
-def no_context_requests(questions: pl.DataFrame, max_new_tokens: int) -> list[GenerationRequest]:
-    """The generation requests of :func:`no_context_questions`' rows, keyed by item id."""
-    return [GenerationRequest(key=i, prompt=p, max_new_tokens=max_new_tokens)
-            for i, p in questions.select("item_id", "prompt").iter_rows()]
+def no_context_requests(questions: pl.DataFrame, max_new_tokens: int,
+                        chat_template: Mapping[str, bool] | None = None) -> list[GenerationRequest]:
+    """The generation requests of :func:`no_context_questions`' rows, keyed by item id.
+
+    ``chat_template``: task -> whether its prompts go through the model's chat template
+    (:func:`probe_chat_templates`): the probe is fed as its task's own prompts are (100-LongBench's repo feeds
+    its ``qa_old`` probe raw, like every prompt of it, fidelity review LB100-5). A task not in it: templated."""
+    templated = chat_template or {}
+    return [GenerationRequest(key=i, prompt=p, max_new_tokens=max_new_tokens, chat_template=templated.get(t, True))
+            for i, t, p in questions.select("item_id", "task", "prompt").iter_rows()]
+
+
+def probe_chat_templates(instances: pl.DataFrame, catalog) -> dict[str, bool]:
+    """Task -> its TaskSpec's ``chat_template`` (``catalog``: tasks/catalog.py), for the tasks of ``instances``."""
+    pairs = instances.select("benchmark", "task").unique().iter_rows()
+    return {task: catalog.resolve(benchmark, task).chat_template for benchmark, task in pairs}
+
+
+def no_context_probe(instances: pl.DataFrame, questions: pl.DataFrame, max_new_tokens: int,
+                     catalog) -> tuple[list[GenerationRequest], str]:
+    """The probe's requests, each fed as its task's prompts are (:func:`no_context_requests`), and what the
+    prior_knowledge fingerprint adds for them: the tasks probed raw ("" when none), so answers cached before
+    they were raw are asked again."""
+    probed = instances.filter(pl.col("task").is_in(questions["task"].unique().to_list()))
+    templated = probe_chat_templates(probed, catalog)
+    raw = sorted(t for t, chat in templated.items() if not chat)
+    return no_context_requests(questions, max_new_tokens, templated), (f"|raw probes: {raw}" if raw else "")
 
 
 def no_context_judgments(questions: pl.DataFrame, outputs: Sequence[dict], instances: pl.DataFrame,

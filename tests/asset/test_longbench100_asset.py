@@ -47,6 +47,10 @@ def test_instances_at_two_lengths_follow_the_greedy_fill(lake):
     for level, target in (("1536", 1536), ("2k", 2048)):
         inst = pl.read_parquet(lake / "instances" / f"length={level}" / "data.parquet")
         assert sorted(inst["task"]) == sorted(TASKS) and set(inst["suite"]) == {"longbench100"}
+        if level == "1536":  # the base length: QA tasks are the unpadded originals under 8k (spec §3.4)
+            originals = inst.filter(pl.col("task").str.ends_with("_qa"))
+            assert (originals["n_filler_documents"] == 0).all() and (originals["context_tokens"] < 8192).all()
+            inst = inst.filter(~pl.col("task").str.ends_with("_qa"))
         # raw documents fill strictly under the target; labels ("Passage i:") are not budgeted
         assert (inst["context_tokens"] < target + inst["context_doc_ids"].list.len() * 10).all()
         assert (inst["context_tokens"] > target * 0.8).all()
