@@ -38,8 +38,11 @@ issue 30) everything above the documents' reading is the authors' instead: each 
 release's ``doc/`` folder as their ``get_content`` reads it (nothing stripped, a verdict right after its facts),
 documents dropped whole to keep the prompt within 128,000 cl100k tokens (no answer room) in their walk and shuffle
 order, the item in its released ``set`` (``set<n>``, whatever ``released.level_by`` says), the released answer's
-``str()`` in the row's ``record_fields.answer`` for their judge, and the row's ``protocol`` and id saying so. The
-rows of ``protocol: ours`` are what they were before the protocol existed.
+``str()`` in the row's ``record_fields.answer`` for their judge, and the row's ``protocol`` and id saying so. An
+official row's ``evidence_doc_ids`` are the evidence documents its prompt holds verbatim as the documents table
+has them (a document dropped at 128,000 tokens is not, nor a judgment whose verdict follows its facts directly
+rather than after our blank line; the level's metadata counts them, ``evidence_not_verbatim``). The rows of
+``protocol: ours`` are what they were before the protocol existed.
 
 Pure: no Dagster.
 """
@@ -186,6 +189,8 @@ def _official_rows(request, items: pl.DataFrame, fields_of: dict[str, dict], off
     inputs.meta.setdefault("documents_dropped", 0)  # documents left out to fit the authors' 128,000 tokens
     sources = {s.name: s for s in config.sources}
     releases: dict[str, Any] = {}
+    wanted = sorted({d for f in fields_of.values() for d in f["doc_ids"]})
+    texts = dict(inputs.documents.filter(pl.col("doc_id").is_in(wanted)).select("doc_id", "text").iter_rows())
     for item in items.iter_rows(named=True):
         spec, fields = specs[item["task"]], fields_of[item["item_id"]]
         set_ = fields.get("set")
@@ -208,6 +213,13 @@ def _official_rows(request, items: pl.DataFrame, fields_of: dict[str, dict], off
                              f"loong.jsonl (protocol {official.label} reads its answer there)")
         inputs.meta["documents_dropped"] += made.dropped
         ids = list(fields["doc_ids"])
+        shown = [ids[i] for i in made.shown]
+        # The evidence the prompt holds as our documents table has it (instances' check contains_evidence): not a
+        # document dropped at 128,000 tokens, nor a judgment whose verdict the authors join to its facts without
+        # the blank line ours puts between them.
+        evidence = [d for d in item["evidence_doc_ids"] if d in shown and texts.get(d, "\0").strip() in made.context]
+        inputs.meta["evidence_not_verbatim"] = (inputs.meta.get("evidence_not_verbatim", 0)
+                                                + len(item["evidence_doc_ids"]) - len(evidence))
         max_new_tokens = spec.max_new_tokens or config.max_new_tokens
         yield instance_row(
             instance_id=short_id(SUITE, BUILDER, item["item_id"], spec.name, level, official.label, max_new_tokens,
@@ -216,7 +228,7 @@ def _official_rows(request, items: pl.DataFrame, fields_of: dict[str, dict], off
             language=item["language"], depth=None, evidence_depths=[],
             question=judge_question(fields["prompt_template"], fields["instruction"] or "", fields["question"] or ""),
             answers=item["answers"], answer_keywords=item["answer_keywords"],
-            evidence_doc_ids=item["evidence_doc_ids"], context_doc_ids=[ids[i] for i in made.shown],
+            evidence_doc_ids=evidence, context_doc_ids=shown,
             n_hard_negatives=0, n_filler_documents=0, context=made.context, prompt=made.prompt,
             tokenizer=config.tokenizer, target_tokens=None, input_tokens=counter.count(made.prompt),
             context_tokens=counter.count(made.context), max_new_tokens=max_new_tokens, target_units=None,

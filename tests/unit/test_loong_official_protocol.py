@@ -30,6 +30,7 @@ from lc_pipeline.benchmarks.loong.official_files import (
 )
 from lc_pipeline.config import PACKAGED_CONFIGS, load_config
 from lc_pipeline.construct.builders import LevelInputs, level_batches
+from lc_pipeline.construct.instance_checks import evidence_violations
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.construct.truncation import split_documents
 from lc_pipeline.resources.judge import JudgeResource
@@ -119,6 +120,8 @@ def config_file(root: Path, **over) -> Path:
 
 
 def build(path: Path, meta: dict | None = None) -> pl.DataFrame:
+    """The config's instances of every set; each row checked as the instances asset checks it (the evidence it
+    names is in its context verbatim)."""
     config = load_config(path)
     loaded = load_source(config.sources[0])
     counter = TokenCounter.load("cl100k_base")
@@ -130,7 +133,9 @@ def build(path: Path, meta: dict | None = None) -> pl.DataFrame:
         frames += [f.with_columns(level=pl.lit(level)) for f in level_batches(inputs)]
         if meta is not None:
             meta[level] = dict(inputs.meta)
-    return pl.concat(frames)
+    rows = pl.concat(frames)
+    assert evidence_violations(rows, loaded.documents) == []
+    return rows
 
 
 @pytest.fixture
@@ -182,6 +187,12 @@ def test_a_judgments_result_is_withheld_only_where_get_content_says(env):
     rows = build(config_file(env, protocol="official")).filter(pl.col("record_id") == link["id"])
     legal = json.loads((FIXTURE_DOCS / "legal" / "legal.json").read_text(encoding="utf-8"))
     assert all(legal[n]["result"] in rows["prompt"][0] for n in link["doc"])
+    # its evidence (the facts-only documents of ours) is held verbatim; a judgment in full (verdict joined to its
+    # facts) is not our document (facts, blank line, verdict), so it is not named as evidence held
+    assert len(rows["evidence_doc_ids"][0]) == len(link["doc"])
+    classification = build(config_file(env, protocol="official")).filter(
+        pl.col("record_id") == "f4876639-ba90-49d4-b177-5a4bab701e3e")
+    assert classification["evidence_doc_ids"][0].to_list() == []
     ours = build(config_file(env, protocol="ours")).filter(pl.col("record_id") == link["id"])
     assert not any(legal[n]["result"].strip() in ours["prompt"][0] for n in link["doc"])
 
@@ -221,6 +232,7 @@ def test_documents_over_128000_cl100k_tokens_are_dropped_as_the_authors_drop_the
         prompt, kept = authors_prompt(items[row["record_id"]], env / "docs")
         assert row["prompt"] == prompt
         assert row["context_doc_ids"] == [json.loads(row["record_fields"])["doc_ids"][i] for i in kept]
+        assert sorted(row["evidence_doc_ids"]) == sorted(row["context_doc_ids"])  # the dropped one is not in it
         # no room reserved for the answer: the prompt may take the whole 128,000
         assert token_length(prompt) <= MAX_LENGTH < token_length(prompt) + 64 + 30_000
     in_order = rows.filter(pl.col("record_id") == "synthetic-in-order").row(0, named=True)
