@@ -91,41 +91,83 @@ def minilongbench() -> None:
               help="K-Means seeds per fold in the validation")
 @click.option("--validation-draws", type=click.IntRange(1), default=20, show_default=True,
               help="random stratified subsets per subset in the validation")
+@click.option("--irt", type=click.Choice(["fit", "released"]), default="fit", show_default=True,
+              help="item parameters: fit the 2PL on --scores, or the authors' released best_parameters.json "
+                   "(through $LCP_OFFICIAL or fetched at the pinned commit; --scores indexed by LongBench's global "
+                   "sample); released: no refit, no validation")
+@click.option("--subset", "subset_name", default=None,
+              help="a released subset to keep instead of K-Means (as config released.subset: 'minilongbench' = "
+                   "the authors' 237 samples)")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
 def fit_cmd(scores_path, emb_path, texts_path, ratio, dims, seed, epochs, candidates, baseline_draws,
-            validation_splits, validation_folds, validation_seeds, validation_draws, out_dir) -> None:
-    """Fit the IRT model on the training models' scores and select the subset."""
+            validation_splits, validation_folds, validation_seeds, validation_draws, irt, subset_name,
+            out_dir) -> None:
+    """Fit the IRT model on the training models' scores (or take the released one) and select the subset."""
     if emb_path and texts_path:
         raise click.UsageError("give --embeddings or --texts, not both")
+    if irt == "released" and (emb_path or texts_path):
+        raise click.UsageError("--irt released takes no --embeddings/--texts (nothing is fitted)")
+    validation = None
     try:
         matrix = mlbm.ScoreMatrix.from_frame(read_table(scores_path))
-        if emb_path:
-            reps = mlbm.representations_from_frame(read_table(emb_path), matrix.samples, dims)
-            label = f"embeddings {Path(emb_path).name}"
-        elif texts_path:
-            texts = read_table(texts_path)
-            if not {mlbm.SAMPLE, "text"} <= set(texts.columns):
-                raise ValueError(f"{texts_path}: expected columns {mlbm.SAMPLE}, text; got {texts.columns}")
-            by_id = dict(zip(texts[mlbm.SAMPLE].to_list(), texts["text"].to_list()))
-            missing = [s for s in matrix.samples.tolist() if s not in by_id]
-            if missing:
-                raise ValueError(f"{len(missing)} scored sample(s) have no text, e.g. {missing[:5]}")
-            reps = mlbm.text_representations([by_id[s] for s in matrix.samples.tolist()], dims)
-            label = f"texts {Path(texts_path).name}, sentence-transformers + PCA-{dims}"
-        else:
-            reps = None
-            label = None
-            click.echo("no --embeddings/--texts: alpha starts at 0 (no text signal)", err=True)
-        mlb = mlbm.fit(matrix, reps, ratio=ratio, dims=dims, seed=seed, epochs=epochs, representation=label,
-                       candidates=candidates)
-        from lc_pipeline.score.minilongbench.pipeline import validate
+        given = None
+        if subset_name:
+            from lc_pipeline.construct.released_subset import subset_sample_ids
 
-        opts = mlbm.MiniLongBenchOptions(ratio=ratio, dims=dims, epochs=epochs, subset_candidates=candidates,
-                                         validation_splits=validation_splits, validation_folds=validation_folds,
-                                         validation_seeds=validation_seeds, validation_draws=validation_draws)
-        validation = validate(opts, matrix, reps, seed=seed, label=label)
+            given = list(subset_sample_ids(subset_name))
+        if irt == "released":
+            from lc_pipeline.benchmarks.minilongbench import released_irt
+            from lc_pipeline.official import OfficialFileError
+            from lc_pipeline.score.minilongbench.fitting import from_parameters
+
+            try:
+                alpha, beta = released_irt.item_parameters(matrix.samples)
+            except OfficialFileError as exc:
+                raise ValueError(str(exc)) from exc
+            mlb = from_parameters(matrix, alpha, beta, ratio=ratio, seed=seed, candidates=candidates,
+                                  subset_ids=given, source=released_irt.SOURCE)
+        else:
+            mlb, validation = _fit_and_validate(matrix, emb_path, texts_path, ratio, dims, seed, epochs, candidates,
+                                                validation_splits, validation_folds, validation_seeds,
+                                                validation_draws, given)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+    _write_fit(mlb, matrix, validation, baseline_draws, seed, out_dir)
+
+
+def _fit_and_validate(matrix, emb_path, texts_path, ratio, dims, seed, epochs, candidates, validation_splits,
+                      validation_folds, validation_seeds, validation_draws, given):
+    """``fit --irt fit``: the representations, the 2PL fit and the leave-models-out validation."""
+    if emb_path:
+        reps = mlbm.representations_from_frame(read_table(emb_path), matrix.samples, dims)
+        label = f"embeddings {Path(emb_path).name}"
+    elif texts_path:
+        texts = read_table(texts_path)
+        if not {mlbm.SAMPLE, "text"} <= set(texts.columns):
+            raise ValueError(f"{texts_path}: expected columns {mlbm.SAMPLE}, text; got {texts.columns}")
+        by_id = dict(zip(texts[mlbm.SAMPLE].to_list(), texts["text"].to_list()))
+        missing = [s for s in matrix.samples.tolist() if s not in by_id]
+        if missing:
+            raise ValueError(f"{len(missing)} scored sample(s) have no text, e.g. {missing[:5]}")
+        reps = mlbm.text_representations([by_id[s] for s in matrix.samples.tolist()], dims)
+        label = f"texts {Path(texts_path).name}, sentence-transformers + PCA-{dims}"
+    else:
+        reps = None
+        label = None
+        click.echo("no --embeddings/--texts: alpha starts at 0 (no text signal)", err=True)
+    mlb = mlbm.fit(matrix, reps, ratio=ratio, dims=dims, seed=seed, epochs=epochs, representation=label,
+                   candidates=candidates, subset_ids=given)
+    from lc_pipeline.score.minilongbench.pipeline import validate
+
+    opts = mlbm.MiniLongBenchOptions(ratio=ratio, dims=dims, epochs=epochs, subset_candidates=candidates,
+                                     validation_splits=validation_splits, validation_folds=validation_folds,
+                                     validation_seeds=validation_seeds, validation_draws=validation_draws)
+    validation = validate(opts, matrix, reps, seed=seed, subset_ids=given, label=label)
+    return mlb, validation
+
+
+def _write_fit(mlb, matrix, validation, baseline_draws, seed, out_dir) -> None:
+    """Save the fitted model with its baseline and print the summary."""
     if validation is not None:
         mlb.meta["validation"] = validation
     out = mlb.save(out_dir)

@@ -152,3 +152,53 @@ def fit(
         train_models=matrix.models,
         train_theta=fitted.theta,
     )
+
+
+def from_parameters(
+    matrix: ScoreMatrix,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    *,
+    ratio: float = 0.95,
+    seed: int = 42,
+    groups: Mapping[str, str] | None = None,
+    candidates: int = 8,
+    subset_ids: Sequence | None = None,
+    selection_mode: str | None = None,
+    source: str = "given",
+) -> MiniLongBench:
+    """A MiniLongBench on item parameters fitted elsewhere (e.g. the authors' released α/β), not refitted:
+    ``alpha`` (n x d) and ``beta`` (n,) in ``matrix.samples`` order. The matrix gives each sample's task and
+    category, the binarization threshold (kept for the record; estimates use soft scores) and, when
+    ``subset_ids`` is None, the training models :func:`choose_subset` judges K-Means runs on. No training
+    abilities are kept (the parameters' own subjects are not the matrix's models by name). ``source``
+    labels the parameters in the metadata (``meta["irt"]["method"]``)."""
+    n = len(matrix.samples)
+    alpha = np.asarray(alpha, dtype=np.float64)
+    beta = np.asarray(beta, dtype=np.float64).reshape(-1)
+    if alpha.ndim != 2 or alpha.shape[0] != n or beta.shape != (n,):
+        raise ValueError(f"item parameters {source}: alpha {alpha.shape} and beta {beta.shape} do not fit the "
+                         f"{n} samples of the score matrix")
+    if not (np.isfinite(alpha).all() and np.isfinite(beta).all()):
+        raise ValueError(f"item parameters {source}: alpha or beta holds a non-finite value")
+    threshold = irt.binarization_threshold(matrix.scores)
+    group_of = np.array([(groups or {}).get(t, c) for t, c in zip(matrix.tasks.tolist(), matrix.categories.tolist())])
+    if subset_ids is not None:
+        sel, tried = given_subset(matrix, subset_ids, group_of), []
+    else:
+        sel, tried = choose_subset(matrix, alpha, beta, group_of, n_selected(n, ratio), seed, candidates,
+                                   selection_mode)
+    meta = {
+        "ratio": ratio,
+        "seed": seed,
+        "irt": {"method": source},
+        "representation": f"none (item parameters {source})",
+        "cluster_budgets": sel.budgets,
+        "subset_candidates": tried,
+        "subset": "given" if subset_ids is not None else "k-means",
+        "share_of_ones": float(np.nanmean(irt.binarize(matrix.scores, threshold))),
+    }
+    return MiniLongBench(samples=matrix.samples, tasks=matrix.tasks, categories=matrix.categories, alpha=alpha,
+                         beta=beta, subset=sel.indices, threshold=threshold, meta=meta, cluster=sel.cluster,
+                         cluster_group=sel.cluster_group, cluster_weight=sel.cluster_weight, train_models=(),
+                         train_theta=None)

@@ -13,6 +13,9 @@
       metrics: [lb100, f1]    # own metric_scores: per instance, the first of these metrics it has
       representation: text    # own metric_scores: "text" (embed question + context) or "none"
       ratio: 0.95             # share of samples removed (K = int((1 - ratio) * n)), in [0, 1)
+      irt: fit                # item parameters: "fit" (our 2PL fit on `scores`) or "released" (the authors'
+                              # data/irt_model/best_parameters.json, read through $LCP_OFFICIAL or fetched at the
+                              # pinned commit; needs a LongBench-indexed `scores` and released.subset)
       dims: 10
       seed: 42                # default: the config's seed
       epochs: 2000
@@ -87,6 +90,7 @@ class MiniLongBenchOptions(BaseModel):
     metrics: tuple[StrictStr, ...] = Field(DEFAULT_METRICS, min_length=1)
     representation: Literal["text", "none"] = "text"
     ratio: Ratio = 0.95
+    irt: Literal["fit", "released"] = "fit"
     dims: StrictInt = Field(10, ge=1)
     seed: StrictInt | None = None  # None: the config's seed
     epochs: StrictInt = Field(2000, ge=1)

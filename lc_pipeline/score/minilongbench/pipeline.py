@@ -62,6 +62,7 @@ __all__ = [
     "options_of",
     "own_scores",
     "own_texts",
+    "released_item_parameters",
     "released_scores",
     "validate",
     "validation_metadata",
@@ -251,6 +252,8 @@ def fit_subset(
         source = "metric_scores"
     if released_subset and source == "metric_scores":
         _released_subset_ids(released_subset, None, source)  # raises: our own tables are not LongBench-indexed
+    if opts.irt == "released":
+        return _released_subset_run(opts, scores, source, released_subset, default_seed, lake_dir)
     try:
         matrix, reps, label = _training_data(opts, config_file, read_table, embedder, source, scores)
         given = _released_subset_ids(released_subset, matrix, source)
@@ -274,6 +277,63 @@ def fit_subset(
     quality = baseline_report(mlb, matrix, opts.baseline_draws, seed=mlb.meta["seed"])
     return SubsetRun(mlb=mlb, matrix=matrix, source=source, table=subset_table(mlb), quality=quality,
                      baseline_draws=opts.baseline_draws, model_dir=where, validation=validation)
+
+
+def released_item_parameters(released_subset: str | None, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(alpha, beta, label)`` of the item parameters the authors of subset ``released_subset`` (config
+    ``released.subset``) released, in ``samples`` order: read by that benchmark's package
+    (``lc_pipeline.benchmarks.<subset>.released_irt``, found by convention: the core names no benchmark)."""
+    import importlib
+
+    from lc_pipeline.official import OfficialFileError
+
+    if not released_subset or not str(released_subset).isidentifier():
+        raise MiniLongBenchError(
+            f"minilongbench_subset: minilongbench.irt: released needs released.subset naming a benchmark whose "
+            f"authors released item parameters (e.g. minilongbench), got {released_subset!r}")
+    try:
+        module = importlib.import_module(f"lc_pipeline.benchmarks.{released_subset}.released_irt")
+    except ModuleNotFoundError as exc:
+        raise MiniLongBenchError(f"minilongbench_subset: minilongbench.irt: released: no released item parameters "
+                                 f"for subset {released_subset!r} ({exc})") from None
+    try:
+        alpha, beta = module.item_parameters(samples)
+    except OfficialFileError as exc:
+        raise MiniLongBenchError(f"minilongbench_subset: minilongbench.irt: released: {exc}") from exc
+    return alpha, beta, module.SOURCE
+
+
+def _released_subset_run(opts: MiniLongBenchOptions, scores: pl.DataFrame, source: str,
+                         released_subset: str | None, default_seed: int, lake_dir: str | Path) -> SubsetRun:
+    """:func:`fit_subset` with ``irt: released``: the authors' item parameters, not refitted (MI1); the score
+    matrix gives the samples' tasks and categories and the baseline; no leave-models-out validation (the
+    released parameters have seen every training model: benchmarks/minilongbench_validation.py measures them)."""
+    from lc_pipeline.score.minilongbench.fitting import from_parameters
+
+    if source == "metric_scores":
+        raise MiniLongBenchError("minilongbench_subset: minilongbench.irt: released needs minilongbench.scores, a "
+                                 "score matrix indexed by LongBench's global sample (the released parameters' items)")
+    try:
+        matrix = ScoreMatrix.from_frame(scores)
+        if opts.train_models:
+            matrix = matrix.select_models(list(opts.train_models))
+        given = _released_subset_ids(released_subset, matrix, source)
+        alpha, beta, label = released_item_parameters(released_subset, matrix.samples)
+        mlb = from_parameters(matrix, alpha, beta, ratio=float(opts.ratio),
+                              seed=opts.seed if opts.seed is not None else default_seed,
+                              candidates=opts.subset_candidates, subset_ids=given, source=label)
+    except MiniLongBenchError:
+        raise
+    except ValueError as exc:
+        raise MiniLongBenchError(f"minilongbench_subset ({source}): {exc}") from exc
+    mlb.meta["source"] = source
+    mlb.meta["released_subset"] = released_subset
+    where = persistence.write_to_lake(mlb, model_dir(lake_dir))
+    quality = baseline_report(mlb, matrix, opts.baseline_draws, seed=mlb.meta["seed"])
+    return SubsetRun(mlb=mlb, matrix=matrix, source=source, table=subset_table(mlb), quality=quality,
+                     baseline_draws=opts.baseline_draws, model_dir=where,
+                     validation={"skipped": "irt: released (the released parameters were fitted on every training "
+                                            "model; see benchmarks/minilongbench_validation.py)"})
 
 
 def validate(opts: MiniLongBenchOptions, matrix: ScoreMatrix, reps: np.ndarray | None, *, seed: int,
