@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serial
 
 TRUNCATION_POLICIES = ("middle", "end_of_context", "drop_documents", "skip")  # construct/truncation.py
 PROMPT_FILE_FORMATS = ("longbench", "json", "text")
+# The largest answer budget: the instances and generations tables hold it as Int32 (issue 31 D19: 10**12 crashed the
+# instances step with a polars error).
+MAX_NEW_TOKENS = 2**31 - 1
 PLACEHOLDERS = ("context", "question", "options", "demos")  # builders may define more (e.g. RULER's {kind})
 
 
@@ -64,7 +67,7 @@ class Aggregation(_Strict):
 
     group: str
     table: str = "all"
-    weight: float = Field(default=1.0, gt=0)
+    weight: float = Field(default=1.0, gt=0, allow_inf_nan=False)  # .inf made the tables NaN (issue 31 D9)
     # The task's score: its first declared metric (``first_metric``), or the mean of all its metrics
     # (``mean_of_metrics``: HELMET's Cite, helmet.md §6, "the mean of the 6 numbers" = per dataset the mean of
     # correctness, citation recall and citation precision; an instance counts once it has every metric).
@@ -104,7 +107,8 @@ class Headline(_Strict):
     """
 
     overall: Literal["mean_of_groups", "mean_of_tasks", "mean_of_instances"] = "mean_of_groups"
-    scale: float = 100.0  # scores are in [0, 1]; the paper's tables show them times this
+    # Scores are in [0, 1]; the paper's tables show them times this (finite and positive: issue 31 D9).
+    scale: float = Field(default=100.0, gt=0, allow_inf_nan=False)
     source: Literal["metric", "judge"] = "metric"
     breakdown: tuple[str, ...] = ()
     round: int | None = Field(default=None, ge=0)
@@ -129,7 +133,7 @@ class Followup(_Strict):
     """
 
     prompt: str = Field(min_length=1)
-    max_new_tokens: int = Field(ge=1)
+    max_new_tokens: int = Field(ge=1, le=MAX_NEW_TOKENS)
     fill: tuple[tuple[str, str], ...] = ()
     strip: bool = False
 
@@ -179,7 +183,7 @@ class TaskSpec(_Strict):
     prompt_file: PromptFile | None = None
     chat_template: bool = True  # instruct models get the prompt through their chat template
     answer_prefix: str | None = None  # the text the answer follows; metrics also score the part after it
-    max_new_tokens: int | None = Field(default=None, ge=1)  # None: the config's max_new_tokens
+    max_new_tokens: int | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS)  # None: the config's max_new_tokens
     stop: tuple[str, ...] = ()
     # A second call given the first call's reply (chain of thought); None: one call. The instance's prompt and
     # max_new_tokens are the first call's; the generations row's output is the second call's reply.

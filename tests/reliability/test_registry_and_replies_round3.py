@@ -306,3 +306,36 @@ def test_d24_nan_and_infinity_are_refused_in_a_models_numbers(tmp_path, field, v
     with pytest.raises(ModelSpecError, match="expected a finite number"):
         ModelSpec(slug="api1", backend="openai", model_id="m", gguf_file=None, max_model_len=512,
                   **{field: float(value.replace(".", ""))})
+
+
+# ---------------------------------------------------------------------------------------------- D9, D19: task files
+
+
+@pytest.mark.parametrize("entry, field", [
+    ("aggregation: {group: x, weight: .inf}", "field 'aggregation.weight': Input should be a finite number"),
+    ("aggregation: {group: x, weight: .nan}", "field 'aggregation.weight': Input should be a finite number"),
+    ("max_new_tokens: 1000000000000", "field 'max_new_tokens': Input should be less than or equal to 2147483647"),
+])
+def test_d9_d19_a_task_files_numbers_must_be_finite_and_fit_the_tables(tmp_path, entry, field):
+    from lc_pipeline.tasks.catalog import TaskFileError, load_catalog
+
+    path = tmp_path / "mine.yaml"
+    path.write_text(f"benchmark: longbench\ntasks:\n  - name: hotpotqa\n    {entry}\n")
+    before = path.read_bytes()
+    with pytest.raises(TaskFileError) as err:
+        load_catalog([path])
+    message = str(err.value)
+    assert str(path) in message and "hotpotqa" in message and field in message, message
+    assert "Traceback" not in message and path.read_bytes() == before
+
+
+@pytest.mark.parametrize("scale, says", [(".inf", "a finite number"), (".nan", "a finite number"),
+                                         ("-1", "greater than 0"), ("0", "greater than 0")])
+def test_d9_a_headline_scale_must_be_finite_and_positive(tmp_path, scale, says):
+    from lc_pipeline.tasks.catalog import TaskFileError, load_catalog
+
+    path = tmp_path / "mine.yaml"
+    path.write_text(f"benchmark: mine\nheadline: {{scale: {scale}}}\ntasks: []\n")
+    with pytest.raises(TaskFileError) as err:
+        load_catalog([path])
+    assert str(err.value) == f"{path}: field 'headline': field 'scale': Input should be {says}"
