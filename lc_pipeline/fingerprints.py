@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 
 from lc_pipeline.config import BenchmarkConfig
+from lc_pipeline.ids import short_id  # noqa: F401  (row ids live in ids.py, which needs no config; kept here for importers)
 
 CODE_VERSIONS = {
     "source_documents": "1",
@@ -82,9 +83,3 @@ def stage_fingerprint(stage: str, config: BenchmarkConfig, model_fingerprint: st
         raise ValueError(f"stage {stage!r} depends on the model: pass its settings fingerprint")
     parts = [stage, CODE_VERSIONS[stage], config.fingerprint(*STAGE_FIELDS[stage]), model_fingerprint or ""]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
-
-
-def short_id(*parts: object, length: int = 20) -> str:
-    """Stable row id from its inputs (never Python's salted hash()); the unit separator keeps
-    ("ab", "c") and ("a", "bc") apart."""
-    return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()[:length]

@@ -12,6 +12,8 @@ LCP_OFFICIAL     the benchmark authors' checkouts as <owner>+<repo>/<path> (the 
                  read before the cache and the network (lc_pipeline/official.py)           [none]
 LCP_OFFICIAL_URL host of the authors' files at pinned commits: <url>/<owner>/<repo>/<commit>/<path>
                                                                   [https://raw.githubusercontent.com]
+LCP_DATA         where the released benchmarks' files live: ``$LCP_DATA`` in a source option
+                 (the packaged configs read $LCP_DATA/<config>/)                           [./data]
 
 A bucket's credentials are not settings: s3fs / gcsfs read them from the environment
 (see :mod:`lc_pipeline.storage`).
@@ -22,11 +24,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lc_pipeline import storage
 
 DEFAULT_LOCAL_CACHE = Path("~/.cache/lc_pipeline").expanduser()
 DEFAULT_OFFICIAL_URL = "https://raw.githubusercontent.com"
+DATA_DIR_VARIABLE = "LCP_DATA"  # where the released benchmarks' files live (default ./data)
 
 
 @dataclass(frozen=True)
@@ -102,3 +106,19 @@ def cli_settings(config: str | None) -> Settings:
         with storage.replacing(target) as tmp:
             shutil.copyfile(template, tmp)
     return s
+
+
+def data_dir() -> Path:
+    """``$LCP_DATA``, or ``./data`` when unset: the packaged benchmark configs read ``$LCP_DATA/<config>/``."""
+    return Path(os.environ.get(DATA_DIR_VARIABLE) or "data")
+
+
+def expand_data_dir(value: Any) -> Any:
+    """``$LCP_DATA`` / ``${LCP_DATA}`` in a source option (a string or a list of them) -> :func:`data_dir`."""
+    if isinstance(value, str):
+        for token in ("${" + DATA_DIR_VARIABLE + "}", "$" + DATA_DIR_VARIABLE):
+            value = value.replace(token, str(data_dir()))
+        return value
+    if isinstance(value, list | tuple):
+        return [expand_data_dir(v) for v in value]
+    return value

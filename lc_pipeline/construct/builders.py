@@ -13,55 +13,18 @@ LV-Eval variant columns. Pure: no Dagster (the asset turns ``BuildError`` into a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import polars as pl
 
 from lc_pipeline.config import BenchmarkConfig
-from lc_pipeline.construct.tokens import TokenCounter
-from lc_pipeline.fingerprints import short_id
-from lc_pipeline.tasks.catalog import DEFAULT_BENCHMARK, TaskCatalog, benchmark_of_source_kind
+from lc_pipeline.construct.build_request import Builder, BuildError, BuildRequest, LevelInputs
+from lc_pipeline.construct.qa_items import item_benchmarks, qa_prompt_for
+from lc_pipeline.tasks.catalog import DEFAULT_BENCHMARK, TaskCatalog
 from lc_pipeline.tasks.registry import BUILDERS
 from lc_pipeline.tasks.spec import TaskSpec
 
 
-class BuildError(ValueError):
-    """A level that cannot be built from these inputs; the message names the level and the cause."""
-
-
-@dataclass
-class LevelInputs:
-    """What every builder of one length level may read."""
-
-    items: pl.DataFrame
-    documents: pl.DataFrame
-    passages: pl.DataFrame
-    hard_negatives: pl.DataFrame
-    facts: pl.DataFrame
-    rules: pl.DataFrame
-    level: str
-    config: BenchmarkConfig
-    counter: TokenCounter
-    catalog: TaskCatalog
-    meta: dict = field(default_factory=dict)  # builders add counts for the asset's metadata
-
-
-@dataclass(frozen=True)
-class BuildRequest:
-    inputs: LevelInputs
-    tasks: tuple[TaskSpec, ...]
-
-
-Builder = Callable[[BuildRequest], Iterator[pl.DataFrame]]
-
-
 # --------------------------------------------------------------------------- which tasks a config builds
-
-
-def item_benchmarks(config: BenchmarkConfig) -> dict[str, str]:
-    """Source name -> the benchmark its items' tasks belong to (LongBench, LV-Eval, Loong; else ``qa``)."""
-    return {s.name: benchmark_of_source_kind(s.kind) for s in config.sources}
 
 
 def configured_tasks(config: BenchmarkConfig, catalog: TaskCatalog) -> list[TaskSpec]:
@@ -158,41 +121,6 @@ def planned_batches(inputs: LevelInputs) -> int:
 
 QA_SUITE = "qa.assemble"
 QA_SUITE_BUILDERS = (QA_SUITE,)  # builders whose tasks are chosen by the sources' items, not listed
-
-
-def qa_prompt_for(config: BenchmarkConfig, catalog: TaskCatalog,
-                  tasks: tuple[TaskSpec, ...] | None = None) -> Callable[[dict], Any]:
-    """item -> its QAPrompt: its task's template and max_new_tokens (the config's when the task says none).
-
-    The task: one of ``tasks`` by the row's task name when given (factrecall rows are LV-Eval's
-    factrecall tasks whatever corpus the needle came from), else the item's source's benchmark and its
-    own task name. Ids: a prompt equal to the default QA prompt at the config's
-    max_new_tokens keeps today's ids; any other mixes the template and length into them (LongBench's
-    own prompts, a user's override).
-    """
-    from lc_pipeline.construct.prompts import QAPrompt
-
-    default = QAPrompt.default(config.max_new_tokens)
-    cache: dict[tuple[str, str], QAPrompt] = {}
-    sources = item_benchmarks(config)
-    by_name = {t.name: t for t in tasks} if tasks is not None else None
-
-    def prompt_for(item: dict) -> QAPrompt:
-        key = (sources.get(item["source"], DEFAULT_BENCHMARK), item["task"])
-        if key not in cache:
-            if by_name is not None:
-                if item["task"] not in by_name:
-                    raise BuildError(f"item {item['item_id']!r}: task {item['task']!r} is not among {sorted(by_name)}")
-                spec = by_name[item["task"]]
-            else:
-                spec = catalog.resolve(*key)
-            template = spec.prompt or default.template
-            max_new = spec.max_new_tokens or config.max_new_tokens
-            same = template == default.template and max_new == default.max_new_tokens
-            cache[key] = QAPrompt(template, max_new, "" if same else short_id(template, max_new, length=16))
-        return cache[key]
-
-    return prompt_for
 
 
 def qa_assemble(request: BuildRequest) -> Iterator[pl.DataFrame]:

@@ -17,6 +17,7 @@ import polars as pl
 
 from lc_pipeline.config import level_tokens
 from lc_pipeline.construct.assembly import ITEMS_PER_BATCH, items_per_batch_at, iter_instance_batches
+from lc_pipeline.construct.build_request import BuildError
 from lc_pipeline.construct.lveval_levels import build_factrecall_instances, build_word_level_instances
 from lc_pipeline.construct.qa_items import qa_suite_items
 
@@ -28,7 +29,6 @@ def items_per_batch(level: str, config) -> int:
 
 def build(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[pl.DataFrame]:
     """The QA suite's rows at ``inputs.level`` (plain rows, each followed by its LV-Eval variants)."""
-    from lc_pipeline.construct.builders import BuildError
     from lc_pipeline.construct.lveval_variants import add_variants
 
     for plain in _plain_batches(inputs, prompt_for):
@@ -46,7 +46,6 @@ def build(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[pl.DataFra
 def factrecall(inputs: Any, prompt_for: Callable[[dict], Any], tasks: Sequence[Any]) -> Iterator[pl.DataFrame]:
     """LV-Eval's factrecall rows (``lveval.factrecall_positions`` needle positions), with their variants;
     ``tasks``: the factrecall TaskSpecs, one per needle language."""
-    from lc_pipeline.construct.builders import BuildError
     from lc_pipeline.construct.lveval_variants import add_variants
 
     try:
@@ -65,7 +64,6 @@ def factrecall(inputs: Any, prompt_for: Callable[[dict], Any], tasks: Sequence[A
 
 
 def _plain_batches(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[pl.DataFrame]:
-    from lc_pipeline.construct.builders import BuildError
 
     items, documents, config, level, counter, meta = (inputs.items, inputs.documents, inputs.config, inputs.level,
                                                       inputs.counter, inputs.meta)

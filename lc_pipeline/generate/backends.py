@@ -23,6 +23,11 @@ GENERATORS: Registry = Registry("backend", {
     "imported": "lc_pipeline.generate.imported_backend:ImportedGenerator",  # predictions made elsewhere, by record
 })
 
+# A backend's model with ``serve: server`` (ModelSpec.serve): run by a server the project starts, not in-process.
+SERVED_GENERATORS: Registry = Registry("served backend", {
+    "vllm": "lc_pipeline.generate.vllm_server:VLLMServerGenerator",  # vLLM's OpenAI server on loopback
+})
+
 
 def make_generator(spec: ModelSpec) -> Generator:
     """The generator for ``spec``. Cheap: no model is loaded until the first ``generate``.
@@ -31,8 +36,6 @@ def make_generator(spec: ModelSpec) -> Generator:
     ``serve: server`` runs through a server the project starts (vllm_server.py) instead of an engine.
     """
     generator_class = GENERATORS.get(spec.backend, where=f"model {spec.slug!r}")
-    if spec.backend == "vllm" and spec.serve == "server":
-        from lc_pipeline.generate.vllm_server import VLLMServerGenerator
-
-        return VLLMServerGenerator(spec)
+    if spec.serve == "server":
+        generator_class = SERVED_GENERATORS.get(spec.backend, where=f"model {spec.slug!r} (serve: server)")
     return generator_class(spec)

@@ -25,6 +25,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from lc_pipeline.score import fallbacks
 from lc_pipeline.text import jieba_tokenizer, normalize_answer
@@ -36,6 +37,7 @@ __all__ = [
     "count_score",
     "f1_from_tokens",
     "jieba_cut",
+    "longbench_task_metric",
     "normalize_zh_answer",
     "qa_f1_score",
     "qa_f1_zh_score",
@@ -278,6 +280,14 @@ def tasks() -> tuple[str, ...]:
     return tuple(s.name for s in load_catalog().tasks("longbench"))
 
 
+def longbench_task_metric(task: Any) -> tuple[str, bool]:
+    """(LongBench metric, first-line rule) of a task whose metrics name one ``longbench.*`` metric."""
+    refs = [m for m in task.metrics if m.name.startswith("longbench.")]
+    if len(refs) != 1:
+        raise ValueError(f"task {task.qualified_name}: expected one longbench.* metric, got {list(task.metric_names)}")
+    return refs[0].name.removeprefix("longbench."), bool(refs[0].options.get("first_line", False))
+
+
 def score_record(
     task: str,
     prediction: str,
@@ -286,7 +296,6 @@ def score_record(
 ) -> float:
     """One record's official score for LongBench ``task``: its metric and first-line rule as its task file
     declares them (``lcp score --metric longbench:<task>``; the pipeline scores instances the same way)."""
-    from lc_pipeline.score.task_metrics import longbench_task_metric
     from lc_pipeline.tasks.catalog import load_catalog
 
     catalog = load_catalog()

@@ -177,14 +177,6 @@ def _longbench(kind: str) -> Callable[..., float]:
     return score
 
 
-def longbench_task_metric(task: Any) -> tuple[str, bool]:
-    """(LongBench metric, first-line rule) of a task whose metrics name one ``longbench.*`` metric."""
-    refs = [m for m in task.metrics if m.name.startswith("longbench.")]
-    if len(refs) != 1:
-        raise ValueError(f"task {task.qualified_name}: expected one longbench.* metric, got {list(task.metric_names)}")
-    return refs[0].name.removeprefix("longbench."), bool(refs[0].options.get("first_line", False))
-
-
 LONGBENCH_QA_F1 = Metric("longbench", _longbench("qa_f1"), "QA F1 (English normalization)")
 LONGBENCH_QA_F1_ZH = Metric("longbench", _longbench("qa_f1_zh"), "QA F1 on jieba tokens")
 LONGBENCH_ROUGE = Metric("longbench", _longbench("rouge"), "ROUGE-L F (rouge package)")

@@ -13,16 +13,15 @@ repeated across files are caught as a run catches them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 from lc_pipeline import schemas
 from lc_pipeline.config import SourceConfig
+from lc_pipeline.settings import expand_data_dir
 from lc_pipeline.sources.validation import (
     RecordError,
     Skipped,
@@ -72,6 +71,7 @@ def _lazy(module: str, function: str) -> Adapter:
 
         return getattr(importlib.import_module(f"lc_pipeline.sources.{module}"), function)(source)
 
+    adapter.target = f"lc_pipeline.sources.{module}:{function}"  # what it names (test_registered_names.py)
     return adapter
 
 
@@ -103,6 +103,7 @@ def _lazy_from(module: str, function: str) -> Adapter:
 
         return getattr(importlib.import_module(module), function)(source)
 
+    adapter.target = f"{module}:{function}"
     return adapter
 
 
@@ -121,25 +122,6 @@ OWN_CONTEXT_KINDS |= {"helmet_released"}  # HELMET's released records: their con
 def retrieval_sources(sources) -> list[str]:
     """Names of the configured ``sources`` whose documents form the retrieval corpus (passages, hard negatives)."""
     return [s.name for s in sources if s.kind not in OWN_CONTEXT_KINDS]
-
-
-DATA_DIR_VARIABLE = "LCP_DATA"  # where the released benchmarks' files live (default ./data)
-
-
-def data_dir() -> Path:
-    """``$LCP_DATA``, or ``./data`` when unset: the packaged benchmark configs read ``$LCP_DATA/<config>/``."""
-    return Path(os.environ.get(DATA_DIR_VARIABLE) or "data")
-
-
-def expand_data_dir(value: Any) -> Any:
-    """``$LCP_DATA`` / ``${LCP_DATA}`` in a source option (a string or a list of them) -> :func:`data_dir`."""
-    if isinstance(value, str):
-        for token in ("${" + DATA_DIR_VARIABLE + "}", "$" + DATA_DIR_VARIABLE):
-            value = value.replace(token, str(data_dir()))
-        return value
-    if isinstance(value, list | tuple):
-        return [expand_data_dir(v) for v in value]
-    return value
 
 
 def load_source(source: SourceConfig) -> SourceLoad:

@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from lc_pipeline.ids import short_id
 from lc_pipeline.tasks.spec import Headline, TaskSpec
 from lc_pipeline.yaml_files import read_yaml
 
@@ -107,8 +108,6 @@ class TaskCatalog:
         return TaskCatalog(specs, self.benchmarks, self.headlines)
 
     def fingerprint(self) -> str:
-        from lc_pipeline.fingerprints import short_id
-
         return short_id(*sorted(f"{k}:{s.content_hash()}" for k, s in self._specs.items()), length=16)
 
 

@@ -53,6 +53,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from lc_pipeline.settings import expand_data_dir
+
 __all__ = ["DEFAULT_METRICS", "PATH_KEYS", "MiniLongBenchOptions"]
 
 DEFAULT_METRICS = ("lb100", "f1")
@@ -134,8 +136,6 @@ class MiniLongBenchOptions(BaseModel):
         value = getattr(self, key)
         if value is None:
             raise KeyError(f"minilongbench.{key} is not set")
-        from lc_pipeline.sources.loader import expand_data_dir
-
         p = Path(expand_data_dir(value)).expanduser()
         if not p.is_absolute() and config_file is not None:
             cfg = Path(config_file)
