@@ -58,10 +58,16 @@ def test_a_released_benchmark_runs_from_records_to_its_table(tmp_path, monkeypat
     assert sorted(generations["instance_id"]) == sorted(instances["instance_id"]) and generations["prompt_tokens"].min() > 0
     # trec is fed without the chat template, as LongBench does; its answer budget is dataset2maxlen's 64
     assert instances.filter(pl.col("task") == "trec")["max_new_tokens"].to_list() == [64]
-    # the leaderboard ranks each published table's overall: here LongBench's English table, one partition
+    # the leaderboard ranks each published table's overall: here LongBench's English table, one partition. Two
+    # of its six categories were selected, so there is no Avg: the overall is null and names the other four.
     tables = read_table(tmp_path / "lake" / "benchmark_scores")
     en = tables.filter((pl.col("level") == "overall") & (pl.col("table") == "en"))
-    assert board.select("metric", "model", "old_metric", "rank_old_metric", "n_instances").rows() == [
-        ("longbench/en", MODEL, en["score"][0], 1, 3)]
-    assert json.loads(board["scores_by_length"][0]) == {"all": en["score"][0]}
+    assert en["score"][0] is None and en["missing_groups"][0].to_list() == [
+        "Code Completion", "Multi-Doc QA", "Summarization", "Synthetic"]
+    assert board.select("metric", "model", "old_metric", "rank_old_metric", "n_instances", "protocol").rows() == [
+        ("longbench/en", MODEL, None, None, 3, en["protocol"][0])]
+    assert board["missing_groups"][0].to_list() == [f"{g}@all" for g in en["missing_groups"][0]]
+    assert json.loads(board["scores_by_length"][0]) == {"all": None}
+    groups = tables.filter((pl.col("level") == "group") & (pl.col("table") == "en"))
+    assert set(groups["category"]) == {"Single-Doc QA", "Few-shot Learning"} and groups["score"].is_not_null().all()
     assert board["base_ability"].is_null().all() and board["long_score"].is_null().all()
