@@ -64,7 +64,6 @@ class Registry(Generic[T]):
 # Instance builders (construct/): callables ``build(request: BuildRequest) -> Iterator[pl.DataFrame]``.
 BUILDERS: Registry = Registry("builder", {
     "qa.assemble": "lc_pipeline.construct.builders:qa_assemble",
-    "qa.word_levels": "lc_pipeline.construct.builders:qa_word_levels",
     "lveval.factrecall": "lc_pipeline.construct.builders:lveval_factrecall",
     "longbench100": "lc_pipeline.construct.builders:longbench100",
     "helmet": "lc_pipeline.construct.builders:helmet",
