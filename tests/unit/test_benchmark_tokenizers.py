@@ -201,3 +201,28 @@ def test_the_longbench100_probe_is_fed_raw_and_a_templated_task_keeps_its_templa
     assert fingerprint_key == "|raw probes: ['multi_doc_qa', 'single_doc_qa']"  # cached templated answers re-asked
     # a task whose prompts go through the chat template sends its probe through it too (and so does an unknown one)
     assert all(r.chat_template for r in no_context_requests(questions, 8, {"single_doc_qa": True}))
+
+
+def test_the_long_document_filter_counts_in_the_configured_tokenizer_with_its_bos(bos_counter, tmp_path):
+    import json
+
+    from lc_pipeline.sources.helmet_longdoc import load_narrativeqa
+
+    story = "It was a dark and stormy night; the rain fell in torrents. " * 40
+    test = tmp_path / "test.jsonl"
+    test.write_text(json.dumps({"document": {"id": "d1", "kind": "story", "text": story, "summary": {"text": "s"}},
+                                "question": {"text": "What fell?"}, "answers": [{"text": "rain"}]}) + "\n")
+    with_bos = bos_counter.counting_special_tokens(True).count(story)  # HELMET's filter_length: tokenizer(text)
+    cl100k = TokenCounter.load().count(story)
+    assert with_bos != cl100k
+
+    def kept(minimum: int, **tokenizer) -> int:
+        return load_narrativeqa(test, source="nqa", min_document_tokens=minimum, **tokenizer)[1].height
+
+    hf = {"tokenizer": bos_counter.name}
+    assert kept(with_bos - 1, **hf) == 1 and kept(with_bos, **hf) == 0  # "more than" the minimum, BOS counted
+    assert kept(cl100k - 1) == 1 and kept(cl100k) == 0  # the default: cl100k_base, as before
+    missing = {"tokenizer": f"hf:{tmp_path / 'no-llama'}"}
+    with pytest.raises(TokenizerUnavailable, match="tokenizer_fallback"):
+        kept(1, **missing)
+    assert kept(cl100k - 1, **missing, tokenizer_fallback="cl100k_base") == 1
