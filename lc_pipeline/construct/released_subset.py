@@ -144,7 +144,7 @@ def subset_sample_ids(subset: str) -> tuple[int, ...]:
     """The global sample indices ``subset`` names (module docstring), ascending."""
     if subset == MINILONGBENCH:
         return released_sample_ids()
-    from lc_pipeline.sources.loader import expand_data_dir
+    from lc_pipeline.settings import expand_data_dir  # $LCP_DATA, a setting (no sources import)
 
     path = Path(expand_data_dir(subset)).expanduser()
     where = f"released.subset {subset!r}"
