@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from lc_pipeline.construct.build_request import BuildError
 from lc_pipeline.construct.prompts import QAPrompt
 from lc_pipeline.construct.rows import instance_row, instances_frame
 from lc_pipeline.fingerprints import short_id
@@ -80,8 +81,6 @@ def level_of(item: dict[str, Any], fields: dict[str, Any], input_tokens: int, re
 def in_this_level(item: dict[str, Any], fields: dict[str, Any], input_tokens: int, inputs) -> bool:
     """Whether the record belongs to the level being built (:func:`level_of`); a record in no level is counted
     in the level's metadata (``records_outside_levels``), never silently lost."""
-    from lc_pipeline.construct.builders import BuildError
-
     try:
         record_level = level_of(item, fields, input_tokens, inputs.config.released, inputs.config.lengths)
     except ReleasedRecordError as exc:
@@ -108,8 +107,6 @@ def in_frames(rows) -> Iterator[pl.DataFrame]:
 def _record_tasks(items: pl.DataFrame, released, catalog, modes, prompts, config, level):
     """(item, task spec, prompt) for each record and each task that runs it: the record's own task, then the
     tasks whose ``records_of`` names it."""
-    from lc_pipeline.construct.builders import BuildError
-
     for item in items.iter_rows(named=True):
         task = item["task"]
         if task not in prompts:
@@ -126,8 +123,6 @@ def _record_tasks(items: pl.DataFrame, released, catalog, modes, prompts, config
 
 
 def _prompt(spec, config) -> QAPrompt:
-    from lc_pipeline.construct.builders import BuildError
-
     if spec.prompt is None:
         raise BuildError(f"task {spec.qualified_name} ({spec.declared_in}) has no prompt: a record run as released is "
                          "prompted by its task")
@@ -143,9 +138,6 @@ def released_records(request) -> Iterator[pl.DataFrame]:
 
 
 def _released_rows(request) -> Iterator[dict[str, Any]]:
-
-    from lc_pipeline.construct.builders import BuildError
-
     inputs = request.inputs
     inputs.meta.setdefault("records_outside_levels", 0)  # reported for every level, 0 included
     config, catalog, counter, level = inputs.config, inputs.catalog, inputs.counter, inputs.level
@@ -201,8 +193,6 @@ def _released_rows(request) -> Iterator[dict[str, Any]]:
 def _official_prompt(official, spec, item: dict[str, Any]) -> tuple[str, int]:
     """(prompt, max_new_tokens) of ``item`` for ``spec`` under the official protocol: the authors' prompt built
     from the record, their answer length (the task file's when their table has no entry for the task)."""
-    from lc_pipeline.construct.builders import BuildError
-
     try:
         text = official.prompt(spec.name, item)
     except ValueError as exc:
