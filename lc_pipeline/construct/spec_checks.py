@@ -70,6 +70,10 @@ def check_prompt(spec: TaskSpec, placeholders: Collection[str]) -> str:
         raise spec_error(spec, "prompt", f"placeholder{'s' if len(unknown) > 1 else ''} "
                                          f"{', '.join('{' + u + '}' for u in unknown)} not filled by this builder; "
                                          f"it fills {', '.join('{' + p + '}' for p in sorted(placeholders))}")
+    if "context" in placeholders and "context" not in used:
+        # Else the build fails later, saying the source text is too short (issue 31 D22).
+        raise spec_error(spec, "prompt", "has no {context}: this builder puts the long input there, and without it "
+                                         "the model would never see it; add {context} where the input goes")
     return spec.prompt
 
 

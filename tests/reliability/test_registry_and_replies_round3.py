@@ -339,3 +339,19 @@ def test_d9_a_headline_scale_must_be_finite_and_positive(tmp_path, scale, says):
     with pytest.raises(TaskFileError) as err:
         load_catalog([path])
     assert str(err.value) == f"{path}: field 'headline': field 'scale': Input should be {says}"
+
+
+def test_d22_a_prompt_without_context_is_refused_naming_the_task_and_the_field(tmp_path):
+    from lc_pipeline.construct.spec_checks import check_prompt
+    from lc_pipeline.tasks.catalog import load_catalog
+
+    path = tmp_path / "mine.yaml"
+    path.write_text('benchmark: helmet\ntasks:\n  - name: json_kv\n    prompt: "just {question}{demos}"\n')
+    spec = load_catalog([path]).get("helmet/json_kv")
+    with pytest.raises(ValueError) as err:
+        check_prompt(spec, {"context", "question", "demos"})
+    assert str(err.value) == (f"task 'helmet/json_kv' (declared in {path}): field 'prompt': has no {{context}}: this "
+                              "builder puts the long input there, and without it the model would never see it; add "
+                              "{context} where the input goes")
+    packaged = load_catalog().get("helmet/json_kv")  # the packaged prompt has it
+    assert check_prompt(packaged, {"context", "question", "demos"}) == packaged.prompt
