@@ -177,7 +177,8 @@ GENERATIONS = _table("generations", {
     "prompt_ids_hash": (Str, "sha256 (16 hex) of the token ids fed to the model, chat template included; \"\" "
                              "when a server renders the prompt (openai chat api) or nothing was sent"),
     "chat_template_source": (Str, '"model" (its own template) | "file:<name>" (a user template file) | "none" '
-                                  '(plain prompt) | "server" (the server applies its template)'),
+                                  '(plain prompt) | "server" (the server applies its template) | "server:forced" (a task '
+                                  'without the chat template, templated by a chat-only server)'),
     "bos_tokens": (pl.Int32, "BOS ids in the fed ids (the prompt-format guard's input); null when unknown "
                              "(server-rendered, nothing sent)"),
 })

@@ -60,6 +60,7 @@ class GuardVerdict:
     rows_checked: int = 0
     rows_skipped: int = 0  # status "skipped": not sent
     rows_server: int = 0  # rendered by the server: not checkable here
+    rows_forced: int = 0  # of those, plain-prompt rows a chat-only server templated ("server:forced")
     rows_unrecorded: int = 0  # no record of what was fed (older stores, imported predictions)
     question_checked: str | None = None  # the instance whose question was found in its re-rendered prompt
     example: dict | None = None  # instance_id, generation_id, problem, prompt_start
@@ -111,8 +112,9 @@ def check_prompt_format(spec: ModelSpec, tok: PromptTokenizer | Callable[[], Pro
         src = row["chat_template_source"] or ""
         if row["status"] == "skipped":
             verdict.rows_skipped += 1
-        elif src == "server":
+        elif src.startswith("server"):  # "server", or "server:forced": a plain prompt a chat-only server templated
             verdict.rows_server += 1
+            verdict.rows_forced += src == "server:forced"
         elif not src and not row["prompt_ids_hash"] and row["bos_tokens"] is None:
             verdict.rows_unrecorded += 1
         else:
@@ -121,6 +123,10 @@ def check_prompt_format(spec: ModelSpec, tok: PromptTokenizer | Callable[[], Pro
     if verdict.rows_server:
         verdict.notes.append(f"{verdict.rows_server} row(s) rendered by the server (openai api chat): their "
                              "template and BOS are the server's, not checkable here")
+    if verdict.rows_forced:
+        verdict.notes.append(f"{verdict.rows_forced} of them are tasks run without the chat template that a chat-only "
+                             "server templated anyway (chat_template_source 'server:forced'); give the model a "
+                             "completions endpoint to run them as the task says")
     if verdict.rows_unrecorded:
         verdict.notes.append(f"{verdict.rows_unrecorded} row(s) carry no record of what was fed (generated before "
                              "the guard, or imported predictions): not checked")
