@@ -66,6 +66,7 @@ named by ``spec.api_key_env`` (default ``OPENAI_API_KEY``); it is never logged o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import json
 import logging
@@ -283,6 +284,8 @@ def describe_failure(exc: BaseException, max_retries: int, secret: str | None, t
     ``max_retries``); ``timeouts_retried``: whether a timeout would have been retried."""
     import openai
 
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # "unhandled errors in a TaskGroup": its first
+        exc = exc.exceptions[0]
     status = getattr(exc, "status_code", None)
     retries = max_retries if retried is None else retried
     if isinstance(status, int) and status < 500 and status not in _RETRIED_STATUSES:
@@ -424,6 +427,13 @@ class OpenAIGenerator:
             from openai import AsyncOpenAI
         except ImportError as exc:  # a core dependency; only a broken environment lacks it
             raise ImportError("the openai package is missing: pip install openai") from exc
+        if self.spec.base_url is None and self.base_url() is not None:  # $OPENAI_BASE_URL: checked as base_url is
+            from lc_pipeline.generate.registry import ModelSpecError
+
+            try:
+                dataclasses.replace(self.spec, base_url=self.base_url())
+            except ModelSpecError as exc:
+                raise ModelSpecError(f"{exc} (from $OPENAI_BASE_URL: the model's base_url is not set)") from None
         return AsyncOpenAI(base_url=self.base_url(), api_key=self._api_key(), timeout=self.spec.request_timeout_s,
                            max_retries=0)
 

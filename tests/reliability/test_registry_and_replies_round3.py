@@ -355,3 +355,21 @@ def test_d22_a_prompt_without_context_is_refused_naming_the_task_and_the_field(t
                               "{context} where the input goes")
     packaged = load_catalog().get("helmet/json_kv")  # the packaged prompt has it
     assert check_prompt(packaged, {"context", "question", "demos"}) == packaged.prompt
+
+
+def test_d23_a_bad_openai_base_url_variable_is_refused_naming_it(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://user:SECRET@127.0.0.1:99999/v1")
+    gen = make_generator(served_model("api1", None, max_retries=0))
+    with pytest.raises(ModelSpecError) as err:
+        gen.generate([GenerationRequest("k", "Which river?", 8)])
+    # A URL that cannot be parsed and has an "@" is shown as *** whole (redact_url): it may hold a key.
+    assert str(err.value) == ("model 'api1', field 'base_url': '***' is not a valid URL: Port out of range 0-65535 "
+                              "(from $OPENAI_BASE_URL: the model's base_url is not set)")
+
+
+def test_d23_a_task_group_error_is_described_by_the_error_inside_it():
+    from lc_pipeline.generate.openai_backend import describe_failure
+
+    group = ExceptionGroup("unhandled errors in a TaskGroup", [ConnectionRefusedError(111, "Connection refused")])
+    assert describe_failure(group, 2, None, retried=0) == (
+        "failed after 0 retries: ConnectionRefusedError: [Errno 111] Connection refused")
