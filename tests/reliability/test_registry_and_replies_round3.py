@@ -37,6 +37,12 @@ from lake_world import served_model
 from lc_pipeline.cli import main
 from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.base import GenerationRequest
+from lc_pipeline.generate.checkpoint import GenerationCheckpoint
+from lc_pipeline.generate.partition import (
+    chunk_size,
+    generate_partition,
+    plan_partition,
+)
 from lc_pipeline.generate.registry import ModelRegistry, ModelSpec, ModelSpecError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -373,3 +379,28 @@ def test_d23_a_task_group_error_is_described_by_the_error_inside_it():
     group = ExceptionGroup("unhandled errors in a TaskGroup", [ConnectionRefusedError(111, "Connection refused")])
     assert describe_failure(group, 2, None, retried=0) == (
         "failed after 0 retries: ConnectionRefusedError: [Errno 111] Connection refused")
+
+
+def test_d8_a_bad_reply_is_never_stored_and_the_answers_before_it_are_kept(server, tmp_path):
+    prompts = [f"Name a river that flows through city number {i}." for i in range(4)]
+    frame = pl.DataFrame({"instance_id": [f"inst-{i}" for i in range(4)], "benchmark": ["qa"] * 4,
+                          "task": ["single_hop_qa"] * 4, "prompt": prompts, "context": prompts,
+                          "max_new_tokens": [8] * 4})
+    gen = make_generator(served_model("served", server.url, max_retries=1))
+    plan = plan_partition(frame, gen.spec, gen)
+    store = GenerationCheckpoint(tmp_path / "store")
+    server.plan("ok", "ok")
+    server.always = "huge"  # every later reply: 400,000 characters for 8 tokens
+    with pytest.raises(RuntimeError, match=r"the reply has 400000 characters, far more than the 8 tokens asked for"):
+        generate_partition(plan, gen, store, chunk_size(gen.spec))
+    kept = store.load()
+    assert kept.height == 2 and kept["output"].str.len_chars().max() < 40
+    files = snapshot(tmp_path / "store")
+
+    server.always = "usage_neg"  # the server recovers, but miscounts: our count is stored instead
+    outcome = generate_partition(plan, gen, store, chunk_size(gen.spec))
+    assert (outcome.reused, outcome.generated) == (2, 2)
+    assert outcome.rows["output"].to_list() == [reply_for(p) for p in prompts]
+    assert (outcome.rows["prompt_tokens"] >= 0).all()
+    assert all(snapshot(tmp_path / "store").get(name) == data for name, data in files.items()
+               if name.endswith(".parquet"))  # the parts written before are untouched
