@@ -526,6 +526,9 @@ class ModelRegistry:
 
     File entries win over built-ins with the same slug, so a user can retune e.g. the
     batch size of a built-in model; ``add`` only does that with ``overwrite=True``.
+
+    Readers take no lock (the file is replaced atomically: they see the old or the new one); writers hold
+    :meth:`locked` from their check to the replace, so two at once lose nothing.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
