@@ -31,8 +31,8 @@ it never does, since the words it looks for sit in the question, not the instruc
   from ``loong.jsonl`` with ``json.loads`` (keys in the file's order) and kept in the official instances'
   ``record_fields.answer`` (the source keeps no such field: ``ours`` rows are unchanged).
 
-:data:`MAX_LENGTH` is ``--max_length`` of the authors' ``run.sh``, set there "according to the context window of
-llm": 128,000 for the 128K models of the paper (audit LO5). It is a number of the run, not of a file: change it
+:data:`MAX_LENGTH` is ``--max_length`` of the authors' ``run.sh``, which they set to the evaluated model's
+window: 128,000 for the 128K models of the paper (audit LO5). It is a number of the run, not of a file: change it
 here for a model of another window.
 """
 
