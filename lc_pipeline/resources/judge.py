@@ -43,6 +43,8 @@ from lc_pipeline.generate.openai_backend import (
 )
 from lc_pipeline.score.judge import OURS, PROTOCOLS, SYSTEM_PROMPT, JudgeCall
 
+JUDGE_BACKOFF_CAP_S = 8.0  # the openai client's longest wait between two attempts
+
 __all__ = ["MODEL_ENV", "JudgeCache", "JudgeClient", "JudgeResource", "scrub"]
 
 MODEL_ENV = "LCP_JUDGE_MODEL"
@@ -130,6 +132,12 @@ class JudgeClient:
             )
         return _NO_KEY
 
+    def deadline_s(self, retries: int) -> float:
+        """Wall-clock bound of one judge call, its retries included (issue 31 D7: the client's ``timeout`` bounds
+        each read, so a server trickling its reply a byte at a time would hold the call for ever): ``timeout_s``
+        per attempt plus the client's longest backoff (8 s) between attempts."""
+        return self.timeout_s * (retries + 1) + JUDGE_BACKOFF_CAP_S * retries
+
     def _client(self) -> Any:
         from openai import AsyncOpenAI
 
@@ -158,19 +166,19 @@ class JudgeClient:
                 if call.settings is None:  # ours
                     # JSON mode (OpenAI, vLLM and llama.cpp all take it) for rubrics whose verdict is JSON.
                     forced = {"response_format": {"type": "json_object"}} if self.json_mode and call.json_reply else {}
-                    resp = await create_checked(
+                    resp = await asyncio.wait_for(create_checked(
                         client.chat.completions.create, self.max_retries,
                         model=self.model,
                         messages=[{"role": "system", "content": SYSTEM_PROMPT},
                                   {"role": "user", "content": call.prompt}],
                         temperature=self.temperature, max_tokens=self.max_tokens, seed=0, **forced,
-                    )
+                    ), self.deadline_s(self.max_retries))
                 else:  # the benchmark authors' settings, and nothing else
                     retries = self.max_retries if call.settings.api_retries is None else call.settings.api_retries
-                    resp = await create_checked(
+                    resp = await asyncio.wait_for(create_checked(
                         client.with_options(max_retries=retries).chat.completions.create, retries,
                         model=self.model, messages=call.settings.messages(call.prompt), **call.settings.request(),
-                    )
+                    ), self.deadline_s(retries))
             except Exception as exc:
                 # Not chained (``from None``): the original error may quote the key.
                 raise RuntimeError(

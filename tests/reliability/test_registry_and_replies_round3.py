@@ -160,6 +160,22 @@ def test_d7_a_server_trickling_bytes_is_cut_off_at_the_deadline_and_reported_onc
     assert len(server.requests()) == 1  # reported once: a timeout is not resent by default
 
 
+def test_d7_the_judge_is_bounded_too_a_trickling_judge_server_ends_at_its_deadline(server, tmp_path):
+    from lc_pipeline.resources.judge import JudgeCache, JudgeClient
+    from lc_pipeline.score.judge import JudgeCall
+
+    server.always = "drip"  # a reply of ~100 bytes at a byte every 0.5 s: ~50 s if nothing bounds the call
+    client = JudgeClient("judge", server.url, cache=JudgeCache(tmp_path / "judge.sqlite"), max_concurrency=1,
+                         max_retries=0, timeout_s=1.5)
+    assert client.deadline_s(0) == 1.5
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as err:
+        client.ask([JudgeCall("call-00", "Grade this answer: Ada.")])
+    assert time.monotonic() - started < 1.5 + 2.0
+    assert str(err.value).startswith("judge 'judge' at ") and "sk-planted" not in str(err.value)
+    assert len(server.requests()) == 1
+
+
 def test_d7_with_retry_timeouts_each_attempt_has_its_own_deadline(server):
     server.always = "drip"
     gen = make_generator(served_model("served", server.url, request_timeout_s=1.0, max_retries=1, retry_timeouts=True))
