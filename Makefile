@@ -59,5 +59,6 @@ test: install-test
 ui: install
 	$(BIN)/lcp ui
 
+# Deletes the lake and the Dagster instance; keeps models.yaml (the models you registered with `lcp add-model`).
 clean-lake:
-	rm -rf data_lake .dagster models.yaml
+	rm -rf data_lake .dagster
