@@ -2,8 +2,9 @@
 
 A backend takes user prompts (the ``prompt`` column of the instances table), renders them
 the way the model expects (its own chat template, or the plain prompt for base models),
-fits them to the model's window with the request's truncation policy, decodes greedily and
-reports what it actually fed the model, so every backend fills the same generations row.
+fits them to the model's window with the request's truncation policy, decodes greedily (or samples at the
+request's ``temperature`` with its ``seed``, where a benchmark's official protocol asks for it) and reports what
+it actually fed the model, so every backend fills the same generations row.
 
 Backends: ``transformers`` (CPU or one GPU, left-padded batches), ``llamacpp``
 (in-process llama-cpp-python), ``openai`` (any OpenAI-compatible server, concurrent async
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -43,11 +45,32 @@ class GenerationRequest:
     # instead of counting again (the ``imported`` backend). None / "": not known.
     counted_tokens: int | None = None
     counted_with: str = ""
+    # Sampling, where a benchmark's official protocol asks for it (LongBench v2's ``pred.py``: temperature 0.1):
+    # None decodes greedily (every other request); set, the backend samples at this temperature with top_p 1 and
+    # no top-k, seeded with ``seed`` (:func:`sampling_seed`: from the instance id, so a rerun draws the same).
+    temperature: float | None = None
+    seed: int = 0
+    # The authors' budget for the rendered input when it is below the window's (HELMET: the level L -
+    # max_new_tokens, official protocol, fidelity review HE8): the fit cuts to min(it, window - max_new_tokens).
+    # None: the window's budget.
+    input_budget: int | None = None
 
     def __post_init__(self) -> None:
         validate_policy(self.truncation, f"request {self.key!r}")
         if self.max_new_tokens < 1:
             raise ValueError(f"request {self.key!r}: max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature is not None and not (math.isfinite(self.temperature) and self.temperature > 0):
+            raise ValueError(f"request {self.key!r}: temperature must be a finite number > 0 (None: greedy), "
+                             f"got {self.temperature}")
+        if not 0 <= self.seed < 2**31:
+            raise ValueError(f"request {self.key!r}: seed must be in [0, 2^31), got {self.seed}")
+        if self.input_budget is not None and self.input_budget < 2:
+            raise ValueError(f"request {self.key!r}: input_budget must be >= 2 tokens, got {self.input_budget}")
+
+    @property
+    def sampled(self) -> bool:
+        """Whether the request samples (``temperature`` set) rather than decoding greedily."""
+        return self.temperature is not None
 
 
 @dataclass
@@ -128,6 +151,20 @@ def greedy_params(spec: ModelSpec, **extra) -> dict:
     }
 
 
+def sampling_seed(instance_id: str) -> int:
+    """The seed of a sampled request: sha256 of the instance id, 31 bits (every engine takes it: torch, vLLM,
+    llama.cpp, an OpenAI-compatible server's ``seed``). Fixed per instance, whatever the batch or the order."""
+    return int(hashlib.sha256(instance_id.encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+
+def request_decoding(request: GenerationRequest) -> dict:
+    """What a sampled request adds to the generator's ``sampling_params`` (its row records them): ``decoding``
+    "sample", ``temperature``, ``top_p`` 1.0, ``top_k`` 0 (none) and ``seed``; {} for a greedy request."""
+    if request.temperature is None:
+        return {}
+    return {"decoding": "sample", "temperature": request.temperature, "top_p": 1.0, "top_k": 0, "seed": request.seed}
+
+
 def sampling_params_json(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 
@@ -137,7 +174,8 @@ def sampling_params_hash(params: dict) -> str:
 
 
 def cache_key(prompt: str, max_new_tokens: int, truncation: str, model_fingerprint: str, sampling_hash: str,
-              plain_prompt: bool = False, stop: Sequence[str] = (), record_id: str = "") -> str:
+              plain_prompt: bool = False, stop: Sequence[str] = (), record_id: str = "",
+              input_budget: int | None = None) -> str:
     """What a generation depends on: the prompt, the model's settings and the decoding.
 
     An unchanged rerun finds every key in the generation store and costs nothing; a change
@@ -145,7 +183,9 @@ def cache_key(prompt: str, max_new_tokens: int, truncation: str, model_fingerpri
     raw prompt, as its task asks) and ``stop`` enter the key only when set, so keys of requests
     without them are what they always were. ``record_id`` is set only for a generator whose output depends
     on the record rather than the prompt (the ``imported`` backend: two records with the same prompt may
-    carry different predictions, so they must not share a key).
+    carry different predictions, so they must not share a key). ``input_budget`` (a protocol's budget below the
+    window's, :class:`GenerationRequest`) enters only when set. A sampled request's temperature and seed enter
+    through ``sampling_hash`` (the generator's params with :func:`request_decoding`'s).
     """
     parts: list = [hashlib.sha256(prompt.encode()).hexdigest(), max_new_tokens, truncation, model_fingerprint,
                    sampling_hash]
@@ -155,6 +195,8 @@ def cache_key(prompt: str, max_new_tokens: int, truncation: str, model_fingerpri
         parts.append(["stop", *stop])
     if record_id:
         parts.append(["record", record_id])
+    if input_budget is not None:
+        parts.append(["input-budget", input_budget])
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
 
 

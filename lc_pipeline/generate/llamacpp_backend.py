@@ -115,9 +115,12 @@ class LlamaCppGenerator:
                 continue
             llm.reset()  # no state from the previous prompt: each request starts from an empty cache
             t0 = time.perf_counter()
+            # Greedy (top_k 1), or an official protocol's sampling: the request's temperature, no top-k / top-p /
+            # min-p cut, its seed (GenerationRequest.temperature).
+            decoding = ({"temperature": req.temperature, "top_k": 0, "seed": req.seed} if req.sampled
+                        else {"temperature": 0.0, "top_k": 1, "seed": 0})
             out = llm.create_completion(
-                prompt=fit.ids, max_tokens=req.max_new_tokens, temperature=0.0, top_k=1, top_p=1.0, min_p=0.0,
-                repeat_penalty=1.0, seed=0,
+                prompt=fit.ids, max_tokens=req.max_new_tokens, top_p=1.0, min_p=0.0, repeat_penalty=1.0, **decoding,
             )
             latency = time.perf_counter() - t0
             choice = out["choices"][0]

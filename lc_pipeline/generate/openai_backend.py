@@ -497,6 +497,8 @@ class OpenAIGenerator:
         if prompt_budget_name(request.truncation) is not None:
             return fit_prompt_budget(self.spec, tok, request, render=lambda text, chat: self.render(text))
         budget = self.spec.max_model_len - request.max_new_tokens
+        if request.input_budget is not None:  # an official protocol's budget below the window's (prompting.fit_request)
+            budget = min(budget, request.input_budget)
         return fit_prompt(request.prompt, budget, render=self.render, encode=tok.encode, decode=tok.decode,
                           policy=request.truncation, context=request.context, key=request.key)
 
@@ -705,6 +707,8 @@ class OpenAIGenerator:
         api = api or self.spec.api
         common = {"model": self.api_model, "max_tokens": req.max_new_tokens, "temperature": 0.0, "seed": 0,
                   "frequency_penalty": 0.0, "presence_penalty": 0.0}
+        if req.sampled:  # an official protocol's sampling (GenerationRequest.temperature), seeded per instance
+            common.update(temperature=req.temperature, top_p=1.0, seed=req.seed)
         if self.spec.extra_body:
             common["extra_body"] = self.spec.extra_body
         if api == "chat":

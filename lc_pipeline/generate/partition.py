@@ -31,8 +31,10 @@ from lc_pipeline.generate.base import (
     Generator,
     cache_key,
     cut_at_stop,
+    request_decoding,
     sampling_params_hash,
     sampling_params_json,
+    sampling_seed,
     stream_results,
 )
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint, StoreWriter
@@ -53,6 +55,10 @@ class PlannedGeneration:
     instance_id: str
     request: GenerationRequest  # request.key is the cache key
     target_tokens: int | None = None  # the instance's level target (instances.target_tokens)
+    # The row's own sampling params (JSON) and hash where they differ from the plan's: a sampled request's decoding
+    # (base.request_decoding), a protocol note (a budget the engine cannot honour); "": the plan's.
+    sampling_params: str = ""
+    sampling_params_hash: str = ""
 
 
 @dataclass
@@ -73,6 +79,62 @@ class PartitionPlan:
 
 # The instance columns a benchmark's ``record_of`` reads the released record from (a followup's ``fill``).
 RECORD_COLUMNS = ("question", "answers", "language", "record_fields")
+# The protocol module's function giving the authors' sampling temperature of a task (None: greedy), and the
+# ``record_fields`` key of an instance's input budget (the authors' limit on the rendered input; HELMET: L -
+# max_new_tokens), both read for instances of an official protocol (``protocol`` "official@<commit>") only.
+TEMPERATURE_HOOK = "official_temperature"
+BUDGET_FIELD = "protocol_budget"
+
+
+def _protocol_module(benchmark: str, what: str):
+    from lc_pipeline.config import protocol_module
+
+    name = protocol_module(benchmark)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and name.startswith(exc.name):
+            raise ValueError(f"benchmark {benchmark!r}: {what} through {name}, and there is no module {name}") from None
+        raise
+
+
+def official_temperature(benchmark: str, task: str) -> float | None:
+    """The sampling temperature the authors' harness uses for ``task`` (its protocol module's
+    ``official_temperature(task)``), None when they decode greedily or the module declares none."""
+    from lc_pipeline.config import has_official_protocol
+
+    if not has_official_protocol(benchmark):
+        return None
+    hook = getattr(_protocol_module(benchmark, "the official temperature is read"), TEMPERATURE_HOOK, None)
+    return None if hook is None else hook(task)
+
+
+def protocol_budget(row: Mapping) -> int | None:
+    """An official instance's input budget (``record_fields.protocol_budget``), None when it has none; a value
+    that is not a positive integer is an error naming the instance and the field."""
+    raw = row.get("record_fields")
+    if not raw or BUDGET_FIELD not in raw:
+        return None
+    try:
+        fields = json.loads(raw) if isinstance(raw, str) else dict(raw)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"instance {row['instance_id']!r}: field 'record_fields' is not a JSON object: {exc}") from None
+    value = fields.get(BUDGET_FIELD) if isinstance(fields, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+        raise ValueError(f"instance {row['instance_id']!r}: field 'record_fields.{BUDGET_FIELD}': expected a "
+                         f"number of tokens >= 2, got {value!r}")
+    return value
+
+
+def window_note(budget: int, window_budget: int, spec: ModelSpec, max_new_tokens: int) -> str:
+    """What a row says when the authors' input budget is above what this model's window leaves: the engine here
+    does not run a model past its window, so the cut stays at the window (HELMET runs it past: fidelity review
+    HE8)."""
+    return (f"the protocol's input budget is {budget} tokens, more than model {spec.slug!r}'s window "
+            f"{spec.max_model_len} - {max_new_tokens} new tokens = {window_budget}: cut at the window "
+            f"({window_budget} tokens), where the authors' harness runs the model past its window")
 
 
 def record_of(benchmark: str, row: Mapping) -> Mapping:
@@ -82,13 +144,7 @@ def record_of(benchmark: str, row: Mapping) -> Mapping:
     from lc_pipeline.config import protocol_module
 
     name = protocol_module(benchmark)
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name and name.startswith(exc.name):
-            raise ValueError(f"benchmark {benchmark!r}: a followup with fill reads the released record through "
-                             f"{name}.record_of, and there is no module {name}") from None
-        raise
+    module = _protocol_module(benchmark, "a followup with fill reads the released record")
     reader = getattr(module, "record_of", None)
     if reader is None:
         raise ValueError(f"benchmark {benchmark!r}: {name} has no record_of (a followup with fill reads the "
@@ -139,10 +195,14 @@ def plan_partition(
         instances = instances.with_columns(pl.lit("").alias("record_id"))
     if "target_tokens" not in instances.columns:
         instances = instances.with_columns(pl.lit(None, pl.Int64).alias("target_tokens"))
+    if "protocol" not in instances.columns:
+        instances = instances.with_columns(pl.lit("ours").alias("protocol"))
     counted = "input_tokens" in instances.columns and "tokenizer" in instances.columns
     extra = ["input_tokens", "tokenizer"] if counted else []
     # A followup that fills the released record's fields (Followup.fill) reads them from the instance's columns.
     extra += [c for c in RECORD_COLUMNS if c in instances.columns and c not in (*needed, "record_id")]
+    extra.append("protocol")
+    temperatures: dict[tuple[str, str], float | None] = {}
     for row in instances.sort("instance_id").select(*needed, "record_id", "target_tokens", *extra).iter_rows(named=True):
         for col in needed:
             if row[col] is None:
@@ -160,12 +220,36 @@ def plan_partition(
         # A generator that sends plain prompts another way than it once did (the openai backend's chat mode: to the
         # completions endpoint, where the server once templated them) says so: such rows get keys of their own.
         key_fp = f"{fp}+{plain_route}" if plain and plain_route else fp
-        key = cache_key(row["prompt"], new_tokens, policy, key_fp, sp_hash, plain, task.stop,
-                        record_id if by_record else "")
-        request = GenerationRequest(key, row["prompt"], new_tokens, policy, row["context"],
+        # An official protocol's decoding and input budget (module docstring of base.GenerationRequest): each enters
+        # the row's identity only when it changes what is generated, so every other row keeps its key and id.
+        official = (row["protocol"] or "").startswith("official") and not by_record
+        temperature = None
+        if official:
+            where = (row["benchmark"], task.name)
+            if where not in temperatures:
+                temperatures[where] = official_temperature(*where)
+            temperature = temperatures[where]
+        budget = protocol_budget(row) if official else None
+        window_budget = spec.max_model_len - new_tokens
+        input_budget = budget if budget is not None and budget < window_budget else None
+        row_params = dict(params)
+        if budget is not None and budget > window_budget:
+            row_params["protocol_note"] = window_note(budget, window_budget, spec, new_tokens)
+        request = GenerationRequest(row["instance_id"], row["prompt"], new_tokens, policy, row["context"],
                                     chat_template=not plain, stop=task.stop, record_id=record_id,
                                     counted_tokens=row["input_tokens"] if counted else None,
-                                    counted_with=(row["tokenizer"] or "") if counted else "")
+                                    counted_with=(row["tokenizer"] or "") if counted else "",
+                                    temperature=temperature,
+                                    seed=sampling_seed(row["instance_id"]) if temperature is not None else 0,
+                                    input_budget=input_budget)
+        decoding = request_decoding(request)
+        row_params.update(decoding)
+        row_json, row_hash = ((sampling_params_json(row_params), sampling_params_hash(row_params))
+                              if row_params != params else ("", ""))
+        key_hash = sampling_params_hash({**params, **decoding}) if decoding else sp_hash
+        key = cache_key(row["prompt"], new_tokens, policy, key_fp, key_hash, plain, task.stop,
+                        record_id if by_record else "", input_budget)
+        request.key = key
         if task.followup is not None and not by_record:  # an imported prediction is already the final answer
             followup = task.followup
             if plan.thinking:  # the answer call thinks too
@@ -182,14 +266,17 @@ def plan_partition(
             chain = Chain(request, followup, record)
             plan.chains[chain.final.key] = chain
             plan.first_calls[key] = PlannedGeneration(
-                generation_id(row["instance_id"] + "#first-call", spec.slug, fp, sp_hash), row["instance_id"], request)
+                generation_id(row["instance_id"] + "#first-call", spec.slug, fp, key_hash), row["instance_id"], request,
+                None, row_json, row_hash)
             request = chain.final
         plan.items.append(
             PlannedGeneration(
-                generation_id=generation_id(row["instance_id"], spec.slug, fp, sp_hash),
+                generation_id=generation_id(row["instance_id"], spec.slug, fp, key_hash),
                 instance_id=row["instance_id"],
                 request=request,
                 target_tokens=row["target_tokens"],
+                sampling_params=row_json,
+                sampling_params_hash=row_hash,
             )
         )
     return plan
@@ -242,8 +329,8 @@ def generation_row(plan: PartitionPlan, result: GenerationResult, planned: Plann
         "latency_s": result.latency_s,
         "backend": plan.backend,
         "model_id": plan.model_id,
-        "sampling_params": plan.sampling_params,
-        "sampling_params_hash": plan.sampling_params_hash,
+        "sampling_params": planned.sampling_params or plan.sampling_params,
+        "sampling_params_hash": planned.sampling_params_hash or plan.sampling_params_hash,
         "cache_key": result.key,
         "target_tokens": planned.target_tokens,
         "status": row_status(result, output, finish),
@@ -347,16 +434,20 @@ def generate_partition(
         everything = schemas.empty("generations")
     # Stored rows may come from another instance with the same prompt, or an older plan:
     # ids (and the instance's level target) come from this plan, outputs from the store.
+    # The row's sampling params come from this plan too: a protocol note about this model's window is the plan's.
     outputs = with_stored_defaults(everything).filter(pl.col("cache_key").is_in(list(by_key))).drop(
-        "generation_id", "instance_id", "target_tokens")
+        "generation_id", "instance_id", "target_tokens", "sampling_params", "sampling_params_hash")
     ids = pl.DataFrame(
         {
             "generation_id": [p.generation_id for p in plan.items],
             "instance_id": [p.instance_id for p in plan.items],
             "cache_key": [p.request.key for p in plan.items],
             "target_tokens": [p.target_tokens for p in plan.items],
+            "sampling_params": [p.sampling_params or plan.sampling_params for p in plan.items],
+            "sampling_params_hash": [p.sampling_params_hash or plan.sampling_params_hash for p in plan.items],
         },
-        schema={**dict.fromkeys(("generation_id", "instance_id", "cache_key"), pl.String),  # typed when empty
+        schema={**dict.fromkeys(("generation_id", "instance_id", "cache_key", "sampling_params",
+                                 "sampling_params_hash"), pl.String),  # typed when empty
                 "target_tokens": pl.Int64},
     )
     rows = ids.join(outputs, on="cache_key", how="left", maintain_order="left")

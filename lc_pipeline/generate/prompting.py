@@ -304,7 +304,9 @@ def fed_prompt_fields(spec: ModelSpec, tok: PromptTokenizer, ids: Sequence[int],
 def fit_request(spec: ModelSpec, tok: PromptTokenizer, request: GenerationRequest) -> FittedPrompt:
     """``request``'s prompt rendered and truncated so that prompt + max_new_tokens fit the window; under a
     ``prompt_middle:<budget>`` policy (a benchmark's official protocol), the prompt cut to its budget before the
-    template instead (:func:`fit_prompt_budget`)."""
+    template instead (:func:`fit_prompt_budget`). A request with an ``input_budget`` (an official protocol's limit
+    on the rendered input, HELMET's L - max_new_tokens) is cut to it where it is below the window's budget; never
+    past the window (generate/partition.py notes the rows where the authors' harness would go past it)."""
     if prompt_budget_name(request.truncation) is not None:
         return fit_prompt_budget(spec, tok, request)
     budget = spec.max_model_len - request.max_new_tokens
@@ -313,6 +315,8 @@ def fit_request(spec: ModelSpec, tok: PromptTokenizer, request: GenerationReques
             f"model {spec.slug!r}, request {request.key!r}: max_new_tokens {request.max_new_tokens} leaves no room "
             f"for a prompt in max_model_len {spec.max_model_len}"
         )
+    if request.input_budget is not None:
+        budget = min(budget, request.input_budget)
     return fit_prompt(
         request.prompt,
         budget,

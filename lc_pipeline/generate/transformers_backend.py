@@ -197,7 +197,8 @@ class TransformersGenerator:
         requests: Sequence[GenerationRequest],
         progress: Callable[[int], None] | None = None,
     ) -> list[GenerationResult]:
-        """Greedy completions, in request order; ``progress(n)`` after each batch of n requests."""
+        """Greedy completions (sampled ones where a request sets a temperature), in request order; ``progress(n)``
+        after each batch of n requests."""
         if not requests:
             return []
         self.load()
@@ -226,8 +227,12 @@ class TransformersGenerator:
         order = sorted(to_send(fitted), key=lambda i: -len(fitted[i].ids))
         stop_ids = set(self._stop_ids)
         bs = self.spec.batch_size
-        for start in range(0, len(order), bs):
-            batch = order[start : start + bs]
+        # Greedy requests in batches of batch_size; a sampled one (an official protocol's temperature) alone, its
+        # seed set just before: what it draws depends on its seed only, not on the batch it would have shared.
+        greedy = [i for i in order if not requests[i].sampled]
+        batches = [greedy[start : start + bs] for start in range(0, len(greedy), bs)]
+        batches += [[i] for i in order if requests[i].sampled]
+        for batch in batches:
             width = max(len(fitted[i].ids) for i in batch)
             input_ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
             attention = torch.zeros((len(batch), width), dtype=torch.long)
@@ -238,13 +243,19 @@ class TransformersGenerator:
             # Requests in a batch may want different lengths: the batch runs to the largest, and
             # _PerRowLimit retires each row at its own limit so it stops costing compute.
             max_new = max(requests[i].max_new_tokens for i in batch)
+            first = requests[batch[0]]
+            # Sampling: the request's temperature, no top-k (0) or top-p cut, torch seeded with the request's seed.
+            decoding = ({"do_sample": True, "temperature": first.temperature, "top_k": 0, "top_p": 1.0}
+                        if first.sampled else {"do_sample": False})
             config = GenerationConfig(
-                do_sample=False,
                 num_beams=1,
                 max_new_tokens=max_new,
                 eos_token_id=self._stop_ids,
                 pad_token_id=tok.pad_token_id,
+                **decoding,
             )
+            if first.sampled:
+                torch.manual_seed(first.seed)
             limits = torch.tensor([requests[i].max_new_tokens for i in batch], dtype=torch.long)
             t0 = time.perf_counter()
             with torch.inference_mode():

@@ -157,15 +157,18 @@ def _environment_restored() -> Iterator[None]:
             os.environ.update(saved)
 
 
-def sampling_args(max_new_tokens: int, stop_token_ids: Sequence[int]) -> dict[str, Any]:
-    """Keyword arguments for ``vllm.SamplingParams``: greedy, stopping on the model's EOS ids."""
+def sampling_args(max_new_tokens: int, stop_token_ids: Sequence[int], temperature: float | None = None,
+                  seed: int = 0) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.SamplingParams``: greedy, stopping on the model's EOS ids; with a
+    ``temperature`` (an official protocol's, GenerationRequest.temperature), sampling at it with ``seed`` (vLLM
+    seeds each request on its own, whatever the batch)."""
     return {
-        "temperature": 0.0,
+        "temperature": 0.0 if temperature is None else temperature,
         "top_p": 1.0,
         "max_tokens": max_new_tokens,
         "stop_token_ids": sorted(set(stop_token_ids)),
         "skip_special_tokens": True,
-        "seed": 0,
+        "seed": 0 if temperature is None else seed,
     }
 
 
@@ -268,7 +271,8 @@ class VLLMGenerator:
         stop = self.prompt_tokenizer.eos_ids
         llm = self.engine()
         prompts = [{"prompt_token_ids": fitted[i].ids} for i in sent]
-        params = [vllm.SamplingParams(**sampling_args(requests[i].max_new_tokens, stop)) for i in sent]
+        params = [vllm.SamplingParams(**sampling_args(requests[i].max_new_tokens, stop, requests[i].temperature,
+                                                      requests[i].seed)) for i in sent]
         t0 = time.perf_counter()
         outputs = llm.generate(prompts, params, use_tqdm=False)  # the whole partition at once
         latency = (time.perf_counter() - t0) / len(sent)

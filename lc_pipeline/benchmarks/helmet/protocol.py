@@ -49,11 +49,12 @@ Read from their files at the pinned commit (official_files.py), never copied her
   included) is longer than ``max_length - generation_max_length``, ``max_length`` being ``--input_max_length``:
   the **level** L (8k ... 128k), whatever the model's window: HELMET runs models past their windows. The policy
   here is ``end_of_context`` (the same cut: context tail, everything else kept, counted on the rendered input in
-  the model's tokens), but the generation engine fits to the model's window - max_new, not L - max_new: equal
-  when the model's window is L; a model with a longer window is fed up to its window (HELMET: L - max_new); a
-  shorter one is cut at its window (HELMET would run it past it). Each instance says so:
-  ``record_fields.protocol_budget`` (L - max_new_tokens, the authors' budget) and
-  ``record_fields.protocol_note``. Nothing is cut at build time.
+  the model's tokens). Each instance carries ``record_fields.protocol_budget`` (L - max_new_tokens, the authors'
+  budget) and ``record_fields.protocol_note``; generation (generate/partition.py) gives the budget to the request
+  (``GenerationRequest.input_budget``), so a model whose window is L or longer is cut at L - max_new as HELMET cuts
+  it. A model with a shorter window is cut at its window - max_new: the engine here does not run a model past its
+  window as HELMET does, and the generations row says so (``protocol_note`` in its ``sampling_params``). Nothing is
+  cut at build time.
 - **judges**: HELMET's own (judging.py) switch on with this protocol (``JudgeResource.resolved_protocol``).
 - **scoring**: rows carry ``record_fields.protocol`` (the label); the ICL metric reads it and scores as ``load_icl``'s
   post-process does (score/task_metrics.icl_label, HE9). Not reproduced: ALCE's completion-mode prefix kept in
@@ -359,8 +360,9 @@ def budget_fields(task: str, level: str, max_new_tokens: int) -> dict[str, Any]:
     budget = level_tokens(level) - max_new_tokens
     note = (f"HELMET cuts the context's tail when the rendered input exceeds {budget} tokens (the level {level} - "
             f"{max_new_tokens} new tokens, model_utils.tokenize), whatever the model's window; generation here cuts "
-            "the same way (end_of_context) at the model's window - max_new_tokens: the same when the window is "
-            f"{level}, more input for a longer window, and a shorter window is not run past as HELMET runs it")
+            f"the same way (end_of_context) at {budget} tokens for a model whose window is {level} or longer, and a "
+            "shorter window is not run past as HELMET runs it: cut at the window, the generation row's "
+            "sampling_params say so (protocol_note)")
     kind = DATASETS.get(task, (None, None, None))[2]
     if kind in NOT_REPRODUCED:
         note += f"; {NOT_REPRODUCED[kind]}"

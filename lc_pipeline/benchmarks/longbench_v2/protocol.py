@@ -22,10 +22,13 @@ Read from their files at the pinned commit (official_files.py), never copied her
   call is cut by the same rule, as ``pred.py``'s ``query_llm`` cuts every prompt;
 - **chat template**: every call goes through the chat template (``pred.py`` sends each prompt as one user message
   to a chat completions server);
-- **decoding**: the authors sample at temperature 0.1 (:data:`TEMPERATURE`, declared here). Not reproduced:
-  every backend here decodes greedily, under either protocol, so official numbers may differ slightly from a
-  run of ``pred.py``; nor ``pred.py``'s five tries of a call that raises and its ``continue`` past an empty
-  reply (fidelity review V2-4: scored 0 here).
+- **decoding**: the authors sample at temperature 0.1 (:data:`TEMPERATURE`), every call (the CoT answer call too).
+  :func:`official_temperature` gives it to generation (generate/partition.py): every request of an official
+  instance samples at 0.1 with top_p 1, no top-k, seeded from its instance id (generate/base.py
+  ``sampling_seed``: reruns draw the same), on every backend; its rows' ``sampling_params`` record it. ``pred.py``
+  sets no seed (its server draws one), so one run of theirs is one draw, as ours is. Under ``ours``, greedy. Not
+  reproduced: ``pred.py``'s five tries of a call that raises and its ``continue`` past an empty reply (fidelity
+  review V2-4: scored 0 here).
 
 ``protocol: ours`` (the task file's own wording, window fitting, the answer call given the whole first prompt)
 is unchanged.
@@ -79,6 +82,12 @@ def budget() -> PromptBudget:
 register_prompt_budget(BUDGET, budget)
 
 
+def official_temperature(task: str) -> float | None:
+    """The temperature ``pred.py`` samples every call of ``task`` at (the generation hook of generate/partition.py,
+    read for instances of the official protocol only)."""
+    return TEMPERATURE
+
+
 def record_of(item: Mapping[str, Any]) -> dict[str, Any]:
     """The released record's fields ``pred.py`` fills its templates with (``context``, ``question``, ``choice_A`` ..
     ``choice_D``, each as released but stripped) and its table's fields, from a ``source_items`` or ``instances``
@@ -114,7 +123,7 @@ def answer_followup(template: str) -> Followup:
 class V2Protocol(OfficialProtocol):
     """:class:`OfficialProtocol` plus what LongBench v2's adds: the CoT task's answer call (``followups``: task ->
     its ``Followup``, set on the task by ``task_updates``) and the authors' sampling temperature (declared, not
-    applied: module docstring)."""
+    applied to every official request: :func:`official_temperature`)."""
 
     followups: Mapping[str, Followup] = field(default_factory=dict)
     temperature: float = TEMPERATURE
