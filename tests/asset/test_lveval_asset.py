@@ -6,7 +6,6 @@ fact gives the answer away (a model copying one scores 0); the same seed rebuild
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,6 +14,7 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from built_lakes import Template, copy_tree, instance_on_copy
 
 from lc_pipeline.construct.lveval_variants import without_insertions
 from lc_pipeline.config import PACKAGED_CONFIGS, load_config
@@ -41,7 +41,9 @@ def settings_for(root, config_path) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory):
+def world(tmp_path_factory):
+    """The smaller lveval-demo built once for the module, its Dagster instance in root/.dagster: read-only (tests
+    copy it before they write), checked unchanged when the module ends."""
     root = tmp_path_factory.mktemp("lveval")
     raw = yaml.safe_load((PACKAGED_CONFIGS / "lveval-demo.yaml").read_text())
     # Smaller and faster: 60 entities (seed 6: both chosen items have sibling facts), 2 items x 2 depths.
@@ -50,9 +52,21 @@ def lake(tmp_path_factory):
     cfg = root / "lveval.yaml"
     cfg.write_text(yaml.safe_dump(raw))
     settings = settings_for(root, cfg)
-    with dg.instance_for_test() as instance:
+    settings.dagster_home.mkdir()
+    with dg.instance_for_test(temp_dir=str(settings.dagster_home)) as instance:
         Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()  # blocking checks passed
-    return settings.lake_dir
+    template = Template(root)
+    template.freeze()
+    yield template
+    try:
+        template.check()
+    finally:
+        template.release()
+
+
+@pytest.fixture(scope="module")
+def lake(world):
+    return world.root / "data_lake"
 
 
 def table(lake, name: str, level: str | None = None) -> pl.DataFrame:
@@ -145,8 +159,7 @@ REBUILD = textwrap.dedent("""
 
 def test_same_seed_rebuilds_byte_identical_files(lake, tmp_path):
     # Another process (another hash seed) rebuilds facts, rules and instances from the same upstream tables.
-    copy = tmp_path / "data_lake"
-    shutil.copytree(lake, copy)
+    copy = copy_tree(lake, tmp_path / "data_lake")
     files = [p.relative_to(lake) for name in BUILT for p in sorted((lake / name).rglob("data.parquet"))]
     for f in files:
         (copy / f).unlink()
@@ -158,10 +171,12 @@ def test_same_seed_rebuilds_byte_identical_files(lake, tmp_path):
         assert (copy / f).read_bytes() == (lake / f).read_bytes(), f
 
 
-def test_word_levels_and_factrecall_through_the_pipeline(tmp_path):
+def test_word_levels_and_factrecall_through_the_pipeline(tmp_path, world):
     """LV-Eval's own unit (``length_unit: words``, k = 1,000 words) with factrecall's needle at 3
     positions, variants included: the blocking checks (length in words, evidence, no replaced term
-    left, facts at their offsets) pass and the rows say what unit they were built in."""
+    left, facts at their offsets) pass and the rows say what unit they were built in. Built from a copy of the
+    module's world (the same sources and retrieval settings: its sources, passages, index and hard negatives are
+    reused)."""
     raw = yaml.safe_load((PACKAGED_CONFIGS / "lveval-demo.yaml").read_text())
     raw["sources"][0].update(n_entities=60, seed=6)
     raw.update(items_per_length=2, retrieval_top_k=40, hard_negatives_per_item=20, length_unit="words",
@@ -169,7 +184,7 @@ def test_word_levels_and_factrecall_through_the_pipeline(tmp_path):
     raw["lveval"].update(factrecall_positions=3)
     (tmp_path / "words.yaml").write_text(yaml.safe_dump(raw))
     settings = settings_for(tmp_path, tmp_path / "words.yaml")
-    with dg.instance_for_test() as instance:
+    with instance_on_copy(world, settings) as instance:
         Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()  # blocking checks passed
         checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
             [dg.AssetCheckKey(dg.AssetKey("instances"), "within_length_tolerance")])
