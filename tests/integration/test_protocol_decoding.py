@@ -238,3 +238,42 @@ def test_helmet_official_cut_at_the_level_budget_or_at_a_shorter_window(tmp_path
     note = json.loads(row["sampling_params"])["protocol_note"]
     assert "600 tokens" in note and "396" in note and "past its window" in note
     assert row["sampling_params_hash"] == sampling_params_hash(json.loads(row["sampling_params"]))
+
+
+def test_vllm_sampling_args_carry_the_temperature_and_seed():
+    from lc_pipeline.generate.vllm_backend import sampling_args
+
+    greedy = sampling_args(8, [2])
+    assert (greedy["temperature"], greedy["seed"], greedy["top_p"]) == (0.0, 0, 1.0)
+    sampled = sampling_args(8, [2], 0.1, sampling_seed("v1"))
+    assert (sampled["temperature"], sampled["seed"], sampled["top_p"]) == (0.1, sampling_seed("v1"), 1.0)
+    assert {k: v for k, v in sampled.items() if k not in ("temperature", "seed")} == {
+        k: v for k, v in greedy.items() if k not in ("temperature", "seed")}
+
+
+@pytest.mark.slow
+def test_vllm_engine_samples_at_the_temperature():
+    try:
+        import vllm  # noqa: F401
+    except Exception as exc:  # not installed, or installed but broken here
+        pytest.skip(f"vLLM cannot be imported here ({type(exc).__name__}: {exc}); on a CPU: make install-vllm")
+    spec = dataclasses.replace(SPEC, slug="smollm2-135m-vllm", backend="vllm", enforce_eager=True, max_model_len=512,
+                               batch_size=1)
+    gen = make_generator(spec)
+    try:
+        llm = gen.engine()
+        seen = []
+        real = llm.generate
+
+        def recording(prompts, params, *args, **kwargs):  # the real engine call, its SamplingParams noted
+            seen.extend((p.temperature, p.seed) for p in params)
+            return real(prompts, params, *args, **kwargs)
+
+        llm.generate = recording
+        sampled = GenerationRequest("s", QUESTION, 8, temperature=0.1, seed=sampling_seed("v1"))
+        first = gen.generate([sampled, GenerationRequest("g", QUESTION, 8)])
+        again = gen.generate([sampled])
+    finally:
+        gen.close()
+    assert seen == [(0.1, sampling_seed("v1")), (0.0, 0), (0.1, sampling_seed("v1"))]
+    assert first[0].output and first[0].output == again[0].output  # per-request seed: the same draw
