@@ -277,3 +277,14 @@ def test_vllm_engine_samples_at_the_temperature():
         gen.close()
     assert seen == [(0.1, sampling_seed("v1")), (0.0, 0), (0.1, sampling_seed("v1"))]
     assert first[0].output and first[0].output == again[0].output  # per-request seed: the same draw
+
+
+def test_the_cot_answer_call_samples_as_its_first_call():
+    gen = make_generator(SPEC)
+    plan = plan_partition(instances([("c1", "longbench_v2", "cot", QUESTION, 1024, OFFICIAL, "{}")]), SPEC, gen)
+    [chain] = plan.chains.values()
+    second = chain.second("The answer is (A).")
+    assert (chain.first.temperature, second.temperature) == (0.1, 0.1)  # pred.py samples both calls at 0.1
+    assert second.seed == chain.first.seed == sampling_seed("c1")
+    [first_call] = plan.first_calls.values()
+    assert json.loads(first_call.sampling_params)["temperature"] == 0.1
