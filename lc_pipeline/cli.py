@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -131,10 +132,35 @@ def main() -> None:
 def demo(config: str | None, models: tuple[str, ...]) -> None:
     """Materialize the whole graph for the config, reusing finished partitions, then print the leaderboard."""
     s = _settings(config)
-    runner = _runner(s)
-    board = runner.demo(list(models) or None)
+    resume = "lcp demo" + (f" --config {shlex.quote(config)}" if config else "") + \
+        "".join(f" --model {shlex.quote(m)}" for m in models)
+    with _graph_run(resume) as state:
+        runner = state["runner"] = _runner(s)
+        board = runner.demo(list(models) or None)
     _print_leaderboard(board)
     click.echo(f"\n{len(runner.ran)} steps ran, {len(runner.reused)} reused. Lake: {s.lake_dir}", err=True)
+
+
+@contextlib.contextmanager
+def _graph_run(resume: str):
+    """The graph run in this process by demo / backfill: a failed step ends in one ``Error:`` line naming the step,
+    its partition and the cause (runner.StepFailed; the trace is in the Dagster log); Ctrl-C or SIGTERM in one line
+    saying what was saved and ``resume``, exit 130 / 143 (runner.interrupt_exit). Yields a dict the block puts its
+    runner in."""
+    import dagster as dg
+
+    from lc_pipeline.runner import Interrupted, interrupt_exit, watching_signals
+
+    state: dict = {"runner": None}
+    with watching_signals():
+        try:
+            yield state
+        except (KeyboardInterrupt, Interrupted, dg.DagsterExecutionInterruptedError) as exc:
+            interrupt_exit(exc, state["runner"], resume, lambda m: click.echo(m, err=True))
+        except click.ClickException:
+            raise
+        except (KeyError, ValueError, RuntimeError, OSError) as exc:  # OSError: e.g. a model file that is not there
+            raise click.ClickException(str(exc).strip("'\"") if isinstance(exc, KeyError) else str(exc)) from None
 
 
 class JsonObject(click.ParamType):
@@ -287,15 +313,15 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
     if url:
         _backfill_via_graphql(s, model, list(lengths), url, wait)
         return
-    runner = _runner(s)
-    runner.tags = {"lcp/backfill": model}
-    try:
+    resume = f"lcp backfill --model {shlex.quote(model)}" + "".join(f" --length {shlex.quote(lv)}" for lv in lengths) + \
+        (f" --config {shlex.quote(config)}" if config else "")
+    with _graph_run(resume) as state:
+        runner = state["runner"] = _runner(s)
+        runner.tags = {"lcp/backfill": model}
         _check_model_files(runner.pipeline.resources["models"].spec(model))
         if runner.missing_instances():  # model-independent: e.g. a benchmark run as released, then imported
             runner.build_benchmark()    # predictions backfilled before any model ran (nothing built re-runs)
         board = runner.backfill_model(model, list(lengths) or None)
-    except (KeyError, ValueError, RuntimeError, OSError) as exc:  # OSError: e.g. a model file that is not there
-        raise click.ClickException(str(exc)) from exc
     if board is None:  # its LongScore waits for the other lengths: the leaderboard has nothing new
         click.echo(f"{model}: scored {list(lengths)}; its LongScore and leaderboard row follow once every length "
                    "is scored", err=True)

@@ -9,7 +9,9 @@ reused, not re-run, when its latest materialization carries the current stage fi
 from __future__ import annotations
 
 import json
+import logging
 import os
+import signal
 import socket
 import time
 import urllib.request
@@ -28,6 +30,127 @@ from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.generate.registry import validate_model_slug
 from lc_pipeline.partitions import MODEL_DIM, SOURCE_DIM, length_model_key, validate_source_name
 from lc_pipeline.resources.parquet_io import partition_path
+
+
+class StepFailed(RuntimeError):
+    """A step of a run failed: the message names the step (its label holds the partition) and the cause; the full
+    trace is in the Dagster run's log, not on the terminal."""
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM stopped a run; the message says what was saved."""
+
+
+# Errors a step fails with when the process was interrupted (Dagster's own, and Python's).
+INTERRUPT_ERRORS = {"DagsterExecutionInterruptedError", "KeyboardInterrupt"}
+
+
+def step_error(result: dg.ExecuteInProcessResult):
+    """The error of the run's first failed step (a SerializableErrorInfo), else the run's own failure error."""
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data is not None and event.step_failure_data.error:
+            return event.step_failure_data.error
+    for event in result.all_events:
+        if event.is_run_failure and getattr(event.event_specific_data, "error", None) is not None:
+            return event.event_specific_data.error
+    return None
+
+
+def describe_error(error) -> str:
+    """The user's error under Dagster's wrappers ("Error occurred while executing op ..."), as one or a few lines."""
+    chain, seen = [], 0
+    while error is not None and seen < 10:
+        chain.append(error)
+        error, seen = error.cause or error.context, seen + 1
+    own = [e for e in chain if not e.cls_name.startswith("Dagster")] or chain
+    inner = own[0]
+    message = inner.message.strip()
+    head, sep, rest = message.partition(": ")
+    if sep and head.rsplit(".", 1)[-1] == inner.cls_name:  # "pkg.module.Class: text" -> "Class: text"
+        message = rest
+    return message if inner.cls_name == "Failure" else f"{inner.cls_name}: {message}"
+
+
+_SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+_received: dict[str, int | None] = {"fd": None, "last": None}
+
+
+def _raise_keyboard_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+class _QuietFailuresLogger(logging.Logger):
+    """Dagster's console logger without its ERROR records (a failed step's or run's stack trace): ``lcp`` prints
+    its own message for those; the event log (``lcp ui``) keeps them in full."""
+
+    def __init__(self, name: str, level: int | str = logging.NOTSET) -> None:
+        super().__init__(name, level)
+        if name == "dagster":
+            self.addFilter(lambda record: record.levelno < logging.ERROR)
+
+
+@contextmanager
+def watching_signals() -> Iterator[None]:
+    """For the commands that run the graph in this process (demo, backfill, plan): SIGTERM interrupts as SIGINT does
+    (a KeyboardInterrupt; Dagster turns both into an interrupted step), the signal that came is recorded (a wakeup
+    fd: Dagster replaces the handlers while a run executes) so :func:`interrupt_exit` exits 130 or 143, and
+    Dagster's console shows no failure traces. Main thread only; restored when the block ends."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    old_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    old_term = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    old_class = logging.getLoggerClass()
+    logging.setLoggerClass(_QuietFailuresLogger)
+    _received.update(fd=read_fd, last=None)
+    try:
+        yield
+    finally:
+        logging.setLoggerClass(old_class)
+        signal.signal(signal.SIGTERM, old_term)
+        signal.set_wakeup_fd(old_fd)
+        _received.update(fd=None)
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def last_signal() -> int | None:
+    """SIGINT or SIGTERM, whichever came last inside :func:`watching_signals` (None: neither)."""
+    fd = _received["fd"]
+    if fd is not None:
+        try:
+            data = os.read(fd, 4096)
+        except BlockingIOError:
+            data = b""
+        got = [b for b in data if b in _SIGNALS]
+        if got:
+            _received["last"] = got[-1]
+    return _received["last"]
+
+
+def interrupt_exit(exc: BaseException, runner: Runner | None, resume: str, echo: Callable[[str], None]) -> None:
+    """One line for an interrupted run (what was saved, how to resume), then exit 128 + the signal: 130 for
+    SIGINT (Ctrl-C), 143 for SIGTERM. The trace of the interrupted step is in the Dagster log."""
+    signum = last_signal() or signal.SIGINT
+    saved = str(exc) if isinstance(exc, Interrupted) and str(exc) else (
+        runner.saved_note() if runner is not None else "nothing was running")
+    echo(f"Interrupted ({_SIGNALS.get(signum, signum)}): {saved}. Resume with `{resume}`: finished steps and "
+         "stored answers are reused, only the rest runs.")
+    raise SystemExit(128 + signum)
+
+
+def readable_parquet(path) -> bool:
+    """Whether ``path`` is a Parquet file whose footer (schema, row groups) reads: a truncated or overwritten
+    partition is not "up to date" and is rebuilt (probe D16). Reads the footer only, not the data."""
+    if not path.exists():
+        return False
+    if not storage.is_local(path):  # an object store: whole objects only (one PUT), as written
+        return True
+    try:
+        pl.read_parquet_schema(path)
+    except (OSError, pl.exceptions.PolarsError):
+        return False
+    return True
 
 
 class Runner:
@@ -50,6 +173,7 @@ class Runner:
         self.reused: list[str] = []
         self.tags: dict[str, str] = {}  # added to every run this runner launches
         self.board: pl.DataFrame | None = None  # the leaderboard a backfill_model made in its model's run
+        self.current: tuple[str, list[str], dict[str, str]] | None = None  # the step running now (label, assets, dims)
         recovered = recover_dead_cli_runs(instance)
         if recovered:
             echo(f"  ! marked {len(recovered)} run(s) of killed lcp processes as failed and freed their slots")
@@ -85,7 +209,7 @@ class Runner:
         if recorded is None or getattr(recorded, "value", recorded) != fingerprint:
             return False
         path = partition_path(storage.lake_path(self.lake), asset, dims)
-        return path.exists()
+        return readable_parquet(path)
 
     def step(
         self,
@@ -104,23 +228,54 @@ class Runner:
             return False
         self.echo(f"  > {label} ...")
         t0 = time.perf_counter()
-        result = dg.materialize(
-            self.pipeline.assets,
-            selection=assets,
-            partition_key=pk,
-            resources=self.pipeline.resources,
-            instance=self.instance,
-            run_config=self.run_config,
-            # pid + host: a later `lcp` can tell this run died with its process (see recover_dead_cli_runs).
-            tags={"lcp/command": "cli", "lcp/pid": str(os.getpid()), "lcp/host": socket.gethostname(),
-                  **self.tags},
-        )
+        self.current = (label, assets, dims or {})
+        try:
+            result = dg.materialize(
+                self.pipeline.assets,
+                selection=assets,
+                partition_key=pk,
+                resources=self.pipeline.resources,
+                instance=self.instance,
+                run_config=self.run_config,
+                # pid + host: a later `lcp` can tell this run died with its process (see recover_dead_cli_runs).
+                tags={"lcp/command": "cli", "lcp/pid": str(os.getpid()), "lcp/host": socket.gethostname(),
+                      **self.tags},
+                raise_on_error=False,  # a failed step: our message below, its trace stays in the run's log
+            )
+        except (KeyboardInterrupt, dg.DagsterExecutionInterruptedError) as exc:
+            raise Interrupted(self.saved_note()) from exc
+        if not result.success:
+            error = step_error(result)
+            if error is not None and error.cls_name in INTERRUPT_ERRORS:
+                raise Interrupted(self.saved_note())
+            cause = describe_error(error) if error is not None else "the run failed before any step ran"
+            raise StepFailed(f"step {label} failed: {cause}\n  (full trace: run {result.run_id} in the Dagster log, "
+                             f"`lcp ui` -> Runs)")
+        self.current = None
         failed = [c for c in result.get_asset_check_evaluations() if not c.passed]
         if failed:
             raise RuntimeError(f"{label}: asset checks failed: {[c.check_name for c in failed]}")
         self.echo(f"  + {label}: done in {time.perf_counter() - t0:.1f}s (run {result.run_id[:8]})")
         self.ran.append(label)
         return True
+
+    def saved_note(self) -> str:
+        """What an interrupted run leaves behind, in one sentence: the steps finished and, when it stopped in a
+        generation step, how many answers of that partition are in its generation store (the next run reuses them
+        and asks only for the rest)."""
+        from lc_pipeline.generate.checkpoint import GenerationCheckpoint
+
+        parts = [f"{len(self.ran)} step(s) finished and saved"]
+        if self.current is not None:
+            label, assets, dims = self.current
+            parts.append(f"stopped in {label}")
+            if "generations" in assets and dims:
+                try:
+                    stored = GenerationCheckpoint(self.pipeline.resources["lake"].checkpoint_dir("generations", dims)).load()
+                    parts.append(f"{0 if stored is None else stored.height} answer(s) of that partition stored")
+                except (OSError, ValueError) as exc:  # an unreadable store: say so, the interrupt still wins
+                    parts.append(f"its generation store could not be read ({exc})")
+        return "; ".join(parts)
 
     # -- stages ------------------------------------------------------------------------
     def build_benchmark(self) -> None:

@@ -61,32 +61,50 @@ def _instances(runner, echo) -> tuple[dict, str]:
     return out, source
 
 
-def _lake_generations(lake, slug: str):
+def _lake_generations(lake, slug: str, notes: list[str] | None = None):
     """Every generation of ``slug`` in the lake (any config's lengths): its generations partitions and its
     generation stores (which also hold rows of runs killed before their partition was written); None if none.
-    ``slug`` "*": every model's (the ``backend`` / ``model_id`` columns tell them apart)."""
+    ``slug`` "*": every model's (the ``backend`` / ``model_id`` columns tell them apart).
+
+    A file that cannot be read (a truncated partition, a corrupt store part) is left out, with a note in
+    ``notes`` naming it and the error: it breaks only the estimate that would have used it (probe D15)."""
     import polars as pl
 
     from lc_pipeline import storage
     from lc_pipeline.generate.checkpoint import GenerationCheckpoint
-    from lc_pipeline.resources.parquet_io import read_model_partitions
+    from lc_pipeline.lake_files import FILE_NAME, LENGTH_DIM, MODEL_DIM, read_partition
+
+    def unreadable(path, exc: Exception) -> None:
+        if notes is not None:
+            notes.append(f"{path}: unreadable, left out of the time estimate ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''})")
 
     root = storage.lake_path(lake)
-    written = read_model_partitions(lake, "generations", None if slug == "*" else slug)
-    frames = [written] if not written.is_empty() else []
+    frames = []
+    for path in sorted((root / "generations").glob(f"{LENGTH_DIM}=*/{MODEL_DIM}={slug}/{FILE_NAME}"), key=str):
+        dims = dict(part.split("=", 1) for part in (path.parent.parent.name, path.parent.name))
+        try:
+            frames.append(read_partition(path, dims))
+        except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+            unreadable(path, exc)
     stores = root / "_checkpoints" / "generations"
     if stores.exists():
         for level_dir in sorted(stores.glob("length=*")):
             for store_dir in sorted(level_dir.glob(f"model={slug}"), key=str):
-                rows = GenerationCheckpoint(store_dir).load()
+                try:
+                    rows = GenerationCheckpoint(store_dir).load()
+                except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+                    unreadable(store_dir, exc)
+                    continue
                 if rows is not None:
                     frames.append(rows)
+    frames = [f for f in frames if not f.is_empty()]
     if not frames:
         return None
     return pl.concat(frames, how="diagonal_relaxed").unique("cache_key", keep="first", maintain_order=True)
 
 
-def _same_weights_rate(lake, spec, model_id: str, budgets):
+def _same_weights_rate(lake, spec, model_id: str, budgets, notes: list[str] | None = None):
     """The measured rate of the lake's other models with ``spec``'s backend and weights (``model_id`` as the
     generator reports it, and its GGUF file), e.g. a second registration of the same model with another window;
     None when there are none. A new slug then still gets a time estimate, said to come from those models."""
@@ -96,7 +114,7 @@ def _same_weights_rate(lake, spec, model_id: str, budgets):
 
     from lc_pipeline.generate.planning import measure_throughput
 
-    rows = _lake_generations(lake, "*")
+    rows = _lake_generations(lake, "*", notes)
     if rows is None or not {"backend", "model_id"} <= set(rows.columns):
         return None
     same = rows.filter((pl.col("backend") == spec.backend) & (pl.col("model_id") == model_id))
@@ -125,6 +143,18 @@ def _lake_budgets(instances: dict):
 def plan(config: str | None, models: tuple[str, ...], tokens_per_second: float | None, fmt: str,
          with_requests: bool) -> None:
     """Count what a run of the config would generate for each model, and estimate its time and cost."""
+    from lc_pipeline.runner import interrupt_exit, watching_signals
+
+    with watching_signals():  # Ctrl-C / SIGTERM: one line, exit 130 / 143
+        try:
+            _plan(config, models, tokens_per_second, fmt, with_requests)
+        except KeyboardInterrupt as exc:
+            interrupt_exit(exc, None, "lcp plan" + (f" --config {config}" if config else ""),
+                           lambda m: click.echo(m, err=True))
+
+
+def _plan(config: str | None, models: tuple[str, ...], tokens_per_second: float | None, fmt: str,
+          with_requests: bool) -> None:
     import dagster as dg
 
     from lc_pipeline.definitions import build_pipeline
@@ -157,17 +187,22 @@ def plan(config: str | None, models: tuple[str, ...], tokens_per_second: float |
         specs = {slug: resource.spec(slug) for slug in slugs}  # an unknown model fails before anything runs
     except (KeyError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
+    from lc_pipeline.runner import Interrupted, interrupt_exit
+
     runner = Runner(pipeline, dg.DagsterInstance.get(), echo=echo)
     try:
         instances, source = _instances(runner, echo)
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (RuntimeError, ValueError, OSError) as exc:  # StepFailed: the step, its partition and the cause
+        raise click.ClickException(str(exc)) from None
+    except (KeyboardInterrupt, Interrupted, dg.DagsterExecutionInterruptedError) as exc:
+        interrupt_exit(exc, runner, "lcp plan" + (f" --config {config}" if config else ""), echo)
     import polars as pl
 
     cfg, lake = pipeline.config, pipeline.resources["lake"]
     catalog, overrides = catalog_for(cfg), resource.policies()
-    plans = []
+    plans, failed = [], []
     for slug, spec in specs.items():
+        notes: list[str] = []
         try:
             generator = resource.generator(slug)
             fit, tokenizer = request_fitter(spec, generator)
@@ -178,21 +213,28 @@ def plan(config: str | None, models: tuple[str, ...], tokens_per_second: float |
                 partition = plan_partition(rows, spec, generator, overrides, catalog)
                 store = GenerationCheckpoint(lake.checkpoint_dir("generations", {"length": level, MODEL_DIM: slug}))
                 frames.append(count_requests(partition, rows, level, spec, fit, stored_keys(store.load())))
-        except (KeyError, ValueError, OSError, ImportError) as exc:
-            raise click.ClickException(f"model {slug!r}: {exc}") from exc
+        except (KeyError, ValueError, OSError, ImportError, pl.exceptions.PolarsError) as exc:
+            # this model only: the others are still planned (probe D15)
+            echo(f"Error: model {slug!r}: {exc}")
+            failed.append(slug)
+            continue
         requests = pl.concat(frames) if frames else pl.DataFrame(schema=REQUEST_SCHEMA)
         throughput = given
         if throughput is None:
-            measured = _lake_generations(s.lake_dir, slug)
+            measured = _lake_generations(s.lake_dir, slug, notes)
             throughput = (measure_throughput(measured, _lake_budgets(instances), spec, generator.model_id)
                           if measured is not None else None)
             if throughput is None:  # a new slug: the rate of the models run with the same backend and weights
-                throughput = _same_weights_rate(s.lake_dir, spec, generator.model_id, _lake_budgets(instances))
+                throughput = _same_weights_rate(s.lake_dir, spec, generator.model_id, _lake_budgets(instances),
+                                                notes)
         plans.append(summarize(spec, requests, tokenizer, throughput, list(cfg.lengths)))
+        plans[-1].notes.extend(notes)
 
     if fmt == "json":
         meta = {"config": cfg.name, "lake": str(s.lake_dir), "instances_from": source}
         click.echo(json.dumps(plan_json(plans, meta, with_requests), indent=1))
+        if failed:
+            raise click.ClickException(f"not planned: {', '.join(failed)} (the error of each is above)")
         return
     for p in plans:
         click.echo(f"\nPlan for {p.model} ({p.backend}, window {p.max_model_len} tokens; counted in "
@@ -206,3 +248,5 @@ def plan(config: str | None, models: tuple[str, ...], tokens_per_second: float |
         print_table(list(TABLE_COLUMNS), rows)
         for note in p.notes:
             click.echo(f"  - {note}")
+    if failed:
+        raise click.ClickException(f"not planned: {', '.join(failed)} (the error of each is above)")
