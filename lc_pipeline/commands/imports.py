@@ -15,6 +15,13 @@ Errors (a bad JSON line, a missing or non-string ``_id``/``prediction``, an unkn
 the file, the line and the field. ``--on-error reject`` counts and lists them instead (and keeps them in
 ``rejected.jsonl``); records left without a prediction are then listed too, and generating one of them is
 an error naming it (never an empty answer scored as wrong).
+
+FILE is read once, as bytes that are hashed, decoded and parsed (lc_pipeline/json_files.py): a regular file
+of at most ``--max-bytes`` (a FIFO, a device or ``<(zcat …)`` is refused before it is read), strictly UTF-8
+(a bad byte is named by its offset), split into lines on ``\n`` only; a line nested too deep, with a key
+given twice or a lone surrogate is a bad line naming the field. With ``--on-error reject`` more than
+``--max-rejected`` bad lines stop the import. A successful re-import of NAME replaces its earlier imports:
+their folders under ``imports/<NAME>/`` are removed once the registry names the new one (and listed).
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import json
 from pathlib import Path
 
 import click
+
+from lc_pipeline import json_files
 
 __all__ = ["config_record_ids", "import_predictions", "import_predictions_command", "imported_model_slugs",
            "instance_storage_exists"]
@@ -87,9 +96,18 @@ def _source_records(config):
     return items.select("item_id", "record_id")
 
 
-def import_predictions(file: Path, model: str, config, lake_dir, models_file, on_error: str = "fail"):
+# The largest predictions file read (--max-bytes raises it): the file is read whole, once.
+MAX_BYTES = 256 * 1024 * 1024
+# With --on-error reject, more rejected lines than this stop the import, nothing written (issue 31 D32: a 1M-line
+# file of unknown ids was "imported" with a 182 MB rejected.jsonl in the lake); --max-rejected raises it.
+MAX_REJECTED = 1000
+
+
+def import_predictions(file: Path, model: str, config, lake_dir, models_file, on_error: str = "fail", *,
+                       max_bytes: int = MAX_BYTES, max_rejected: int = MAX_REJECTED):
     """Check ``file``, store its copy in the lake, register ``model``; returns (parsed, stored path, where the
-    ids were read). Raises PredictionsError / ImportProblem / ModelSpecError with a message naming the cause."""
+    ids were read, earlier imports of ``model`` removed). Raises PredictionsError / ImportProblem /
+    ModelSpecError with a message naming the cause; then nothing was written."""
     from lc_pipeline.generate.registry import ModelRegistry, validate_model_slug
 
     validate_model_slug(model)
@@ -97,10 +115,11 @@ def import_predictions(file: Path, model: str, config, lake_dir, models_file, on
     # The registry's lock is held from the checks to the registration (issue 31 D4): another writer can neither
     # take the name in between nor lose this entry.
     with registry.locked():
-        return _import_locked(file, model, config, lake_dir, registry, on_error)
+        return _import_locked(file, model, config, lake_dir, registry, on_error, max_bytes, max_rejected)
 
 
-def _import_locked(file: Path, model: str, config, lake_dir, registry, on_error: str):
+def _import_locked(file: Path, model: str, config, lake_dir, registry, on_error: str, max_bytes: int,
+                   max_rejected: int):
     from lc_pipeline import storage
     from lc_pipeline.generate import imported_backend as imp
     from lc_pipeline.generate.registry import ModelSpec
@@ -115,11 +134,11 @@ def _import_locked(file: Path, model: str, config, lake_dir, registry, on_error:
                             "importing under this name would replace them: choose another name for the imported "
                             "predictions (nothing was written)")
     known, where = config_record_ids(config, lake_dir)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise imp.PredictionsError(f"{file}: not UTF-8 text ({exc})") from None
-    parsed = imp.parse_predictions(text, str(file), known, on_error)
+    # Read once, from a regular file only, bounded (D12): what is hashed is what was parsed.
+    raw = json_files.read_regular_file(file, max_bytes, what="predictions file", error=imp.PredictionsError,
+                                       option="--max-bytes")
+    text = json_files.decode_utf8(raw, str(file), imp.PredictionsError)
+    parsed = imp.parse_predictions(text, str(file), known, on_error, max_rejected)
     if not parsed.predictions:
         raise imp.PredictionsError(f"{file}: every line was rejected ({len(parsed.rejected)}); nothing to import, "
                                    f"e.g. {parsed.rejected[0].message(str(file))}")
@@ -128,7 +147,7 @@ def _import_locked(file: Path, model: str, config, lake_dir, registry, on_error:
     folder = storage.lake_path(lake_dir) / "imports" / model / sha[:16]
     manifest = {
         "model": model, "config": config.name, "source_file": str(file.resolve()),
-        "source_sha256": _sha256(file.read_bytes()), "predictions_sha256": sha, "records_read_from": where,
+        "source_sha256": _sha256(raw), "predictions_sha256": sha, "records_read_from": where,
         "records": len(known), "accepted": len(parsed.predictions), "rejected": len(parsed.rejected),
         "rejected_lines": [r.line for r in parsed.rejected], "missing": parsed.missing,
     }
@@ -141,7 +160,22 @@ def _import_locked(file: Path, model: str, config, lake_dir, registry, on_error:
                      gguf_file=None, max_model_len=imp.NO_WINDOW, batch_size=1, chat_template=False,
                      tokenizer=f"tiktoken:{config.tokenizer}")
     registry.add(spec, overwrite=True)  # a re-import replaces this imported model's copy (checked above)
-    return parsed, folder, where
+    return parsed, folder, where, _remove_earlier_imports(folder)
+
+
+def _remove_earlier_imports(kept: Path) -> list[Path]:
+    """The model's earlier imports (the other folders of ``imports/<model>/``), removed once the registry names
+    ``kept`` (issue 31 D32: every re-import added a folder and none was removed). The registry only ever names
+    the latest import, and rows already generated from an earlier one are in the generations table, which
+    does not read it: a changed file has a new fingerprint, so those rows are regenerated from ``kept``."""
+    import shutil
+
+    removed = []
+    for other in sorted(kept.parent.iterdir()):
+        if other != kept and other.is_dir() and not other.is_symlink():
+            shutil.rmtree(other)
+            removed.append(other)
+    return removed
 
 
 def lake_backend_of(lake_dir, model: str) -> tuple[str, Path] | None:
@@ -220,7 +254,12 @@ def imported_model_slugs(models_file: Path) -> list[str]:
 @click.option("--on-error", type=click.Choice(["fail", "reject"]), default="fail", show_default=True,
               help="fail: the first bad line stops the import; reject: bad lines are counted, listed and kept in "
                    "rejected.jsonl beside the stored copy, and records without a prediction are listed.")
-def import_predictions_command(file: Path, model: str, config: str | None, on_error: str) -> None:
+@click.option("--max-bytes", type=click.IntRange(min=1), default=MAX_BYTES, show_default=True,
+              help="The largest FILE read (it is read whole, once).")
+@click.option("--max-rejected", type=click.IntRange(min=0), default=MAX_REJECTED, show_default=True,
+              help="With --on-error reject, more rejected lines than this stop the import, nothing written.")
+def import_predictions_command(file: Path, model: str, config: str | None, on_error: str, max_bytes: int,
+                               max_rejected: int) -> None:
     """Import predictions made elsewhere ({"_id", "prediction"} per line) as model MODEL (backend imported)."""
     from lc_pipeline.config import load_config
     from lc_pipeline.generate.imported_backend import PredictionsError
@@ -230,7 +269,8 @@ def import_predictions_command(file: Path, model: str, config: str | None, on_er
     s = cli_settings(config)
     try:
         cfg = load_config(s.config)
-        parsed, folder, where = import_predictions(file, model, cfg, s.lake_dir, s.models_file, on_error)
+        parsed, folder, where, replaced = import_predictions(file, model, cfg, s.lake_dir, s.models_file, on_error,
+                                                             max_bytes=max_bytes, max_rejected=max_rejected)
     except (PredictionsError, ImportProblem, ModelSpecError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     if instance_storage_exists(s.dagster_home):  # else lcp backfill / lcp ui add it when they create the storage
@@ -243,6 +283,8 @@ def import_predictions_command(file: Path, model: str, config: str | None, on_er
             instance.add_dynamic_partitions(MODEL_DIM, [model])
     click.echo(f"{model}: {len(parsed.predictions)} predictions imported from {file} (records of config "
                f"{cfg.name!r} read from its {where}); stored in {folder}")
+    if replaced:
+        click.echo(f"replaced {model}'s earlier import(s), removed: {', '.join(p.name for p in replaced)}")
     if parsed.rejected:
         click.echo(f"{len(parsed.rejected)} line(s) rejected (all in {folder / 'rejected.jsonl'}):", err=True)
         for r in parsed.rejected[:SHOWN]:

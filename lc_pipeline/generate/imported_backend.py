@@ -42,8 +42,10 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from lc_pipeline import json_files
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult
 from lc_pipeline.generate.registry import ModelSpec
+from lc_pipeline.json_files import jsonl_lines
 
 BACKEND = "imported"
 ID_FIELD = "_id"
@@ -91,7 +93,8 @@ class ParsedPredictions:
         return hashlib.sha256(self.normalised()).hexdigest()
 
 
-def parse_predictions(text: str, path: str, known_ids: Iterable[str], on_error: str = "fail") -> ParsedPredictions:
+def parse_predictions(text: str, path: str, known_ids: Iterable[str], on_error: str = "fail",
+                      max_rejected: int | None = None) -> ParsedPredictions:
     """Check a predictions file (its ``text``, read from ``path``) against the config's record ids.
 
     Each non-blank line must be a JSON object with a string ``_id`` that names a record of the config, not
@@ -99,14 +102,19 @@ def parse_predictions(text: str, path: str, known_ids: Iterable[str], on_error: 
     the first bad line raises :class:`PredictionsError` naming the file, the line and the field, and so do
     records of the config left without a prediction (how many, the first ids). With ``"reject"`` every bad
     line is kept as a :class:`Rejection` and the records without a prediction are listed in ``missing``:
-    nothing is dropped silently.
+    nothing is dropped silently; more than ``max_rejected`` (when given) rejected lines stop the import
+    (PredictionsError).
+
+    Lines are split on ``\n`` only; a line nested deeper than :data:`lc_pipeline.json_files.MAX_DEPTH`, with
+    a key given twice, or with a lone surrogate (``"\\ud800"``) is a bad line naming the field
+    (lc_pipeline/json_files.py).
     """
     if on_error not in ("fail", "reject"):
         raise ValueError(f"on_error {on_error!r}: expected 'fail' or 'reject'")
     known = set(known_ids)
     out = ParsedPredictions(path)
     first_line: dict[str, int] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in jsonl_lines(text):  # \n only: U+2028 and the like are data inside a JSON string (D10)
         if not raw.strip():
             continue
         bad = _check_line(raw, number, known, first_line)
@@ -114,6 +122,11 @@ def parse_predictions(text: str, path: str, known_ids: Iterable[str], on_error: 
             if on_error == "fail":
                 raise PredictionsError(bad.message(path))
             out.rejected.append(bad)
+            if max_rejected is not None and len(out.rejected) > max_rejected:
+                raise PredictionsError(f"{path}: more than {max_rejected} lines rejected (line {number} is the "
+                                       f"{len(out.rejected)}th; the first: {out.rejected[0].message(path)}); is it "
+                                       "the predictions file of this config? Nothing was imported (--max-rejected "
+                                       "raises the bound)")
             continue
         rid, prediction = bad
         first_line[rid] = number
@@ -132,10 +145,10 @@ def _check_line(raw: str, number: int, known: set[str], first_line: Mapping[str,
     def reject(field_name: str, error: str) -> Rejection:
         return Rejection(number, field_name, error, raw)
 
-    try:
-        record = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return reject("json", f"not JSON: {exc}")
+    try:  # nesting bounded before parsing (D11), a key given twice (D25) and lone surrogates (D20) refused
+        record = json_files.parse(raw)
+    except json_files.JsonProblem as exc:
+        return reject(exc.field or "json", str(exc))
     if not isinstance(record, dict):
         return reject("json", f"expected a JSON object, got {type(record).__name__}")
     rid = record.get(ID_FIELD)
@@ -154,11 +167,13 @@ def _check_line(raw: str, number: int, known: set[str], first_line: Mapping[str,
 def read_stored(data: bytes, where: str) -> dict[str, str]:
     """The stored copy (:meth:`ParsedPredictions.normalised`) -> record id -> prediction."""
     out: dict[str, str] = {}
-    for number, line in enumerate(data.decode().splitlines(), start=1):
+    for number, line in jsonl_lines(data.decode()):
+        if not line:
+            continue  # the end of the last line
         try:
-            record = json.loads(line)
+            record = json_files.parse(line)
             out[record[ID_FIELD]] = record[PREDICTION_FIELD]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (json_files.JsonProblem, KeyError, TypeError) as exc:
             raise PredictionsError(f"{where}, line {number}: not a stored prediction ({exc}); re-run "
                                    "`lcp import-predictions`") from None
     return out
@@ -201,7 +216,7 @@ class ImportedGenerator:
             self._missing = set(json.loads(storage.read_bytes(manifest)).get("missing", []))
         self._predictions, self._sha256 = read_stored(data, where), sha
 
-    def counter(self):  # noqa: ANN201  (a TokenCounter, imported lazily)
+    def counter(self):
         if self._counter is None:
             from lc_pipeline.construct.tokens import TokenCounter
 

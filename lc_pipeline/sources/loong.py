@@ -49,6 +49,8 @@ from typing import Any, NamedTuple
 import polars as pl
 
 from lc_pipeline import schemas
+from lc_pipeline.json_files import JsonProblem, decode_utf8
+from lc_pipeline.json_files import parse as parse_json
 from lc_pipeline.sources.hub import source_paths
 from lc_pipeline.sources.validation import (
     FILE,
@@ -116,6 +118,16 @@ class DocumentOutside(ValueError):
     """A ``doc`` name that is not a file name, or a document file whose real path leaves ``documents_dir``."""
 
 
+class DocumentUnreadable(ValueError):
+    """A document file that is not UTF-8 text (the message names the file and the byte offset)."""
+
+
+def _read_document(p: Path) -> str:
+    """A document file's text, decoded strictly as UTF-8 (issue 31 D26: ``errors="replace"`` turned a Latin-1
+    ``Café`` into ``Caf\ufffd`` silently); a byte that is not UTF-8 is :class:`DocumentUnreadable`."""
+    return decode_utf8(p.read_bytes(), f"document file {p}", DocumentUnreadable)
+
+
 class LoongDocuments:
     """Index of a Loong ``documents_dir``; ``get(type, name, level)`` gives a :class:`LoongDocument` or None
     (:class:`DocumentOutside` for a name or file that would be read from outside ``documents_dir``)."""
@@ -160,9 +172,9 @@ class LoongDocuments:
                         self._inside(p, "legal.json")
                     except DocumentOutside as exc:
                         raise RecordError(display_name(p), None, None, FILE, str(exc)) from None
-                    try:
-                        data = json.loads(p.read_text(encoding="utf-8"))
-                    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                    try:  # nesting bounded, keys given twice and lone surrogates refused (json_files)
+                        data = parse_json(decode_utf8(p.read_bytes(), str(p), DocumentUnreadable))
+                    except (DocumentUnreadable, JsonProblem) as exc:
                         raise RecordError(display_name(p), None, None, FILE, f"unreadable legal.json: {exc}") from None
                     if not isinstance(data, dict):
                         raise RecordError(display_name(p), None, None, FILE, "expected a JSON object {name: {content, result}}")
@@ -223,12 +235,12 @@ class LoongDocuments:
             if p is None:
                 return None
             self._inside(p, f"document {name!r} (financial)")
-            return f"《{p.stem.split('-')[-1]}》\n" + p.read_text(encoding="utf-8", errors="replace") + "\n\n"
+            return f"《{p.stem.split('-')[-1]}》\n" + _read_document(p) + "\n\n"
         if type_ == "paper":
             p = self.paper_file(name)
             if p is None:
                 return None
-            content = p.read_text(encoding="utf-8", errors="replace")
+            content = _read_document(p)
             return content.split("\n", 1)[0].strip("#").strip() + "\n" + content + "\n\n"
         entry = self._legal_map().get(name)
         if not isinstance(entry, dict):
@@ -242,12 +254,12 @@ class LoongDocuments:
             if p is None:
                 return None
             self._inside(p, f"document {name!r} (financial)")
-            text = p.read_text(encoding="utf-8", errors="replace").strip()
+            text = _read_document(p).strip()
             return LoongDocument(name, text, text, f"《{p.stem.split('-')[-1]}》")
         if type_ == "paper":
             p = self.paper_file(name)
             if p is not None:
-                text = p.read_text(encoding="utf-8", errors="replace").strip()
+                text = _read_document(p).strip()
                 first = text.partition("\n")[0]
                 title = first.lstrip("#").strip() if first.startswith("#") else name
                 return LoongDocument(title, text, text, first.strip("#").strip())
@@ -315,7 +327,7 @@ def _parse(rec: Record, *, source: str, docs: LoongDocuments | None, doc_rows: d
         for name in unique:
             try:
                 found = docs.get(type_, name, level)
-            except DocumentOutside as exc:
+            except (DocumentOutside, DocumentUnreadable) as exc:
                 raise rec.error("doc", str(exc)) from None
             if found is None:
                 raise rec.error("doc", f"document {name!r} ({type_}) not found under {docs.where(type_)}: "

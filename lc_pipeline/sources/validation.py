@@ -29,7 +29,6 @@ import csv
 import errno
 import gzip
 import io
-import json
 import lzma
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -39,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, Literal, TypeVar
 
+from lc_pipeline import json_files
 from lc_pipeline.text import LONE_SURROGATE, byte_order_mark
 
 __all__ = [
@@ -172,9 +172,10 @@ class Record:
         value = self.data[name]
         if isinstance(value, str) and allow_json_string:
             try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                raise self.error(name, "expected a JSON-encoded list of strings, got a string that is not JSON") from None
+                value = json_files.parse(value)
+            except json_files.JsonProblem as exc:
+                reason = "a string that is not JSON" if exc.syntax is not None else f"a string whose JSON is refused: {exc}"
+                raise self.error(name, f"expected a JSON-encoded list of strings, got {reason}") from None
         elif hasattr(value, "tolist") and not isinstance(value, str):  # numpy arrays from Parquet readers
             value = value.tolist()
         if not isinstance(value, list | tuple):
@@ -325,8 +326,8 @@ def _sniff(path: Path, name: str, fmt: str) -> str:
                           "reads as one line; convert the line endings to LF (or CRLF)")
     if fmt == "jsonl" and stripped.startswith(b"[") and source_suffix(path) != ".json":
         try:
-            whole = json.loads(_read_bytes(path, name).decode("utf-8-sig"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            whole = json_files.parse(_read_bytes(path, name).decode("utf-8-sig"), check=False)
+        except (UnicodeDecodeError, json_files.JsonProblem):
             whole = None  # lines that are each a list: rejected one by one
         if isinstance(whole, list):
             raise RecordError(name, None, None, FILE, f"a JSON array in a {source_suffix(path)} file (one document, "
@@ -347,7 +348,8 @@ def _detect_format(path: Path, name: str) -> str:
 
 def _jsonl(path: Path, name: str) -> Iterator[tuple[int, dict | RecordError]]:
     # Bytes are decoded per line so one bad byte costs one record, not the file. The index is
-    # the 0-based line number (blank lines count) so it points straight at the line.
+    # the 0-based line number (blank lines count) so it points straight at the line. A binary file's
+    # lines end at b"\n" only: U+2028 and the like stay inside their JSON string (issue 31 D10).
     index = -1
     try:
         with _open(path) as fh:
@@ -360,11 +362,15 @@ def _jsonl(path: Path, name: str) -> Iterator[tuple[int, dict | RecordError]]:
                     yield index, RecordError(name, index, None, RECORD,
                                              f"undecodable bytes (not UTF-8) at byte {exc.start} of line {index + 1}")
                     continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as exc:
+                try:  # nesting bounded before parsing (D11); keys twice, lone surrogates: read_records
+                    value = json_files.parse(line, check=False)
+                except json_files.JsonProblem as exc:
+                    if exc.syntax is None:
+                        yield index, RecordError(name, index, None, exc.field or RECORD, str(exc))
+                        continue
                     hint = " (the line holds CR characters: do lines end with CR only?)" if "\r" in line.rstrip() else ""
-                    yield index, RecordError(name, index, None, RECORD, f"invalid JSON: {exc.msg} at column {exc.colno}{hint}")
+                    yield index, RecordError(name, index, None, RECORD,
+                                             f"invalid JSON: {exc.syntax.msg} at column {exc.syntax.colno}{hint}")
                     continue
                 yield index, value
     except _DECOMPRESSION_ERRORS as exc:
@@ -377,12 +383,13 @@ def _jsonl(path: Path, name: str) -> Iterator[tuple[int, dict | RecordError]]:
 def _json(path: Path, name: str) -> Iterator[tuple[int, Any]]:
     raw = _read_bytes(path, name)
     try:
-        data = json.loads(raw.decode("utf-8-sig"))
+        data = json_files.parse(raw.decode("utf-8-sig"), check=False)
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise RecordError(name, None, None, FILE, f"undecodable bytes (not UTF-8) on line {line} (byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise RecordError(name, None, None, FILE, f"invalid JSON: {exc.msg} at line {exc.lineno}") from None
+    except json_files.JsonProblem as exc:
+        reason = str(exc) if exc.syntax is None else f"invalid JSON: {exc.syntax.msg} at line {exc.syntax.lineno}"
+        raise RecordError(name, None, None, FILE, reason) from None
     if not isinstance(data, list):
         raise RecordError(name, None, None, FILE, f"expected a JSON list of records, got {_type_name(data)}")
     yield from enumerate(data)
@@ -411,36 +418,6 @@ def _csv(path: Path, name: str) -> Iterator[tuple[int, Any]]:
 
 _READERS = {"jsonl": _jsonl, "json": _json, "parquet": _parquet, "csv": _csv}
 
-def _plain(text: str) -> str:
-    """``text`` with any lone surrogate written as ``\\udXXX``: safe to print and to store."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _lone_surrogate(value: Any, where: str = "") -> tuple[str, str] | None:
-    """(where, reason) of the first lone UTF-16 surrogate in a JSON value's strings or keys, or None.
-
-    JSON text may escape half of a surrogate pair (``"\\ud800"``); Python's ``json`` decodes it to a
-    str that is not valid Unicode and cannot be written as UTF-8 (Parquet, logs), so the record is refused.
-    """
-    if isinstance(value, str):
-        m = LONE_SURROGATE.search(value)
-        return None if m is None else (where, (f"lone surrogate U+{ord(m.group()):04X} at character {m.start()} "
-                                               "(half of a UTF-16 pair, escaped in the JSON; not valid Unicode text)"))
-    if isinstance(value, dict):
-        for k, v in value.items():
-            key = _plain(str(k))
-            if isinstance(k, str) and LONE_SURROGATE.search(k):
-                return f"{where}.{key}" if where else key, "lone surrogate in the field name (not valid Unicode text)"
-            found = _lone_surrogate(v, f"{where}.{key}" if where else key)
-            if found:
-                return found
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            found = _lone_surrogate(v, f"{where}[{i}]")
-            if found:
-                return found
-    return None
-
 
 def read_records(path: str | Path, *, id_field: str | None = None) -> tuple[str, Iterator[tuple[int, dict | RecordError]]]:
     """Return (format, iterator of (index, record)).
@@ -460,7 +437,7 @@ def read_records(path: str | Path, *, id_field: str | None = None) -> tuple[str,
     def records() -> Iterator[tuple[int, dict | RecordError]]:
         for index, value in _READERS[fmt](p, name):
             if isinstance(value, dict) and fmt in ("jsonl", "json"):
-                found = _lone_surrogate(value)
+                found = json_files.find_problem(value)  # a lone surrogate, a key given twice (D25)
                 if found is not None:
                     rid = value.get(id_field) if id_field else None
                     rid = rid if isinstance(rid, str) and rid and not LONE_SURROGATE.search(rid) else None
