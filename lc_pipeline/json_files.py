@@ -3,8 +3,8 @@
 Python's ``json`` lets four kinds of bad input through as tracebacks or silent surprises (issue 31,
 D10, D11, D20, D25, D12). Here:
 
-- :func:`parse` refuses a value nested deeper than :data:`MAX_DEPTH` before ``json`` recurses into it
-  (``json.loads`` of 200,000 ``[`` raised RecursionError), a key given twice in one object at any depth
+- :func:`parse` refuses a value nested deeper than :data:`MAX_DEPTH` (``json.loads`` of 200,000 ``[``
+  raised RecursionError out of every reader; now it is a :class:`JsonProblem` naming the field), a key given twice in one object at any depth
   (``json`` keeps the last one silently; the YAML readers refuse it too) and a lone UTF-16 surrogate in
   a string or key (``"\\ud800"`` decodes to a str that cannot be written as UTF-8). Each is a
   :class:`JsonProblem` naming the top-level field and the path inside it, so a caller rejects that
@@ -98,7 +98,7 @@ def nesting_problem(text: str, limit: int = MAX_DEPTH) -> JsonProblem | None:
                         field = None
                 line = text.count("\n", 0, m.start()) + 1
                 where = f" (line {line}, character {m.start() - text.rfind(chr(10), 0, m.start())})"
-                return JsonProblem(f"nested more than {limit} arrays/objects deep{where}; refused before parsing",
+                return JsonProblem(f"nested more than {limit} arrays/objects deep{where}",
                                    field, field)
         else:
             depth -= 1
@@ -136,21 +136,33 @@ def parse(text: str, *, limit: int = MAX_DEPTH, check: bool = True) -> Any:
     """``text`` parsed as one JSON value, or :class:`JsonProblem`: not JSON, nested deeper than ``limit``, and
     (``check``) a key given twice or a lone surrogate anywhere (see :func:`find_problem`; a caller that
     walks the value itself passes ``check=False`` and calls it on the parts it wants)."""
-    deep = nesting_problem(text, limit)
-    if deep is not None:
-        raise deep
+    bracketed = text.count("[") + text.count("{") > limit  # else it cannot nest deeper than the limit
     try:
         value = json.loads(text, object_pairs_hook=_pairs)
     except json.JSONDecodeError as exc:
         raise JsonProblem(f"not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}", syntax=exc) from None
-    except RecursionError:  # a backstop: nesting_problem finds every such text first
-        raise JsonProblem(f"nested too deeply for the JSON reader (more than {limit} arrays/objects)") from None
+    except RecursionError:  # json's C parser stops itself near 1,000 levels; name the field that nests
+        raise nesting_problem(text, limit) or JsonProblem(f"nested more than {limit} arrays/objects deep") from None
+    if bracketed and _depth(value) > limit:
+        raise nesting_problem(text, limit) or JsonProblem(f"nested more than {limit} arrays/objects deep")
     if check:
         found = find_problem(value)
         if found is not None:
             path, reason = found
             raise JsonProblem(reason, _top(path), path)
     return value
+
+
+def _depth(value: Any) -> int:
+    """How many arrays/objects ``value`` nests, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
+                         if isinstance(child, dict | list))
+    return deepest
 
 
 def _top(path: str) -> str | None:
