@@ -28,10 +28,10 @@ subset scores and predicts the rest; ``direct`` (the paper's App. G) averages it
 ``weighted`` weighs each subset score by the share of the benchmark its K-Means cluster stands
 for; ``blend`` is the mean of ``weighted`` and ``predict`` (tinyBenchmarks' gp-IRT idea). All
 aggregate task -> category -> overall (the mean of the category means). The default is the mode
-the leave-models-out validation trusts for ranking (``predict``: the only one that ranks held-out
-models better than random subsets scored the same way in most cases); ``blend`` has the smallest
-absolute error (benchmarks/README.md). The fit's own validation (``validation.choice`` in
-meta.json) says the same for the models it was fitted on.
+benchmarks/minilongbench_validation.py chose (``blend``: the highest median held-out Spearman and
+worst case over 16 refit units; no mode beats a random stratified subset reliably, README.md says
+how far each can be trusted). The fit's own validation (``validation.choice`` in meta.json) judges
+the modes on the models it was fitted on, by their margin over their own random median.
 
 ``estimate`` checks its input first (issue 22; :mod:`lc_pipeline.score.minilongbench.estimate_input`): no rows,
 a score outside [0, 1] or not a number, or an unknown sample is an error naming the row (the CSV line); two rows
@@ -200,8 +200,8 @@ def _validation_summary(validation: dict | None) -> dict | None:
 @click.option("--scores", "scores_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Parquet (or CSV): model, global_sample, score (subset samples)")
 @click.option("--mode", type=click.Choice(list(mlbm.MODES)), default=mlbm.DEFAULT_MODE, show_default=True,
-              help="predict / direct: the paper's two (predict ranks best); weighted: cluster-weighted subset mean; "
-                   "blend: weighted + predict (smallest error)")
+              help="predict / direct: the paper's two; weighted: cluster-weighted subset mean; blend (default): "
+                   "weighted + predict, the best median held-out rank correlation in the validation")
 @click.option("--blend-weight", type=click.FloatRange(0, 1), default=mlbm.BLEND_WEIGHT, show_default=True,
               help="share of 'weighted' in 'blend' (the rest is 'predict')")
 @click.option("--allow-partial", is_flag=True, default=False,

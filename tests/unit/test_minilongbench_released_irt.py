@@ -84,7 +84,7 @@ def test_released_parameters_estimate_as_the_authors_do(official_env):
         assert ours == pytest.approx(theirs, abs=2e-4), matrix.models[i]
         assert 0.05 < ours < 0.6
     # the parameters are the file's, not a refit: sample 4 749's row is the file's item q4749
-    row = [int(k) for k, v in params["item_ids"].items() if v == "q4749"][0]
+    row = next(int(k) for k, v in params["item_ids"].items() if v == "q4749")
     assert alpha[-1].tolist() == params["disc"][row] and beta[-1] == params["diff"][row][0]
 
 

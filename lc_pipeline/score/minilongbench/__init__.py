@@ -30,10 +30,10 @@ Dagster. Spec: ``shared/specs/minilongbench.md``. The steps, as the authors' cod
    tinyBenchmarks' gp-IRT idea: the IRT prediction is biased (it predicts P(score > c), not the
    score) but steady, the anchor estimate unbiased but noisy, and their errors partly cancel.
    Which to trust is measured, each mode against random stratified subsets scored in the same
-   mode, on held-out models (:mod:`.validation`; ``benchmarks/minilongbench_cv.py`` on the 20
-   real LLMs): ``predict`` is the only mode that ranks held-out models better than its random
-   median in most cases, so it is the default (:data:`DEFAULT_MODE`); ``blend`` has the smallest
-   absolute error, barely below its random median's.
+   mode, on held-out models (:mod:`.validation`; ``benchmarks/minilongbench_validation.py`` on the
+   20 real LLMs, many refits and splits with their spread): no mode ranks held-out models reliably
+   better than a random stratified subset; ``blend`` has the highest median Spearman and the
+   highest worst case, so it is the default (:data:`DEFAULT_MODE`).
 
 The honest baseline (§7): random subsets with the same number of samples per task
 (:func:`random_stratified_subset`), scored the same way (:func:`random_baseline_estimates`); a
