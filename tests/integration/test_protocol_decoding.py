@@ -16,6 +16,7 @@ import json
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import polars as pl
 import pytest
@@ -138,8 +139,8 @@ def test_llamacpp_engine_samples_at_the_temperature():
 class _Recorder(BaseHTTPRequestHandler):
     """A loopback pass-through to the real server, keeping each POST body (what the backend sent)."""
 
-    upstream = ""
-    bodies: list[dict] = []
+    upstream: ClassVar[str] = ""
+    bodies: ClassVar[list[dict]] = []
 
     def _forward(self, body: bytes | None) -> None:
         request = urllib.request.Request(self.upstream + self.path, data=body, method=self.command,
@@ -152,10 +153,10 @@ class _Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._forward(None)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).bodies.append(json.loads(body))
         self._forward(body)
