@@ -124,8 +124,11 @@ class DocumentUnreadable(ValueError):
 
 def _read_document(p: Path) -> str:
     """A document file's text, decoded strictly as UTF-8 (issue 31 D26: ``errors="replace"`` turned a Latin-1
-    ``Café`` into ``Caf\ufffd`` silently); a byte that is not UTF-8 is :class:`DocumentUnreadable`."""
-    return decode_utf8(p.read_bytes(), f"document file {p}", DocumentUnreadable)
+    ``Café`` into ``Caf\ufffd`` silently); a byte that is not UTF-8 is :class:`DocumentUnreadable`. Line ends
+    are translated as a file opened in text mode translates them (``\r\n`` and ``\r`` become ``\n``), as the
+    authors' ``open(...).read()`` and this reader's earlier ``read_text`` did."""
+    text = decode_utf8(p.read_bytes(), f"document file {p}", DocumentUnreadable)
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 class LoongDocuments:

@@ -255,6 +255,20 @@ def test_d26_a_loong_document_that_is_not_utf8_rejects_its_item_naming_the_file_
     assert "\ufffd" not in "".join(documents["text"].to_list())
 
 
+def test_d26_strict_decoding_keeps_text_modes_line_ends_a_crlf_document_reads_as_before(tmp_path):
+    docs = tmp_path / "doc"
+    (docs / "paper").mkdir(parents=True)
+    (docs / "paper" / "crlf.md").write_bytes("# CRLF\r\nCafé line one.\r\nline two\rend".encode("utf-8"))
+    item = {"id": "crlf", "type": "paper", "level": 1, "set": 1, "length": 100, "language": "en", "question": "Q?",
+            "instruction": "Read.", "prompt_template": "{docs}\n\n{instruction}\n\n{question}", "doc": ["crlf.md"],
+            "answer": "A", "shuffle_doc": False}
+    path = tmp_path / "loong.jsonl"
+    path.write_text(json.dumps(item) + "\n")
+    documents, loaded, _ = load_loong(path, docs, source="t", on_error="fail")
+    text = "".join(documents["text"].to_list())
+    assert "\r" not in text and "Café line one.\nline two\nend" in text  # as open(...).read() gives it
+
+
 # ----------------------------------------------------------------------------- D32: bounded, not piling up
 
 
