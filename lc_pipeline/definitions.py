@@ -12,6 +12,7 @@ by ``LCP_EXECUTOR_CONFIG`` (``deploy/<profile>/executor.yaml``; see docs/deploym
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +139,9 @@ class Pipeline:
     assets: list
     resources: dict
     defs: dg.Definitions
+    # ``assets`` with the generations asset outside the gpu pool: what the runner materializes for an imported
+    # model's generations (no model is called; issue 31), never part of ``defs``.
+    unpooled_assets: list = dataclasses.field(default_factory=list)
 
 
 # A config that runs a published benchmark as released builds its instances from the records alone, and has no
@@ -202,7 +206,9 @@ def build_pipeline(settings: Settings) -> Pipeline:
         sensors=[build_partitions_sensor(settings.config, str(settings.models_file), model_job)],
         executor=build_executor(settings),
     )
-    return Pipeline(settings, config, parts, assets, resources, defs)
+    unpooled_generations = with_column_schemas(generation.build(parts, pool=None))
+    unpooled = [a for a in assets if "generations" not in asset_names(a)] + unpooled_generations
+    return Pipeline(settings, config, parts, assets, resources, defs, unpooled)
 
 
 defs = build_pipeline(Settings.from_env()).defs

@@ -153,6 +153,10 @@ def readable_parquet(path) -> bool:
     return True
 
 
+def asset_names_of(asset) -> set[str]:
+    return {key.to_user_string() for key in getattr(asset, "keys", ())}
+
+
 class Runner:
     def __init__(
         self,
@@ -219,8 +223,12 @@ class Runner:
         partition_key: str | dg.MultiPartitionKey | None = None,
         dims: dict[str, str] | None = None,
         force: bool = False,
+        pooled: bool = True,
     ) -> bool:
-        """Materialize ``assets`` for one partition unless all of them are fresh. True if it ran."""
+        """Materialize ``assets`` for one partition unless all of them are fresh. True if it ran.
+
+        ``pooled=False``: the generations asset outside the ``gpu`` pool (a model that calls no model). A step
+        that needs a slot of the pool waits here for one, saying so (:meth:`wait_for_pool_slot`)."""
         pk = str(partition_key) if partition_key is not None else None
         if not force and all(self.is_fresh(a, pk, dims or {}, fingerprints[a]) for a in assets):
             self.echo(f"  = {label}: up to date, reused")
@@ -229,9 +237,14 @@ class Runner:
         self.echo(f"  > {label} ...")
         t0 = time.perf_counter()
         self.current = (label, assets, dims or {})
+        graph = self.pipeline.assets if pooled or not self.pipeline.unpooled_assets else self.pipeline.unpooled_assets
+        pools = {pool for a in graph if asset_names_of(a) & set(assets)
+                 for pool in [getattr(getattr(a, "node_def", None), "pool", None)] if pool}
+        for pool in sorted(pools):
+            self.wait_for_pool_slot(pool, label)
         try:
             result = dg.materialize(
-                self.pipeline.assets,
+                graph,
                 selection=assets,
                 partition_key=pk,
                 resources=self.pipeline.resources,
@@ -258,6 +271,28 @@ class Runner:
         self.echo(f"  + {label}: done in {time.perf_counter() - t0:.1f}s (run {result.run_id[:8]})")
         self.ran.append(label)
         return True
+
+    def wait_for_pool_slot(self, pool: str, label: str, poll_s: float = 1.0, say_every_s: float = 30.0) -> None:
+        """Wait until ``pool`` has a free slot, here rather than inside Dagster's run (which waits without a word and
+        ignores Ctrl-C): a line at once and then every ``say_every_s`` naming the step, the pool and the runs holding
+        its slots; Ctrl-C / SIGTERM stop the wait. (Another process can still take the freed slot first: then
+        Dagster's own claim waits, as before.)"""
+        storage_ = self.instance.event_log_storage
+        waited, last_said = 0.0, None
+        while True:
+            info = storage_.get_concurrency_info(pool)
+            if info.slot_count == 0 or info.active_slot_count < info.slot_count:
+                if last_said is not None:
+                    self.echo(f"  . {label}: got a {pool!r} slot after {waited:.0f}s")
+                return
+            if last_said is None or waited - last_said >= say_every_s:
+                holders = ", ".join(sorted(r[:8] for r in info.active_run_ids)) or "?"
+                self.echo(f"  . {label}: waiting for a slot of the {pool!r} pool ({info.active_slot_count}/"
+                          f"{info.slot_count} held by run(s) {holders}; {GPU_POOL_ENV} sets its size); "
+                          f"waited {waited:.0f}s, Ctrl-C stops")
+                last_said = waited
+            time.sleep(poll_s)
+            waited += poll_s
 
     def saved_note(self) -> str:
         """What an interrupted run leaves behind, in one sentence: the steps finished and, when it stopped in a
@@ -346,11 +381,12 @@ class Runner:
         fps = {a: stage_fingerprint(a, cfg, spec_fp)
                for a in ("generations", "metric_scores", "prior_knowledge", "long_scores", "lveval_ablation",
                          "benchmark_scores")}
+        calls_a_model = self.pipeline.resources["models"].spec(slug).backend != "imported"  # imported: a lookup
         for level in lengths or cfg.lengths:
             key = length_model_key(level, slug)
             dims = {"length": level, MODEL_DIM: slug}
             self.step(f"generations + metric_scores [{level}|{slug}]", ["generations", "metric_scores"],
-                      fps, key, dims)
+                      fps, key, dims, pooled=calls_a_model)
         # LongScore and the ablation read every length: with some still unscored (a backfill of
         # one length), they wait for the backfill that completes the set instead of failing.
         unscored = [lv for lv in cfg.lengths if not partition_path(

@@ -20,13 +20,15 @@ GPU_POOL = "gpu"
 GPU_STEP_TAGS = {"dagster-celery/queue": "gpu"}
 
 
-def build(parts: Partitions) -> list:
+def build(parts: Partitions, pool: str | None = GPU_POOL) -> list:
+    """The generations asset; ``pool=None``: the same asset outside the ``gpu`` pool, which ``lcp`` materializes
+    for a model that calls no model (imported predictions: a lookup), so it never waits for a GPU slot."""
     @dg.asset(
         partitions_def=parts.length_x_model,
         group_name="generation",
         kinds={"parquet"},
-        pool=GPU_POOL,
-        op_tags=GPU_STEP_TAGS,
+        pool=pool,
+        op_tags=GPU_STEP_TAGS if pool else {},
         description="Model outputs with prompt token counts, truncation (applied + policy; skip: not sent), status "
         "(answered / empty / cut / skipped / invalid), what was fed, finish reason, latency, backend and sampling "
         "settings; every answer stored as it arrives (the generation store), so a killed run resumes with only "
