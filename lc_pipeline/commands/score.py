@@ -31,6 +31,7 @@ from pathlib import Path
 
 import click
 
+from lc_pipeline import json_files
 from lc_pipeline.score.fallbacks import FallbackZeros, score_noted
 from lc_pipeline.text import LONE_SURROGATE, byte_order_mark
 
@@ -102,10 +103,18 @@ def read_records(path: Path, prediction_field: str) -> list[tuple[int, dict]]:
         line = _decode(path, line_no, raw, data)
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RecordProblem(f"{path}: line {line_no}: not valid JSON ({exc.msg})") from None
+        try:  # nesting bounded, a key given twice and lone surrogates refused, as every user JSON file (issue 31)
+            rec = json_files.parse(line)
+        except json_files.JsonProblem as exc:
+            if exc.syntax is not None:
+                raise RecordProblem(f"{path}: line {line_no}: not valid JSON ({exc.syntax.msg})") from None
+            try:  # the record's _id for the message, when the line parses without the checks
+                guess = json_files.parse(line, check=False)
+            except json_files.JsonProblem:
+                guess = None
+            field = f" field {exc.field!r}:" if exc.field else ""
+            raise RecordProblem(f"{path}: {_where(line_no, guess if isinstance(guess, dict) else None)}:{field} "
+                                f"{exc}") from None
         if not isinstance(rec, dict):
             raise RecordProblem(f"{path}: line {line_no}: expected a JSON object, got {type(rec).__name__}")
         where = f"{path}: {_where(line_no, rec)}"

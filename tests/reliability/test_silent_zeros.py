@@ -100,7 +100,7 @@ def test_lcp_score_prints_the_official_zeros_and_counts_them_on_stderr(tmp_path)
      r"line 1: holds NUL bytes \(UTF-16 or UTF-32 without a byte-order mark\?\)"),
     ("surrogate_id", (b'{"_id": "a", "prediction": "x", "answers": ["x"]}\n'
                       b'{"_id": "b\\ud800", "prediction": "x", "answers": ["x"]}\n'),
-     r"line 2 \(_id 'b\\ud800'\): field '_id': holds a lone UTF-16 surrogate"),
+     r"line 2 \(_id 'b\\ud800'\): field '_id': lone surrogate U\+D800 at character 1"),
     ("bad_json", b'{"_id": "a", "prediction": "x", "answers": ["x"]}\n{"_id": "b", \n',
      r"line 2: not valid JSON \(Expecting property name enclosed in double quotes\)"),
     ("missing_answers", b'{"_id": "a", "prediction": "x"}\n', r"line 1 \(_id 'a'\): field 'answers': expected a "),

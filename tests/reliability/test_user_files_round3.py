@@ -290,3 +290,21 @@ def test_d32_a_reimport_replaces_the_models_earlier_copy(project, imported):
     assert len(now) == 1 and now != folders
     assert f"replaced elsewhere's earlier import(s), removed: {folders[0].name}" in result.output
     assert stored_predictions(project)["q-1"] == "better q-1"
+
+
+# ----------------------------------------------------------------------------- lcp score reads through the same rules
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"_id": "a", "prediction": "x", "answers": ["x"], "extra": ' + "[" * 5000 + "]" * 5000 + "}",
+     "line 1: field 'extra': nested more than 100 arrays/objects deep"),
+    ('{"_id": "b", "prediction": "x", "prediction": "y", "answers": ["x"]}',
+     "line 1 (_id 'b'): field 'prediction': key 'prediction' given twice in one object"),
+])
+def test_lcp_score_refuses_deep_nesting_and_repeated_keys_naming_line_and_field(tmp_path, line, message):
+    path = tmp_path / "preds.jsonl"
+    path.write_text(line + "\n")
+    before = path.read_bytes()
+    result = CliRunner().invoke(main, ["score", str(path), "--metric", "longbench:qasper"])
+    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+    assert path.read_bytes() == before
