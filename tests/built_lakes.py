@@ -21,7 +21,7 @@ from pathlib import Path
 
 from conftest import REPO, TINY_CONFIG
 
-# `lcp demo` as a user runs it, and `lcp plan` against it (tests/integration/test_cli.py, test_plan_cli.py): every
+# `lcp demo` as a user runs it, and `lcp plan` before it (tests/integration/test_cli.py, test_plan_cli.py): every
 # kind of step, not long prompts. Two short levels (single-hop evidence, ~350 tokens, fits 512), one depth, two
 # items, a few new tokens: four generations per model.
 CLI_DEMO_CONFIG = {**TINY_CONFIG, "name": "cli-demo",
@@ -76,7 +76,6 @@ class Template:
     root: Path
     outputs: dict[str, subprocess.CompletedProcess] = field(default_factory=dict)  # what its build printed
     digest: dict[str, str] = field(default_factory=dict)
-    earlier: Template | None = None  # a copy of the project taken earlier in its build, a template too
 
     def freeze(self) -> None:
         _chmod_tree(self.root, writable=False)

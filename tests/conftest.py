@@ -69,26 +69,13 @@ def cli_demo_project(tmp_path_factory):
     template = built_lakes.Template(root)
     template.outputs["plan"] = built_lakes.lcp(env, "plan", "--model", "smollm2-135m", "--format", "json",
                                                "--requests")
-    # The project as `lcp plan` left it (the benchmark built, nothing generated): cli_planned_project.
-    planned = built_lakes.copy_tree(root, tmp_path_factory.mktemp("cli_planned") / "project")
-    template.earlier = built_lakes.Template(planned)
     template.outputs["demo"] = built_lakes.lcp(env, "demo")
     template.freeze()
-    template.earlier.freeze()
     yield template
     try:
         template.check()
-        template.earlier.check()
     finally:
         template.release()
-        template.earlier.release()
-
-
-@pytest.fixture(scope="session")
-def cli_planned_project(cli_demo_project):
-    """cli_demo_project as `lcp plan` left it: sources, passages, index, hard negatives and instances built, no model
-    run (no generations, scores or leaderboard). Read-only; copy it (built_lakes.copy_project or copy_world)."""
-    return cli_demo_project.earlier
 
 
 @pytest.fixture(scope="session")

