@@ -371,8 +371,19 @@ class Runner:
             if released:
                 self.echo(f"  - vLLM engine/server of {', '.join(released)} closed")
 
+    def preflight(self) -> None:
+        """What would fail only after generation, checked before any model is called (probe D17): LongScore's base
+        and long lengths must differ (score/longscore.py refuses them after every partition is generated)."""
+        cfg = self.config
+        overlap = sorted(set(cfg.base_lengths) & set(cfg.long_lengths))
+        if overlap and self.has("long_scores"):
+            raise ValueError(f"config {cfg.name!r}: lengths {overlap} are both base_lengths and long_lengths; "
+                             "LongScore compares the long lengths with the base ones, so each length is one or the "
+                             "other (checked before any generation)")
+
     def _evaluate_model(self, slug: str, lengths: list[str] | None, leaderboard_in_model_run: bool = False) -> bool:
         cfg = self.config
+        self.preflight()
         self.register_models([slug])
         missing = self.missing_instances()
         if missing:
@@ -476,6 +487,7 @@ class Runner:
         return storage.read_parquet(partition_path(storage.lake_path(self.lake), "leaderboard", {}))
 
     def demo(self, models: list[str] | None = None) -> pl.DataFrame:
+        self.preflight()
         self.build_benchmark()
         for slug in models or list(self.config.models):
             self.evaluate_model(slug)

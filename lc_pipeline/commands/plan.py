@@ -191,6 +191,7 @@ def _plan(config: str | None, models: tuple[str, ...], tokens_per_second: float 
 
     runner = Runner(pipeline, dg.DagsterInstance.get(), echo=echo)
     try:
+        runner.preflight()  # what a run would refuse after generating (D17) is refused by its plan too
         instances, source = _instances(runner, echo)
     except (RuntimeError, ValueError, OSError) as exc:  # StepFailed: the step, its partition and the cause
         raise click.ClickException(str(exc)) from None

@@ -110,6 +110,30 @@ def test_a_failed_step_ends_in_one_error_line_naming_step_partition_and_cause(tm
     assert lake_files(world.lake) == before  # nothing written was touched
 
 
+def test_base_and_long_lengths_that_overlap_are_refused_before_any_generation(tmp_path):
+    # D17: the overlap used to fail in long_scores, after every partition was generated (the money spent).
+    import yaml
+
+    world = make_world(tmp_path / "project", per_length=2)
+    config = yaml.safe_load((world.root / "config.yaml").read_text())
+    (world.root / "config.yaml").write_text(yaml.safe_dump({**config, "long_lengths": ["1k", "2k"]}))
+    before = lake_files(world.lake)
+    with FaultyOpenAIServer() as server:
+        world.add_model(served_model("served", server.url))
+        refused = world.lcp("backfill", "--model", "served")
+        planned = world.lcp("plan", "--model", "served")
+        assert not server.received
+    message = ("lengths ['1k'] are both base_lengths and long_lengths; LongScore compares the long lengths with the "
+               "base ones, so each length is one or the other (checked before any generation)")
+    for run in (refused, planned):
+        assert run.returncode == 1
+        no_traceback(run.stdout + run.stderr)
+        assert message in run.stderr
+    assert "> generations" not in refused.stderr
+    assert lake_files(world.lake) == before
+    assert not (world.lake / "_checkpoints").exists()
+
+
 # ----------------------------------------------------------------------------- a corrupt partition (D15, D16)
 
 
@@ -223,20 +247,29 @@ def test_imported_predictions_take_no_gpu_slot(tmp_path, monkeypatch):
 @pytest.mark.slow
 @needs_model
 def test_sigint_during_a_real_backfill_then_the_rerun_sends_only_what_was_not_answered(cli_demo_project, tmp_path):
-    """The demo (tests/built_lakes.CLI_DEMO_CONFIG, instances built), `lcp backfill` of SmolLM2 (a model new to
-    this lake), SIGINT at least 20 s in and once an answer is stored: exit 130, one line, no traceback; the rerun
+    """The demo (tests/built_lakes.CLI_DEMO_CONFIG, instances built), `lcp backfill` of SmolLM2 under a name new to
+    this lake (four prompts), SIGINT 20 s in, right after an answer is stored: exit 130, one line, no traceback; the rerun
     generates exactly the prompts without a stored answer (the generations' own counts, from the Dagster log)."""
     import built_lakes
 
     root, env = built_lakes.copy_project(cli_demo_project, tmp_path / "project")
-    lake, slug = root / "data_lake", "smollm2-135m"
+    lake, slug = root / "data_lake", "smollm2-newcomer"
+    built_lakes.lcp(env, "add-model", slug, "--like", "smollm2-135m")  # the same weights under a name new here
     log = tmp_path / "interrupted.log"
     with open(log, "w") as out:
         run = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "backfill", "--model", slug], env=env,
                                stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         started = time.monotonic()
-        wait_for(lambda: stored_rows(lake).height >= 1, run, "a stored answer", timeout=600)
-        time.sleep(max(0.0, 20.0 - (time.monotonic() - started)))
+        while time.monotonic() - started < 20.0:
+            assert run.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.1)
+        # 20 s in: interrupt right after the next answer is stored, so that the signal lands inside a generation step
+        # (when every answer is already stored, it lands in a later step and the rerun generates nothing).
+        stores = lake / "_checkpoints" / "generations"
+        answered = lambda: sum(len(GenerationStore(d)) for d in stores.glob(f"*/model={slug}"))  # noqa: E731
+        count = answered()
+        if count < 4:
+            wait_for(lambda: answered() > count, run, "the next stored answer", timeout=600)
         os.kill(run.pid, signal.SIGINT)
         run.wait(timeout=120)
     output = log.read_text()
@@ -246,7 +279,6 @@ def test_sigint_during_a_real_backfill_then_the_rerun_sends_only_what_was_not_an
     assert f"Resume with `lcp backfill --model {slug}`" in line
 
     # What is stored per partition before the rerun; partitions finished before the signal are reused as they are.
-    stores = lake / "_checkpoints" / "generations"
     before = {d.parent.name.split("=", 1)[1]: set(GenerationStore(d)) for d in sorted(stores.glob(f"*/model={slug}"))}
     done_before = {lv for lv in ("512", "1k")
                    if (lake / "generations" / f"length={lv}" / f"model={slug}" / "data.parquet").exists()}
