@@ -62,7 +62,7 @@ def describe_error(error) -> str:
     while error is not None and seen < 10:
         chain.append(error)
         error, seen = error.cause or error.context, seen + 1
-    own = [e for e in chain if not e.cls_name.startswith("Dagster")] or chain
+    own = [e for e in chain if not e.cls_name.startswith("Dagster")] or chain[::-1]  # else Dagster's innermost
     inner = own[0]
     message = inner.message.strip()
     head, sep, rest = message.partition(": ")
