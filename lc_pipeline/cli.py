@@ -136,6 +136,7 @@ def demo(config: str | None, models: tuple[str, ...]) -> None:
         "".join(f" --model {shlex.quote(m)}" for m in models)
     with _graph_run(resume) as state:
         runner = state["runner"] = _runner(s)
+        runner.preflight()  # what would fail only after generation fails here (D17)
         board = runner.demo(list(models) or None)
     _print_leaderboard(board)
     click.echo(f"\n{len(runner.ran)} steps ran, {len(runner.reused)} reused. Lake: {s.lake_dir}", err=True)
@@ -318,6 +319,7 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
     with _graph_run(resume) as state:
         runner = state["runner"] = _runner(s)
         runner.tags = {"lcp/backfill": model}
+        runner.preflight()  # what would fail only after generation fails here (D17)
         _check_model_files(runner.pipeline.resources["models"].spec(model))
         if runner.missing_instances():  # model-independent: e.g. a benchmark run as released, then imported
             runner.build_benchmark()    # predictions backfilled before any model ran (nothing built re-runs)

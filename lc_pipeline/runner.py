@@ -373,7 +373,8 @@ class Runner:
 
     def preflight(self) -> None:
         """What would fail only after generation, checked before any model is called (probe D17): LongScore's base
-        and long lengths must differ (score/longscore.py refuses them after every partition is generated)."""
+        and long lengths must differ (score/longscore.py refuses them after every partition is generated). The
+        commands that spend model time call it first (lcp demo, backfill, plan)."""
         cfg = self.config
         overlap = sorted(set(cfg.base_lengths) & set(cfg.long_lengths))
         if overlap and self.has("long_scores"):
@@ -383,7 +384,6 @@ class Runner:
 
     def _evaluate_model(self, slug: str, lengths: list[str] | None, leaderboard_in_model_run: bool = False) -> bool:
         cfg = self.config
-        self.preflight()
         self.register_models([slug])
         missing = self.missing_instances()
         if missing:
@@ -487,7 +487,6 @@ class Runner:
         return storage.read_parquet(partition_path(storage.lake_path(self.lake), "leaderboard", {}))
 
     def demo(self, models: list[str] | None = None) -> pl.DataFrame:
-        self.preflight()
         self.build_benchmark()
         for slug in models or list(self.config.models):
             self.evaluate_model(slug)
