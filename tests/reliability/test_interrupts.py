@@ -248,7 +248,7 @@ def test_imported_predictions_take_no_gpu_slot(tmp_path, monkeypatch):
 @needs_model
 def test_sigint_during_a_real_backfill_then_the_rerun_sends_only_what_was_not_answered(cli_demo_project, tmp_path):
     """The demo (tests/built_lakes.CLI_DEMO_CONFIG, instances built), `lcp backfill` of SmolLM2 under a name new to
-    this lake (four prompts), SIGINT 20 s in, right after an answer is stored: exit 130, one line, no traceback; the rerun
+    this lake (four prompts), SIGINT right after its first answer is stored: exit 130, one line, no traceback; the rerun
     generates exactly the prompts without a stored answer (the generations' own counts, from the Dagster log)."""
     import built_lakes
 
@@ -259,17 +259,12 @@ def test_sigint_during_a_real_backfill_then_the_rerun_sends_only_what_was_not_an
     with open(log, "w") as out:
         run = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "backfill", "--model", slug], env=env,
                                stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        started = time.monotonic()
-        while time.monotonic() - started < 20.0:
-            assert run.poll() is None, log.read_text()[-3000:]
-            time.sleep(0.1)
-        # 20 s in: interrupt right after the next answer is stored, so that the signal lands inside a generation step
-        # (when every answer is already stored, it lands in a later step and the rerun generates nothing).
+        # Interrupt right after the first answer is stored (at most 20 s in on a loaded machine; on a quiet one the
+        # four prompts take ~15 s in all, so a fixed 20 s would find the run finished): the signal lands inside a
+        # generation step with part of its partition answered.
         stores = lake / "_checkpoints" / "generations"
         answered = lambda: sum(len(GenerationStore(d)) for d in stores.glob(f"*/model={slug}"))  # noqa: E731
-        count = answered()
-        if count < 4:
-            wait_for(lambda: answered() > count, run, "the next stored answer", timeout=600)
+        wait_for(lambda: answered() >= 1, run, "the first stored answer", timeout=600)
         os.kill(run.pid, signal.SIGINT)
         run.wait(timeout=120)
     output = log.read_text()
