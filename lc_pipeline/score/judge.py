@@ -180,6 +180,37 @@ def last_json_object(text: str) -> dict | None:
     return None
 
 
+_LAST_FENCED = re.compile(r"(?:```json)(.+)(?:```)", re.DOTALL)
+
+
+def _json_or_none(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def last_braces_json(reply: str):
+    """The authors' stricter rule (HELMET's ``parse_json``, 100-LongBench's ``parse_qa_json``): only the LAST
+    ``{...}`` of the reply, parsed as JSON (any JSON value), else None; unlike :func:`last_json_object` no earlier
+    candidate is tried."""
+    found = _JSON_OBJECT.findall(reply or "")
+    return _json_or_none(found[-1]) if found else None
+
+
+def last_braces_or_fenced_json(reply: str):
+    """:func:`last_braces_json`; when the last ``{...}`` is not JSON, the last fenced ```json block (greedy, as the
+    authors' summary parsers read it); None when the reply has no ``{...}`` at all."""
+    found = _JSON_OBJECT.findall(reply or "")
+    if not found:
+        return None
+    value = _json_or_none(found[-1])
+    if value is None:
+        fenced = _LAST_FENCED.findall(reply or "")
+        value = _json_or_none(fenced[-1]) if fenced else None
+    return value
+
+
 def bracket_score(text: str) -> float | None:
     """Loong's ``extract_number``: the first ``[[n]]``, else the first ``[n]``, as a float."""
     for pattern in (_DOUBLE, _SINGLE):

@@ -24,7 +24,6 @@ top_p 0.9, seed 42, ``max_tokens`` 2048 (LongQA, the class default) or 4096 (Sum
 
 from __future__ import annotations
 
-import json
 import re
 
 from lc_pipeline.benchmarks.helmet.official_files import (
@@ -39,6 +38,8 @@ from lc_pipeline.score.judge import (
     JudgeInput,
     JudgeSettings,
     Rubric,
+    last_braces_json,
+    last_braces_or_fenced_json,
 )
 from lc_pipeline.settings import Settings
 
@@ -64,34 +65,15 @@ def parse_output(output: str, prefix: str = ANSWER_PREFIX) -> str:
     return re.sub(f"^{re.escape(prefix)}", "", text, flags=re.IGNORECASE).strip()
 
 
-_BRACES = re.compile(r"\{.*?\}", re.DOTALL)
-_FENCED = re.compile(r"(?:```json)(.+)(?:```)", re.DOTALL)
-
-
-def _loads(text: str):
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
-def longqa_verdict(reply: str) -> dict | None:
-    """``eval_gpt4_longqa.parse_json``: the last ``{...}`` as JSON, else None."""
-    found = _BRACES.findall(reply or "")
-    return _loads(found[-1]) if found else None
+def longqa_verdict(reply: str):
+    """``eval_gpt4_longqa.parse_json``: the last ``{...}`` as JSON, else None (score.judge.last_braces_json)."""
+    return last_braces_json(reply)
 
 
 def summ_verdict(reply: str):
     """``eval_gpt4_summ.parse_json``: the last ``{...}`` as JSON; if that is not JSON, the last fenced json block;
-    else None."""
-    found = _BRACES.findall(reply or "")
-    if not found:
-        return None
-    value = _loads(found[-1])
-    if value is None:
-        fenced = _FENCED.findall(reply or "")
-        value = _loads(fenced[-1]) if fenced else None
-    return value
+    else None (score.judge.last_braces_or_fenced_json)."""
+    return last_braces_or_fenced_json(reply)
 
 
 def _number(obj, name: str) -> float | None:

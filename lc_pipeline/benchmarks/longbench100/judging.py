@@ -22,9 +22,6 @@ The call (``utils/model_utils.OpenAIModel.generate``, judge gpt-4o-mini-2024-07-
 
 from __future__ import annotations
 
-import json
-import re
-
 from lc_pipeline.official import OfficialFile, OfficialFileError, read_python_literal
 from lc_pipeline.score.judge import (
     MISSING_FIELD,
@@ -33,6 +30,8 @@ from lc_pipeline.score.judge import (
     JudgeInput,
     JudgeSettings,
     Rubric,
+    last_braces_json,
+    last_braces_or_fenced_json,
 )
 from lc_pipeline.settings import Settings
 
@@ -69,33 +68,15 @@ def prediction(output: str) -> str:
     return output.lstrip("\n").split("\n")[0]
 
 
-_BRACES = re.compile(r"\{.*?\}", re.DOTALL)
-_FENCED = re.compile(r"(?:```json)(.+)(?:```)", re.DOTALL)
-
-
-def _loads(text: str):
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
 def qa_verdict(reply: str):
-    """``parse_qa_json``: the last ``{...}`` as JSON, else None."""
-    found = _BRACES.findall(reply or "")
-    return _loads(found[-1]) if found else None
+    """``parse_qa_json``: the last ``{...}`` as JSON, else None (score.judge.last_braces_json)."""
+    return last_braces_json(reply)
 
 
 def summ_verdict(reply: str):
-    """``parse_sum_json``: the last ``{...}`` as JSON; if that is not JSON, the last fenced json block; else None."""
-    found = _BRACES.findall(reply or "")
-    if not found:
-        return None
-    value = _loads(found[-1])
-    if value is None:
-        fenced = _FENCED.findall(reply or "")
-        value = _loads(fenced[-1]) if fenced else None
-    return value
+    """``parse_sum_json``: the last ``{...}`` as JSON; if that is not JSON, the last fenced json block; else None
+    (score.judge.last_braces_or_fenced_json)."""
+    return last_braces_or_fenced_json(reply)
 
 
 def _field(obj, name: str) -> float | None:
