@@ -13,10 +13,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -91,3 +94,69 @@ def llama_server(gguf: str, alias: str = "smollm2", n_ctx: int = 2048, n_threads
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
         log.close()
+
+
+class RecordingRelay:
+    """A loopback HTTP server in front of a real OpenAI-compatible server (``upstream``, its ``.../v1`` URL):
+    every request is passed on and each POST recorded as (path, body) in ``posts``. ``rewrite(body)`` changes a
+    POST body before it is passed on (the recorded body is what the client sent); ``refuse(path)``, when it gives
+    a message, answers 404 with it instead, as a server without that endpoint does."""
+
+    def __init__(self, upstream: str, *, rewrite: Callable[[dict], dict] | None = None,
+                 refuse: Callable[[str], str | None] | None = None) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.posts: list[tuple[str, dict]] = []
+        relay = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _reply(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _forward(self, data: bytes | None) -> None:
+                req = urllib.request.Request(relay.upstream + self.path.removeprefix("/v1"), data=data,
+                                             method=self.command, headers={"Content-Type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=300) as resp:
+                        status, body = resp.status, resp.read()
+                except urllib.error.HTTPError as err:
+                    status, body = err.code, err.read()
+                self._reply(status, body)
+
+            def do_GET(self) -> None:
+                self._forward(None)
+
+            def do_POST(self) -> None:
+                sent = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                relay.posts.append((self.path, sent))
+                refused = refuse(self.path) if refuse is not None else None
+                if refused is not None:
+                    self._reply(404, json.dumps({"error": {"message": refused}}).encode())
+                    return
+                self._forward(json.dumps(rewrite(sent) if rewrite else sent).encode())
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> RecordingRelay:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+    @property
+    def bodies(self) -> list[dict]:
+        return [body for _, body in self.posts]
+
+    def paths(self) -> list[str]:
+        return [path for path, _ in self.posts]

@@ -10,17 +10,11 @@ seconds (the authors' 2,048 and 4,096 would let it ramble for minutes); the repl
 from __future__ import annotations
 
 import json
-import threading
-import urllib.error
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Self
 
 import polars as pl
 import pytest
-from conftest import free_port
-from servers import llama_server, needs_llama_server, smollm2_gguf
+from servers import RecordingRelay, llama_server, needs_llama_server, smollm2_gguf
 
 from lc_pipeline.benchmarks.longbench100 import judging as lb100_judging
 from lc_pipeline.resources.judge import JudgeClient
@@ -35,55 +29,14 @@ needs_shared = pytest.mark.skipif(not SHARED_OFFICIAL.is_dir(),
 RELAY_MAX_TOKENS = 24
 
 
-class Relay:
-    """A loopback HTTP server that records each POST body and passes the request on to ``upstream``."""
+def judge_relay(upstream: str) -> RecordingRelay:
+    """The SmolLM2 server behind a recorder; each call asks for at most RELAY_MAX_TOKENS so a 135M model answers
+    quickly (the recorded body keeps the max_tokens the client sent)."""
+    return RecordingRelay(upstream, rewrite=lambda body: {**body, "max_tokens": RELAY_MAX_TOKENS})
 
-    def __init__(self, upstream: str) -> None:
-        self.upstream = upstream.rstrip("/")
-        self.bodies: list[dict] = []
-        relay = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def _forward(self, data: bytes | None) -> None:
-                req = urllib.request.Request(relay.upstream + self.path.removeprefix("/v1"), data=data,
-                                             method=self.command, headers={"Content-Type": "application/json"})
-                try:
-                    with urllib.request.urlopen(req, timeout=300) as resp:
-                        status, body = resp.status, resp.read()
-                except urllib.error.HTTPError as err:
-                    status, body = err.code, err.read()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                self._forward(None)
-
-            def do_POST(self) -> None:
-                sent = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                relay.bodies.append(sent)
-                self._forward(json.dumps({**sent, "max_tokens": RELAY_MAX_TOKENS}).encode())
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
-
-    def received(self, prompt: str) -> list[dict]:
-        return [b for b in self.bodies if b["messages"][-1]["content"] == prompt]
+def received(relay: RecordingRelay, prompt: str) -> list[dict]:
+    return [b for b in relay.bodies if b["messages"][-1]["content"] == prompt]
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +79,7 @@ def frames() -> tuple[pl.DataFrame, pl.DataFrame]:
 @needs_shared
 def test_the_server_receives_the_authors_calls_and_unread_verdicts_count_per_protocol(server_url, shared_env):
     generations, instances = frames()
-    with Relay(server_url) as relay:
+    with judge_relay(server_url) as relay:
         client = JudgeClient("smollm2", relay.url, max_concurrency=2, max_retries=0, timeout_s=300)
         plan = judge.plan_judgments(generations, instances, client.model, client.decoding, protocol="official")
         # 100-LongBench's rules and settings on prompts of our own (its authors' file is not in ../shared).
@@ -150,19 +103,19 @@ def test_the_server_receives_the_authors_calls_and_unread_verdicts_count_per_pro
     assert set(by_rubric) == {"helmet_longqa", "helmet_summ", "loong", "lb100_qa", "lb100_summ"}
     for name, max_tokens in (("helmet_longqa", 2048), ("helmet_summ", 4096)):
         for call in by_rubric[name].calls.values():
-            for body in relay.received(call.prompt):
+            for body in received(relay, call.prompt):
                 assert body["messages"] == [{"role": "user", "content": call.prompt}]  # no system turn
                 assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"]) == \
                     (0.1, 0.9, max_tokens, 42)
                 assert "response_format" not in body
     loong_call = by_rubric["loong"].calls["score"]
-    (loong_body, *_) = relay.received(loong_call.prompt)
+    (loong_body, *_) = received(relay, loong_call.prompt)
     assert loong_body["messages"] == [{"role": "user", "content": loong_call.prompt}]
     assert loong_body["temperature"] == 0.0 and not {"max_tokens", "top_p", "seed"} & set(loong_body)
     assert "{'Loss': ['Orvel Ltd'], 'Profit': ['Kestrel Inc']}" in loong_call.prompt
     for name in ("lb100_qa", "lb100_summ"):
         for call in by_rubric[name].calls.values():
-            for body in relay.received(call.prompt):
+            for body in received(relay, call.prompt):
                 assert body["messages"] == [{"role": "system", "content": "You are a helpful assistant"},
                                             {"role": "user", "content": call.prompt}]
                 assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.1, 0.9, 1024)
@@ -171,7 +124,7 @@ def test_the_server_receives_the_authors_calls_and_unread_verdicts_count_per_pro
     summ = by_rubric["lb100_summ"]
     for aspect, call in summ.calls.items():
         first = replies[first_keys[(summ.generation_id, aspect)]]
-        sent = len(relay.received(call.prompt))
+        sent = len(received(relay, call.prompt))
         assert sent == (1 if lb100_judging.summ_verdict(first) is not None else 2), (aspect, first)
     # Unread verdicts: 100-LongBench scores them 0; HELMET and Loong leave them out (null score).
     for row in rows.iter_rows(named=True):

@@ -12,21 +12,15 @@ warning says so, and the plain requests go as chat with their rows marked ``serv
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import threading
-import urllib.error
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from servers import RecordingRelay, llama_server, needs_llama_server, smollm2_gguf
 
-from conftest import free_port
 from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.generate.openai_backend import FORCED_TEMPLATE
 from lc_pipeline.generate.registry import BUILTIN_MODELS
-from servers import llama_server, needs_llama_server, smollm2_gguf
 
 pytestmark = needs_llama_server
 
@@ -36,56 +30,15 @@ FEW_SHOT = "Question: 2 + 2?\nAnswer: 4\n\nQuestion: 3 + 3?\nAnswer: 6\n\nQuesti
 CHAT = "What is the capital of France?"
 
 
-class Relay:
-    """A loopback HTTP server passing requests on to ``upstream`` and recording (path, body) of each POST;
-    ``chat_only``: it answers 404 on the completions endpoint, as a server without one does."""
+def relay_to(upstream: str, chat_only: bool = False) -> RecordingRelay:
+    """The server behind a recorder of (path, body) per POST; ``chat_only``: it answers 404 on the completions
+    endpoint, as a server without one does."""
+    def refuse(path: str) -> str | None:
+        if chat_only and path.endswith("/completions") and "/chat/" not in path:
+            return "Not Found: no completions endpoint"
+        return None
 
-    def __init__(self, upstream: str, chat_only: bool = False) -> None:
-        self.upstream, self.chat_only = upstream.rstrip("/"), chat_only
-        self.posts: list[tuple[str, dict]] = []
-        relay = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _reply(self, status: int, body: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_POST(self) -> None:
-                data = self.rfile.read(int(self.headers["Content-Length"]))
-                relay.posts.append((self.path, json.loads(data)))
-                if relay.chat_only and self.path.endswith("/completions") and "/chat/" not in self.path:
-                    self._reply(404, json.dumps({"error": {"message": "Not Found: no completions endpoint"}}).encode())
-                    return
-                req = urllib.request.Request(relay.upstream + self.path.removeprefix("/v1"), data=data, method="POST",
-                                             headers={"Content-Type": "application/json"})
-                try:
-                    with urllib.request.urlopen(req, timeout=300) as resp:
-                        status, body = resp.status, resp.read()
-                except urllib.error.HTTPError as err:
-                    status, body = err.code, err.read()
-                self._reply(status, body)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Relay:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
-
-    def paths(self) -> list[str]:
-        return [p for p, _ in self.posts]
+    return RecordingRelay(upstream, refuse=refuse)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +57,7 @@ def served(url: str, **changes):
 def test_a_plain_task_of_a_chat_model_goes_to_completions_with_the_raw_prompt(server_url, caplog):
     plain = GenerationRequest("plain", FEW_SHOT, 6, chat_template=False)
     templated = GenerationRequest("chat", CHAT, 6)
-    with Relay(server_url) as relay, caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
+    with relay_to(server_url) as relay, caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
         gen = served(relay.url, api="chat", send_token_ids=False)  # llama-cpp-python's server takes text only
         p, c = gen.generate([plain, templated])
     (path_p, body_p), (path_c, body_c) = sorted(relay.posts, key=lambda x: "messages" in x[1])
@@ -121,7 +74,7 @@ def test_a_plain_task_of_a_chat_model_goes_to_completions_with_the_raw_prompt(se
 def test_a_chat_only_server_is_learned_once_and_its_plain_rows_are_marked(server_url, caplog):
     requests = [GenerationRequest(f"plain{i}", FEW_SHOT.replace("4 + 4", f"{i} + {i}"), 6, chat_template=False)
                 for i in range(3)]
-    with Relay(server_url, chat_only=True) as relay, \
+    with relay_to(server_url, chat_only=True) as relay, \
             caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
         # One request in flight: the first plain one learns it (with more in flight, each of those asks once too).
         gen = served(relay.url, api="chat", send_token_ids=False, max_concurrency=1)

@@ -13,10 +13,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import threading
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import ClassVar
 
 import polars as pl
 import pytest
@@ -136,58 +132,19 @@ def test_llamacpp_engine_samples_at_the_temperature():
     assert results[0].output and results[0].output == results[2].output  # same seed, same draw
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    """A loopback pass-through to the real server, keeping each POST body (what the backend sent)."""
-
-    upstream: ClassVar[str] = ""
-    bodies: ClassVar[list[dict]] = []
-
-    def _forward(self, body: bytes | None) -> None:
-        request = urllib.request.Request(self.upstream + self.path, data=body, method=self.command,
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=120) as resp:
-            data, status = resp.read(), resp.status
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self._forward(None)
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).bodies.append(json.loads(body))
-        self._forward(body)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None,
                     reason="llama-cpp-python[server] is not installed: pip install 'lc_pipeline[llamacpp]'")
 def test_openai_backend_sends_the_temperature_and_seed_to_a_real_server():
-    from servers import llama_server, smollm2_gguf
+    from servers import RecordingRelay, llama_server, smollm2_gguf
 
     with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=2048) as url:
-        upstream = url.removesuffix("/v1")
-        handler = type("Recorder", (_Recorder,), {"upstream": upstream, "bodies": []})
-        proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        thread = threading.Thread(target=proxy.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with RecordingRelay(url) as relay:
             spec = dataclasses.replace(SPEC, slug="smollm2-served", backend="openai", api_model="smollm2",
-                                       base_url=f"http://127.0.0.1:{proxy.server_address[1]}/v1", max_model_len=2048,
-                                       extra_body={"repeat_penalty": 1.0})
+                                       base_url=relay.url, max_model_len=2048, extra_body={"repeat_penalty": 1.0})
             gen = make_generator(spec)
             sampled = GenerationRequest("s", QUESTION, 8, temperature=0.1, seed=sampling_seed("v1"))
             results = gen.generate([sampled, GenerationRequest("g", QUESTION, 8)])
-        finally:
-            proxy.shutdown()
-            proxy.server_close()
-            thread.join(timeout=10)
-    sent = [b for b in handler.bodies if "max_tokens" in b]
+    sent = [b for b in relay.bodies if "max_tokens" in b]
     assert [(b["temperature"], b["seed"], b.get("top_p")) for b in sorted(sent, key=lambda b: b["temperature"])] == [
         (0.0, 0, None), (0.1, sampling_seed("v1"), 1.0)]
     assert all(r.output for r in results)
