@@ -144,3 +144,23 @@ def instance_on_copy(template: Template, settings):
     copy_world(template, Path(settings.lake_dir), Path(settings.dagster_home))
     with dg.instance_for_test(temp_dir=str(settings.dagster_home)) as instance:
         yield instance
+
+
+def build_instances(config, levels=None) -> dict:
+    """level -> the config's instances at that level (``levels``: the config's by default), built in process as
+    the instances asset builds them (sources loaded, no passages / hard negatives / variants, no Dagster)."""
+    import polars as pl
+
+    from lc_pipeline import schemas
+    from lc_pipeline.construct.builders import LevelInputs, level_batches
+    from lc_pipeline.construct.tokens import TokenCounter
+    from lc_pipeline.sources.loader import load_source
+    from lc_pipeline.tasks.catalog import catalog_for
+
+    loaded = [load_source(s) for s in config.sources]
+    items = pl.concat([x.items for x in loaded], how="diagonal_relaxed")
+    documents = pl.concat([x.documents for x in loaded], how="diagonal_relaxed")
+    unused = [schemas.empty(t) for t in ("passages", "hard_negatives", "confusing_facts", "replacement_rules")]
+    return {level: pl.concat(list(level_batches(LevelInputs(items, documents, *unused, level, config,
+                                                            TokenCounter.load(config.tokenizer), catalog_for(config)))))
+            for level in (levels or config.lengths)}

@@ -16,15 +16,12 @@ import os
 import random
 from pathlib import Path
 
+import built_lakes
 import polars as pl
 import pytest
 import yaml
 
-from lc_pipeline import schemas
 from lc_pipeline.config import ConfigError, level_tokens, load_config
-from lc_pipeline.construct.builders import LevelInputs, level_batches
-from lc_pipeline.construct.tokens import TokenCounter
-from lc_pipeline.sources.loader import load_source
 from lc_pipeline.tasks.catalog import catalog_for, load_catalog
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -108,14 +105,7 @@ def config_file(tmp_path: Path, protocol: str | None) -> Path:
 
 
 def build(config) -> dict[str, pl.DataFrame]:
-    loaded = [load_source(s) for s in config.sources]
-    items = pl.concat([x.items for x in loaded], how="diagonal_relaxed")
-    documents = pl.concat([x.documents for x in loaded], how="diagonal_relaxed")
-    unused = [schemas.empty(t) for t in ("passages", "hard_negatives", "confusing_facts", "replacement_rules")]
-    return {level: pl.concat(list(level_batches(LevelInputs(items, documents, *unused, level, config,
-                                                            TokenCounter.load(config.tokenizer),
-                                                            catalog_for(config)))))
-            for level in LEVELS}
+    return built_lakes.build_instances(config, LEVELS)
 
 
 @pytest.fixture
@@ -298,12 +288,7 @@ def test_longqa_and_summ_rows_take_helmets_zero_shot_templates_and_its_judges(of
                          "tasks": ["infbench_mc", "infbench_sum"]}}
     (tmp_path / "ld.yaml").write_text(yaml.safe_dump(body))
     config = load_config(tmp_path / "ld.yaml")
-    loaded = [load_source(s) for s in config.sources]
-    unused = [schemas.empty(t) for t in ("passages", "hard_negatives", "confusing_facts", "replacement_rules")]
-    rows = pl.concat(list(level_batches(LevelInputs(
-        pl.concat([x.items for x in loaded], how="diagonal_relaxed"),
-        pl.concat([x.documents for x in loaded], how="diagonal_relaxed"), *unused, "16k", config,
-        TokenCounter.load(config.tokenizer), catalog_for(config)))))
+    rows = built_lakes.build_instances(config, ["16k"])["16k"]
     tree = ast.parse((HELMET / "data.py").read_text(encoding="utf-8"))
     [truncate] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "truncate_llama2"]
     postfix = truncate.args.defaults[-1].value

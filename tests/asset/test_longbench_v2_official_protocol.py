@@ -21,15 +21,12 @@ import json
 import os
 from pathlib import Path
 
+import built_lakes
 import polars as pl
 import pytest
 import yaml
 
-from lc_pipeline import schemas
 from lc_pipeline.config import PACKAGED_CONFIGS, load_config
-from lc_pipeline.construct.builders import LevelInputs, level_batches
-from lc_pipeline.construct.tokens import TokenCounter
-from lc_pipeline.sources.loader import load_source
 from lc_pipeline.tasks.catalog import catalog_for, load_catalog
 
 OFFICIAL = Path(os.environ.get("LCP_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -97,15 +94,7 @@ def config_with(tmp_path: Path, protocol: str | None):
 
 def build(config) -> pl.DataFrame:
     """The config's instances, built as the instances asset builds them (no Dagster)."""
-    loaded = [load_source(s) for s in config.sources]
-    items, documents = pl.concat([x.items for x in loaded]), pl.concat([x.documents for x in loaded])
-    unused = [schemas.empty(t) for t in ("passages", "hard_negatives", "confusing_facts", "replacement_rules")]
-    frames = []
-    for level in config.lengths:
-        inputs = LevelInputs(items, documents, *unused, level, config, TokenCounter.load(config.tokenizer),
-                             catalog_for(config))
-        frames += list(level_batches(inputs))
-    return pl.concat(frames)
+    return pl.concat(built_lakes.build_instances(config).values())
 
 
 def test_direct_and_cot_prompts_are_the_authors_templates_filled_as_pred_py_fills_them(official_env):

@@ -12,15 +12,12 @@ import json
 import os
 from pathlib import Path
 
+import built_lakes
 import polars as pl
 import pytest
 
-from lc_pipeline import schemas
 from lc_pipeline.config import load_config
-from lc_pipeline.construct.builders import LevelInputs, level_batches
-from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.construct.truncation import prompt_budget
-from lc_pipeline.sources.loader import load_source
 from lc_pipeline.tasks.catalog import catalog_for
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lveval_released"
@@ -44,11 +41,7 @@ def released_records() -> dict[str, dict]:
 
 
 def build(config) -> pl.DataFrame:
-    loaded = load_source(config.sources[0])
-    unused = [schemas.empty(t) for t in ("passages", "hard_negatives", "confusing_facts", "replacement_rules")]
-    return pl.concat([frame for level in config.lengths for frame in level_batches(
-        LevelInputs(loaded.items, loaded.documents, *unused, level, config, TokenCounter.load(config.tokenizer),
-                    catalog_for(config)))])
+    return pl.concat(built_lakes.build_instances(config).values())
 
 
 def test_every_instance_prompt_is_dataset_prompt_formatted_with_the_record(monkeypatch, tmp_path):
