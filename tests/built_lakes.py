@@ -91,6 +91,16 @@ class Template:
         _chmod_tree(self.root, writable=True)  # pytest's tmp_path cleanup can remove it
 
 
+def shared(template: Template):
+    """For a fixture: ``yield from shared(template)`` hands the template out, then at teardown checks that no test
+    changed it and makes it writable again (for pytest's tmp_path cleanup)."""
+    yield template
+    try:
+        template.check()
+    finally:
+        template.release()
+
+
 def copy_tree(src: Path, dest: Path) -> Path:
     """A writable copy of the folder ``src`` (a template's, read-only) at ``dest``."""
     shutil.copytree(src, dest, symlinks=True)

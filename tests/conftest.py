@@ -71,11 +71,7 @@ def cli_demo_project(tmp_path_factory):
                                                "--requests")
     template.outputs["demo"] = built_lakes.lcp(env, "demo")
     template.freeze()
-    yield template
-    try:
-        template.check()
-    finally:
-        template.release()
+    yield from built_lakes.shared(template)
 
 
 @pytest.fixture(scope="session")
@@ -85,11 +81,7 @@ def tiny_world(tmp_path_factory):
     import built_lakes
 
     template = built_lakes.build_tiny_world(tmp_path_factory.mktemp("tiny_world"))
-    yield template
-    try:
-        template.check()
-    finally:
-        template.release()
+    yield from built_lakes.shared(template)
 
 
 def free_port() -> int:

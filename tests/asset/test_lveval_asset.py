@@ -14,7 +14,7 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
-from built_lakes import Template, copy_tree, instance_on_copy
+from built_lakes import Template, copy_tree, instance_on_copy, shared
 
 from lc_pipeline.construct.lveval_variants import without_insertions
 from lc_pipeline.config import PACKAGED_CONFIGS, load_config
@@ -57,11 +57,7 @@ def world(tmp_path_factory):
         Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()  # blocking checks passed
     template = Template(root)
     template.freeze()
-    yield template
-    try:
-        template.check()
-    finally:
-        template.release()
+    yield from shared(template)
 
 
 @pytest.fixture(scope="module")
