@@ -160,3 +160,15 @@ class RecordingRelay:
 
     def paths(self) -> list[str]:
         return [path for path, _ in self.posts]
+
+
+def served_smollm2(url: str, **changes):
+    """A generator for the built-in SmolLM2 served at ``url`` as an openai model (``changes`` override its
+    settings). repeat_penalty 1.0: llama-cpp-python's server penalizes repeats by default, which is not greedy."""
+    import dataclasses
+
+    from lc_pipeline.generate.backends import make_generator
+
+    settings = {"slug": "smollm2-served", "backend": "openai", "api_model": "smollm2", "base_url": url,
+                "max_model_len": 2048, "extra_body": {"repeat_penalty": 1.0}, **changes}
+    return make_generator(dataclasses.replace(BUILTIN_MODELS["smollm2-135m"], **settings))

@@ -8,12 +8,12 @@ import json
 import logging
 
 import pytest
-
 from conftest import free_port
+from servers import llama_server, needs_llama_server, served_smollm2, smollm2_gguf
+
 from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.generate.registry import BUILTIN_MODELS
-from servers import llama_server, needs_llama_server, smollm2_gguf
 
 pytestmark = needs_llama_server
 
@@ -33,17 +33,9 @@ def server_url():
         yield url
 
 
-def served(url: str, **changes):
-    # repeat_penalty 1.0: llama-cpp-python's server penalizes repeats by default, which is not greedy.
-    settings = {"slug": "smollm2-served", "backend": "openai", "api_model": "smollm2", "base_url": url,
-                "max_model_len": 2048, "extra_body": {"repeat_penalty": 1.0}, **changes}
-    spec = dataclasses.replace(BUILTIN, **settings)
-    return make_generator(spec)
-
-
 def served_completions(url: str, **changes):
     # llama-cpp-python's server takes string prompts only: we send the text our ids decode to.
-    return served(url, api="completions", send_token_ids=False, **changes)
+    return served_smollm2(url, api="completions", send_token_ids=False, **changes)
 
 
 def test_completions_mode_feeds_exactly_our_token_ids(server_url):
@@ -61,7 +53,7 @@ def test_completions_mode_feeds_exactly_our_token_ids(server_url):
 
 
 def test_chat_mode_server_template_matches_ours(server_url):
-    chat, completions = served(server_url, api="chat"), served_completions(server_url)
+    chat, completions = served_smollm2(server_url, api="chat"), served_completions(server_url)
     [c] = chat.generate([GenerationRequest("p", PROMPT, 16)])
     [t] = completions.generate([GenerationRequest("p", PROMPT, 16)])
     # The server rendered the GGUF's template itself and got the same number of tokens, and
@@ -72,7 +64,7 @@ def test_chat_mode_server_template_matches_ours(server_url):
 
 
 def test_concurrent_requests_keep_order_and_record_usage(server_url):
-    gen = served(server_url, max_concurrency=3)
+    gen = served_smollm2(server_url, max_concurrency=3)
     requests = [GenerationRequest(f"r{i}", f"Count from 1 to {i + 2}.", 12) for i in range(6)]
     done = []
     results = gen.generate(requests, progress=done.append)
@@ -92,14 +84,14 @@ def test_long_prompt_is_truncated_to_the_window(server_url):
 
 def test_the_key_stays_out_of_what_is_recorded(server_url, monkeypatch):
     monkeypatch.setenv("LCP_TEST_KEY", "sk-test-do-not-record")
-    gen = served(server_url, api_key_env="LCP_TEST_KEY")
+    gen = served_smollm2(server_url, api_key_env="LCP_TEST_KEY")
     [res] = gen.generate([GenerationRequest("p", PROMPT, 4)])
     assert "sk-test" not in json.dumps(gen.sampling_params()) + json.dumps(dataclasses.asdict(res))
     assert "sk-test" not in json.dumps(gen.spec.to_dict())
 
 
 def test_unreachable_server_fails_after_retries_naming_the_request():
-    gen = served(f"http://127.0.0.1:{free_port()}/v1", max_retries=1, request_timeout_s=5.0)
+    gen = served_smollm2(f"http://127.0.0.1:{free_port()}/v1", max_retries=1, request_timeout_s=5.0)
     with pytest.raises(RuntimeError, match=r"request 'p'.*after 1 retries"):
         gen.generate([GenerationRequest("p", PROMPT, 4)])
 
@@ -108,7 +100,7 @@ def test_a_server_that_refuses_token_ids_is_sent_text_after_one_logged_failure(s
     # llama-cpp-python's server takes string prompts only: with the default send_token_ids it answers the first
     # prompt of ids with HTTP 500 "validation errors". The run goes on with the rendered text, says so once, and
     # sends no request twice but that first one.
-    gen = served(server_url, api="completions", max_concurrency=2)
+    gen = served_smollm2(server_url, api="completions", max_concurrency=2)
     assert gen.spec.send_token_ids
     requests = [GenerationRequest(f"r{i}", f"Count from 1 to {i + 2}.", 8) for i in range(4)]
     with caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
@@ -126,12 +118,12 @@ def test_a_server_that_refuses_token_ids_is_sent_text_after_one_logged_failure(s
     # A later generator in this process (the next partition) sends text at once: no failure, no new line.
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
-        served(server_url, api="completions").generate(requests[:1])
+        served_smollm2(server_url, api="completions").generate(requests[:1])
     assert not caplog.records
 
 
 def test_the_chat_template_is_rendered_once_per_request(server_url, monkeypatch):
-    gen = served(server_url, api="chat")
+    gen = served_smollm2(server_url, api="chat")
     tok = gen.prompt_tokenizer
     rendered = []
     real = tok.chat_text

@@ -11,13 +11,17 @@ warning says so, and the plain requests go as chat with their rows marked ``serv
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import pytest
-from servers import RecordingRelay, llama_server, needs_llama_server, smollm2_gguf
+from servers import (
+    RecordingRelay,
+    llama_server,
+    needs_llama_server,
+    served_smollm2,
+    smollm2_gguf,
+)
 
-from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.generate.openai_backend import FORCED_TEMPLATE
 from lc_pipeline.generate.registry import BUILTIN_MODELS
@@ -47,18 +51,11 @@ def server_url():
         yield url
 
 
-def served(url: str, **changes):
-    # repeat_penalty 1.0: llama-cpp-python's server penalizes repeats by default, which is not greedy.
-    settings = {"slug": "smollm2-served", "backend": "openai", "api_model": "smollm2", "base_url": url,
-                "max_model_len": 2048, "extra_body": {"repeat_penalty": 1.0}, **changes}
-    return make_generator(dataclasses.replace(BUILTIN, **settings))
-
-
 def test_a_plain_task_of_a_chat_model_goes_to_completions_with_the_raw_prompt(server_url, caplog):
     plain = GenerationRequest("plain", FEW_SHOT, 6, chat_template=False)
     templated = GenerationRequest("chat", CHAT, 6)
     with relay_to(server_url) as relay, caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
-        gen = served(relay.url, api="chat", send_token_ids=False)  # llama-cpp-python's server takes text only
+        gen = served_smollm2(relay.url, api="chat", send_token_ids=False)  # llama-cpp-python's server takes text only
         p, c = gen.generate([plain, templated])
     (path_p, body_p), (path_c, body_c) = sorted(relay.posts, key=lambda x: "messages" in x[1])
     assert path_p == "/v1/completions" and body_p["prompt"] == FEW_SHOT and "messages" not in body_p
@@ -67,7 +64,7 @@ def test_a_plain_task_of_a_chat_model_goes_to_completions_with_the_raw_prompt(se
     assert (p.chat_template_source, c.chat_template_source) == ("none", "server")
     assert p.prompt_ids_hash and p.bos_tokens is not None  # what was fed is known: our ids, sent as their text
     # The same request in completions mode (the plain prompt, no template) gets the same answer.
-    [same] = served(server_url, api="completions", send_token_ids=False).generate([plain])
+    [same] = served_smollm2(server_url, api="completions", send_token_ids=False).generate([plain])
     assert (p.output, p.completion_tokens) == (same.output, same.completion_tokens) and p.output
 
 
@@ -77,9 +74,9 @@ def test_a_chat_only_server_is_learned_once_and_its_plain_rows_are_marked(server
     with relay_to(server_url, chat_only=True) as relay, \
             caplog.at_level(logging.WARNING, logger="lc_pipeline.generate.openai_backend"):
         # One request in flight: the first plain one learns it (with more in flight, each of those asks once too).
-        gen = served(relay.url, api="chat", send_token_ids=False, max_concurrency=1)
+        gen = served_smollm2(relay.url, api="chat", send_token_ids=False, max_concurrency=1)
         results = gen.generate([*requests, GenerationRequest("chat", CHAT, 6)])
-        later = served(relay.url, api="chat", send_token_ids=False).generate(requests[:1])  # the next partition
+        later = served_smollm2(relay.url, api="chat", send_token_ids=False).generate(requests[:1])  # the next partition
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and "no completions endpoint" in said[0] and FORCED_TEMPLATE in said[0], said
     assert relay.paths().count("/v1/completions") == 1  # asked once, then every plain request went as chat
