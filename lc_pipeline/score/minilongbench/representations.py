@@ -31,10 +31,10 @@ def text_representations(texts: Sequence[str], d: int = 10, embedder=None, model
     The paper embeds with a 1,024-dim OpenAI model (8,192-token input); offline we use a
     sentence-transformers model (the packaged MiniLM by default, which reads the first 256
     tokens). ``embedder`` is anything with ``encode(texts) -> ndarray`` (e.g.
-    :class:`lc_pipeline.construct.retrieval.Embedder`).
+    :class:`lc_pipeline.construct.embedding.Embedder`).
     """
     if embedder is None:
-        from lc_pipeline.construct.retrieval import Embedder
+        from lc_pipeline.construct.embedding import Embedder
 
         embedder = Embedder(model)
     return pca_reduce(np.asarray(embedder.encode(list(texts))), d)
