@@ -19,6 +19,7 @@ import polars as pl
 from lc_pipeline import schemas
 from lc_pipeline.fingerprints import short_id
 from lc_pipeline.score.fallbacks import FallbackZeros, score_noted
+from lc_pipeline.score.task_metrics import FED_TEMPLATE
 from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
 from lc_pipeline.tasks.registry import METRICS
 from lc_pipeline.tasks.spec import MetricRef, TaskSpec
@@ -88,7 +89,9 @@ def score_frame(
     ``lveval_variant``: LV-Eval's released scorer ("code", default) or the paper's. Bad input is a
     ValueError naming the generation, the instance and the field.
 
-    A generation's ``status`` (GENERATIONS) is kept on its rows; rows ``skipped`` (not sent) or ``invalid``
+    A generation's ``chat_template_source`` (when the frame has it) reaches the metrics beside the instance's fields
+    (task_metrics.completion_mode: whether the output continues a plain prompt). A generation's ``status``
+    (GENERATIONS) is kept on its rows; rows ``skipped`` (not sent) or ``invalid``
     (thinking ran out) are not scored and get no row (they are counted where scores are shown); a metric that
     parses an answer and finds none marks its row ``unparsable`` (scored as the metric scores it: 0).
 
@@ -119,12 +122,16 @@ def score_frame(
         generations = generations.with_columns(
             status=pl.when(pl.col("output").str.strip_chars() == "").then(pl.lit("empty"))
             .when(cut).then(pl.lit("cut")).otherwise(pl.lit("answered")))
-    for gid, iid, output, status in generations.select("generation_id", "instance_id", "output", "status").iter_rows():
+    fed = (pl.col(FED_TEMPLATE) if FED_TEMPLATE in generations.columns else pl.lit(None, pl.String)).alias(FED_TEMPLATE)
+    for gid, iid, output, status, template in generations.select(
+            "generation_id", "instance_id", "output", "status", fed).iter_rows():
         if status in schemas.NOT_SCORED:
             continue
         inst = by_id.get(iid)
         if inst is None:
             raise ValueError(f"generation {gid!r}: field instance_id={iid!r} not found in instances")
+        if template:  # how the prompt was fed (task_metrics.completion_mode reads it)
+            inst = {**inst, FED_TEMPLATE: template}
         if output is None:
             raise ValueError(f"generation {gid!r}: field output is null")
         key = (inst["benchmark"], inst["task"])

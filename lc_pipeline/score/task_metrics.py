@@ -126,7 +126,7 @@ def _label_prefix(task: Any) -> str:
     return getattr(task, "answer_prefix", None) or "label:"
 
 
-def _official_instance(instance: Mapping[str, Any]) -> bool:
+def official_instance(instance: Mapping[str, Any]) -> bool:
     """Whether the instance was built under a benchmark's official protocol (its ``record_fields.protocol``)."""
     raw = instance.get("record_fields") if hasattr(instance, "get") else None
     if not raw:
@@ -135,14 +135,32 @@ def _official_instance(instance: Mapping[str, Any]) -> bool:
     return isinstance(fields, Mapping) and str(fields.get("protocol") or "").startswith("official")
 
 
+_official_instance = official_instance
+
+# The key under which metric_scores.score_frame hands a metric the generation's ``chat_template_source``
+# (GENERATIONS: "none" when the prompt went without a chat template), beside the instance's own fields.
+FED_TEMPLATE = "chat_template_source"
+NO_TEMPLATE = "none"
+
+
+def completion_mode(instance: Mapping[str, Any], task: Any) -> bool:
+    """Whether the output continues a plain prompt (HELMET's completion mode, ``use_chat_template`` False) rather
+    than answering a chat turn: the generation's ``chat_template_source`` when the caller gave it (``"none"``: no
+    template, e.g. a base model on a chat task), else the task's switch (``chat_template: false``)."""
+    fed = instance.get(FED_TEMPLATE) if hasattr(instance, "get") else None
+    if fed:
+        return fed == NO_TEMPLATE
+    return not bool(getattr(task, "chat_template", False))
+
+
 def _helmet_label(output: str, instance: Mapping[str, Any], task: Any) -> float:
-    return icl_label(output, _answers(instance), _label_prefix(task), official=_official_instance(instance),
-                     chat=bool(getattr(task, "chat_template", False)))
+    return icl_label(output, _answers(instance), _label_prefix(task), official=official_instance(instance),
+                     chat=not completion_mode(instance, task))
 
 
 def _helmet_label_parses(output: str, instance: Mapping[str, Any], task: Any) -> bool:
-    if _official_instance(instance):
-        return bool(icl_official_parse(output, _label_prefix(task), bool(getattr(task, "chat_template", False))))
+    if official_instance(instance):
+        return bool(icl_official_parse(output, _label_prefix(task), not completion_mode(instance, task)))
     return icl_predicted_label(output, _label_prefix(task)) is not None
 
 

@@ -57,8 +57,9 @@ Read from their files at the pinned commit (official_files.py), never copied her
   cut at build time.
 - **judges**: HELMET's own (judging.py) switch on with this protocol (``JudgeResource.resolved_protocol``).
 - **scoring**: rows carry ``record_fields.protocol`` (the label); the ICL metric reads it and scores as ``load_icl``'s
-  post-process does (score/task_metrics.icl_label, HE9). Not reproduced: ALCE's completion-mode prefix kept in
-  the output (HE10; Cite runs in chat mode here, where HELMET prepends nothing).
+  post-process does (score/task_metrics.icl_label, HE9), and ALCE's STR-EM / QAMPARI rec-5 read the output as
+  HELMET's eval.py hands it to eval_alce.py: the answer prefix prepended in completion mode and never stripped
+  (score/alce_correctness.official_preprocess, HE10).
 """
 
 from __future__ import annotations
