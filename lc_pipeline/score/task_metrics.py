@@ -112,8 +112,14 @@ def icl_label(output: str, answers: Sequence[str], prefix: str = "label:", *, of
 
 
 def icl_official_parse(output: str, prefix: str = "label:", chat: bool = False) -> str:
-    """HELMET's parsed ICL line: ``parse_output`` of the output, the prefix prepended in completion mode."""
-    return parse_answer(output if chat else prefix + output, prefix)
+    """HELMET's parsed ICL line: ``parse_output`` of the output, the prefix prepended in completion mode. As HELMET's
+    ``parse_output``, a prefix the model repeats at the start of the parsed line is stripped once (ours strips every
+    repeat: :func:`~lc_pipeline.score.metrics.parse_answer`)."""
+    text = output if chat else prefix + output
+    m = re.search(f"(?:{re.escape(prefix)})(.*)(?:\n|$)", text, flags=re.IGNORECASE)
+    if m is None:
+        m = re.search(r"(?:^)(.*)(?:\n|$)", text)
+    return re.sub(f"^{re.escape(prefix)}", "", m.group(1).strip(), flags=re.IGNORECASE).strip()
 
 
 def icl_predicted_label(output: str, prefix: str = "label:") -> int | None:
