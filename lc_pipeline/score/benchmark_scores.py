@@ -145,11 +145,11 @@ def nli_tasks(instances: pl.DataFrame, catalog: TaskCatalog) -> list[str]:
 def with_citation_scores(scores: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFrame:
     """metric_scores rows (``instance_id, metric, score`` and ``length`` when present) with the citation_scores
     rows appended as metric rows (``citation_rec``, ``citation_prec``). A null citation score (an ASQA output
-    with no sentence: ALCE's scorer skips it) is not a score: the instance then lacks that metric and is
-    counted unscored."""
+    with no sentence: ALCE's scorer skips the example) stays null: the instance has the metric, scored by
+    nothing, so it counts in its task's other metrics and not in that one's mean (:func:`scored_instances`,
+    fidelity review HE6)."""
     keep = [c for c in ("instance_id", "metric", "score", "length") if c in scores.columns]
-    extra = citations.filter(pl.col("score").is_not_null()).select(
-        [c for c in keep if c in citations.columns])
+    extra = citations.select([c for c in keep if c in citations.columns])
     return pl.concat([scores.select(keep).with_columns(pl.col("score").cast(pl.Float64)),
                       extra.with_columns(pl.col("score").cast(pl.Float64))], how="diagonal_relaxed")
 
@@ -213,6 +213,42 @@ def _judge_rows(judgments: pl.DataFrame | None, inst: pl.DataFrame, judge_keys: 
         pl.when(ok).then(pl.col("score").cast(pl.Float64)).alias("score"),
         pl.lit(True).alias("judged"), pl.when(ok).then(pl.col("perfect")).alias("perfect"))
 
+def _headline_rows(read: pl.DataFrame, n_parts: pl.DataFrame, plain: pl.DataFrame) -> pl.DataFrame:
+    """One row per instance that has every part of its task's headline (``read``: instance_id, benchmark, task,
+    headline, metric, score; a null score is a part scored by nothing), its ``score`` the instance's share of the
+    task's score.
+
+    A task scored by one metric: the instance's score (null when the metric scored nothing: the cell does not count
+    the instance). A task scored by the mean of its metrics
+    (``mean_of_metrics``): each metric is averaged over the instances it scores, then the metrics' means are averaged,
+    as HELMET's Cite averages ASQA's STR-EM over every example and its citation recall / precision over the examples
+    with a sentence (``eval_alce.py`` skips the others; fidelity review HE6); a metric no instance of the cell has a
+    score for counts 0, as ``eval_alce.py`` reports it. Written per instance so that a cell's mean is that number:
+    ``sum_k x_ik * N / n_k / K`` over the metrics k the instance has a score for (N the cell's instances, n_k those
+    metric k scores; a cell is one task at one length and protocol). When every instance has every metric this is
+    the mean of its metrics, as before."""
+    rows = (read.group_by("instance_id", "benchmark", "task", "headline")
+            .agg(n=pl.col("metric").n_unique())
+            .join(n_parts, on=["benchmark", "task"], how="inner")
+            .filter(pl.col("n") == pl.col("n_parts"))
+            .join(plain.select("instance_id", "length", "protocol"), on="instance_id", how="inner"))
+    cell = ["benchmark", "task", "length", "protocol"]
+    parts = (read.join(rows.select("instance_id", *cell[2:], "n_parts", big_n=pl.len().over(cell)),
+                       on="instance_id", how="inner")
+             .with_columns(n_k=pl.col("score").count().over([*cell, "metric"])))
+    shares = (parts.filter(pl.col("score").is_not_null())
+              .group_by("instance_id")
+              .agg(score=(pl.col("score") * pl.col("big_n") / pl.col("n_k") / pl.col("n_parts")).sum()))
+    single = read.join(rows.filter(pl.col("n_parts") == 1).select("instance_id"), on="instance_id", how="semi")
+    return (rows.join(shares, on="instance_id", how="left")
+            .with_columns(pl.when(pl.col("n_parts") == 1)
+                          .then(pl.col("instance_id").replace_strict(single["instance_id"], single["score"],
+                                                                     default=None, return_dtype=pl.Float64))
+                          .otherwise(pl.col("score").fill_null(0.0)).alias("score"))
+            .select("instance_id", pl.col("headline").alias("metric"), "score",
+                    judged=pl.lit(False), perfect=pl.lit(None, pl.Boolean)))
+
+
 class Scored(NamedTuple):
     """A model's scored plain instances: what :func:`benchmark_table` aggregates and score/compare.py pairs."""
 
@@ -262,13 +298,7 @@ def scored_instances(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Tas
     read = read.drop("status")
     n_parts = pl.DataFrame([(b, t, len(p)) for (b, t), p in parts.items()],
                            schema={**keys_schema, "n_parts": pl.Int64}, orient="row")
-    # One row per instance: its headline score, the mean of its components once it has all of them.
-    metric_rows = (read.group_by("instance_id", "benchmark", "task", "headline")
-                   .agg(pl.col("score").mean(), n=pl.col("metric").n_unique())
-                   .join(n_parts, on=["benchmark", "task"], how="inner")
-                   .filter(pl.col("n") == pl.col("n_parts"))
-                   .select("instance_id", pl.col("headline").alias("metric"), "score",
-                           judged=pl.lit(False), perfect=pl.lit(None, pl.Boolean)))
+    metric_rows = _headline_rows(read, n_parts, plain)
     components = read.filter(pl.col("metric") != pl.col("headline")).join(
         plain.select("instance_id", "length", "protocol"), on="instance_id", how="inner")
     judge_keys = pl.DataFrame([k for k, s in sources.items() if s == "judge"], schema=keys_schema, orient="row")
@@ -465,11 +495,13 @@ def _component_rows(benchmark: str, length: str, components: pl.DataFrame,
                     population: pl.DataFrame | None = None, draws: int = confidence.DRAWS,
                     protocol: str = OURS) -> list[dict]:
     """Rows of level ``component``: each metric of a task scored by the mean of its metrics, on its own (HELMET's
-    six Cite numbers: ASQA STR-EM, citation recall, citation precision, QAMPARI rec-5, ...), x the scale, with its
-    bootstrap interval (the component's instances resampled) and the task's shares."""
+    six Cite numbers: ASQA STR-EM, citation recall, citation precision, QAMPARI rec-5, ...), x the scale, over the
+    instances it scores (``n``; an ASQA output without a sentence has no citation scores: HE6), 0 when it scores none
+    (as ``eval_alce.py``), with its bootstrap interval (the component's instances resampled) and the task's shares."""
     out = []
     stats = (components.group_by("task", "metric")
-             .agg(pl.col("score").mean(), n=pl.len(), values=pl.col("score").sort_by("instance_id"))
+             .agg(pl.col("score").mean().fill_null(0.0), n=pl.col("score").count(),
+                  values=pl.col("score").sort_by("instance_id").drop_nulls())
              .sort("task", "metric"))
     for task, metric, score, n, values in stats.iter_rows():
         agg = specs[(benchmark, task)].aggregation

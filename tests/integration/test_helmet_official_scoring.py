@@ -4,6 +4,8 @@ LCP_OFFICIAL=../shared/official.
 
 - HE10: in completion mode HELMET's eval.py prepends the answer prefix to the output and eval_alce.py never strips
   it, so QAMPARI's first comma piece is "answer <item>"; under `ours` the prefix is stripped.
+- HE6: ASQA's STR-EM is averaged over every example, its citation recall / precision over the examples with a
+  sentence (eval_alce.py skips the others), and the task's score is the mean of the three.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import pytest
 import yaml
 
 from lc_pipeline.config import load_config
+from lc_pipeline.score.benchmark_scores import benchmark_table, with_citation_scores
+from lc_pipeline.score.citations import Verdict, citation_frame, plan_citations, score_outputs
 from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.tasks.catalog import catalog_for, load_catalog
 
@@ -100,3 +104,53 @@ def test_asqa_str_em_is_the_same_with_the_prefix(built):
     output = {row["instance_id"]: " " + " ".join(f"It is {p[0]} [1]." for p in pairs)}
     assert scores(built["official"], output, "none", catalog) == scores(built["official"], output, "model", catalog)
     assert scores(built["official"], output, "none", catalog)[row["instance_id"]] == 1.0
+
+
+def words(text: str) -> set[str]:
+    return {w.strip(".,;:!?()[]\"'").lower() for w in text.split()} - {""}
+
+
+def contained(pairs):
+    """A real, deterministic entailment rule: the hypothesis is entailed when every word of it is in the premise."""
+    return [Verdict(ok, "ok", "1" if ok else "0") for ok in (words(h) <= words(p) for p, h in pairs)]
+
+
+def test_asqa_without_a_sentence_keeps_its_str_em_and_skips_citations(built):
+    catalog = catalog_for(built["config"])
+    rows = built["official"].filter(pl.col("task") == "asqa").sort("instance_id").with_columns(length=pl.lit(LEVEL))
+    assert rows.height == 3
+    first, second, third = (rows.row(i, named=True) for i in range(3))
+    fields = json.loads(first["record_fields"])
+    passage = fields["passages"][0]["text"].split(". ")[0].rstrip(".")
+    pairs = fields["qa_pairs"]
+    # the first answers with one cited sentence copied from passage 1 and names one short answer; the second
+    # writes nothing ALCE counts as a sentence ("Ok." is under 5 characters), the third nothing at all: STR-EM 0,
+    # no citation scores
+    outputs = {first["instance_id"]: f"{passage} [1]. It is {pairs[0][0]} [1].", second["instance_id"]: "Ok.",
+               third["instance_id"]: ""}
+    gens = pl.DataFrame({"generation_id": ["g0", "g1", "g2"], "instance_id": list(outputs),
+                         "output": list(outputs.values()), "status": ["answered", "answered", "empty"],
+                         "chat_template_source": ["model"] * 3})
+    metric = score_frame(gens, rows, catalog)
+    items = plan_citations(gens, rows, catalog)
+    citations = citation_frame(items, score_outputs([i.input for i in items], contained), "rule")
+    by = {(r["instance_id"], r["metric"]): r["score"] for r in citations.iter_rows(named=True)}
+    for empty in (second, third):
+        assert by[(empty["instance_id"], "citation_rec")] is None and by[(empty["instance_id"], "citation_prec")] is None
+    rec, prec = by[(first["instance_id"], "citation_rec")], by[(first["instance_id"], "citation_prec")]
+    assert rec is not None and prec is not None
+    str_em = dict(zip(metric["instance_id"], metric["score"]))
+    assert str_em[second["instance_id"]] == str_em[third["instance_id"]] == 0.0 and str_em[first["instance_id"]] > 0
+
+    scores = with_citation_scores(metric.with_columns(length=pl.lit(LEVEL)), citations)
+    result = benchmark_table(scores, rows, catalog, "m")
+    table = result.table
+    [task] = table.filter((pl.col("level") == "task") & (pl.col("task") == "asqa")).iter_rows(named=True)
+    helmet = 100 * (str_em[first["instance_id"]] / 3 + rec + prec) / 3  # STR-EM over 3, citations over 1
+    assert task["score"] == pytest.approx(helmet) and task["n"] == 3
+    assert result.unscored == {}
+    components = {r["metric"]: (r["score"], r["n"]) for r in
+                  table.filter((pl.col("level") == "component") & (pl.col("task") == "asqa")).iter_rows(named=True)}
+    assert components["str_em"] == (pytest.approx(100 * str_em[first["instance_id"]] / 3), 3)
+    assert components["citation_rec"] == (pytest.approx(100 * rec), 1)
+    assert components["citation_prec"] == (pytest.approx(100 * prec), 1)
