@@ -5,13 +5,28 @@ partition whose latest materialization carries the current fingerprint and whose
 on disk. A config or model-settings change therefore re-runs exactly the affected stages,
 and ids that embed the fingerprint produce new rows instead of reusing stale ones.
 Bump a stage's code version when its logic changes what it writes.
+
+Input data (issue 31). A source's options name its files by path (``$LCP_DATA/longbench``): the config alone
+does not say what they hold. Every stage that reads the sources therefore also hashes their content
+(:func:`config_input_sha256`: the sha256 of every regular file each source option names, a folder's files
+recursively, hidden ones left out): records removed, added or edited, or ``LCP_DATA`` pointing at another
+folder with other files, change every fingerprint from the sources on, so the sources and instances are built
+again and each model's partitions re-run (the generation store is keyed per prompt: only new prompts are asked).
+A config whose sources name no file (the demo corpus is generated) hashes nothing more. Hashing is cheap on a
+rerun: a file's sha256 is kept, in this process and in ``$LCP_LOCAL_CACHE/input_sha256.json``, under its path,
+size, mtime and inode, and read again only when one of them changed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
 
-from lc_pipeline.config import BenchmarkConfig
+from lc_pipeline.config import BenchmarkConfig, SourceConfig
 from lc_pipeline.ids import short_id  # noqa: F401  (row ids live in ids.py, which needs no config; kept here for importers)
 
 CODE_VERSIONS = {
@@ -82,4 +97,133 @@ def stage_fingerprint(stage: str, config: BenchmarkConfig, model_fingerprint: st
     if stage in MODEL_STAGES and model_fingerprint is None:
         raise ValueError(f"stage {stage!r} depends on the model: pass its settings fingerprint")
     parts = [stage, CODE_VERSIONS[stage], config.fingerprint(*STAGE_FIELDS[stage]), model_fingerprint or ""]
+    data = config_input_sha256(config) if "sources" in STAGE_FIELDS[stage] else ""
+    if data:  # a config without input files keeps the fingerprint it had before input data was hashed
+        parts.append(data)
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------ input data content
+
+INPUT_CACHE_FILE = "input_sha256.json"
+_memo: dict[str, tuple[int, int, int, str]] = {}  # resolved path -> (size, mtime_ns, inode, sha256)
+_memo_lock = threading.Lock()
+_loaded: list[bool] = []  # [True] once the cache file was read into _memo
+
+
+def _cache_path() -> Path:
+    from lc_pipeline.settings import DEFAULT_LOCAL_CACHE
+
+    return Path(os.environ.get("LCP_LOCAL_CACHE") or DEFAULT_LOCAL_CACHE) / INPUT_CACHE_FILE
+
+
+def _load_cache() -> None:
+    if _loaded:
+        return
+    _loaded.append(True)
+    try:
+        stored = json.loads(_cache_path().read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(stored, dict):
+        for path, entry in stored.items():  # files gone since (a test's temporary folder) are forgotten
+            if isinstance(entry, list) and len(entry) == 4 and os.path.exists(path):
+                _memo.setdefault(path, tuple(entry))
+
+
+def _save_cache() -> None:
+    path = _cache_path()
+    entries = {k: list(v) for k, v in _memo.items()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(entries))
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache folder: the sha256s are computed again next time, nothing else changes
+        pass
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 (hex) of a regular file's bytes, from the cache when its size, mtime and inode are unchanged."""
+    st = path.stat()
+    key = str(path)
+    with _memo_lock:
+        _load_cache()
+        hit = _memo.get(key)
+        if hit is not None and tuple(hit[:3]) == (st.st_size, st.st_mtime_ns, st.st_ino):
+            return hit[3]
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    sha = digest.hexdigest()
+    with _memo_lock:
+        _memo[key] = (st.st_size, st.st_mtime_ns, st.st_ino, sha)
+        _save_cache()
+    return sha
+
+
+def _option_paths(value) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _option_paths(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _option_paths(v)
+
+
+def _files_under(root: Path) -> list[tuple[str, Path]]:
+    """(relative name, path) of every regular file under the folder ``root``, hidden entries left out, sorted."""
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in files:
+            path = Path(folder) / name
+            if not name.startswith(".") and path.is_file():
+                out.append((path.relative_to(root).as_posix(), path))
+    return sorted(out)
+
+
+def source_input_files(source: SourceConfig) -> list[tuple[str, str, Path]]:
+    """(option, name, path) of every file the source's options name: each option value (a string, or a list of
+    them) that is an existing file or folder once ``$LCP_DATA`` is expanded; a folder's regular files recursively
+    (``name`` relative to it), hidden ones left out. Values that are not paths (a task name, a label) name
+    nothing here."""
+    from lc_pipeline.settings import expand_data_dir
+
+    out = []
+    for option in sorted(source.options):
+        for value in _option_paths(expand_data_dir(source.options[option])):
+            if not value or "\x00" in value:
+                continue
+            path = Path(value)
+            try:
+                if path.is_file():
+                    out.append((option, path.name, path.resolve()))
+                elif path.is_dir():
+                    out += [(option, name, p.resolve()) for name, p in _files_under(path)]
+            except OSError:  # an unreadable entry: the adapter says why when it reads it
+                continue
+    return out
+
+
+def source_input_sha256(source: SourceConfig) -> str:
+    """The sha256 of the content of the files ``source`` reads (:func:`source_input_files`), with their names;
+    "" when it names none."""
+    files = source_input_files(source)
+    if not files:
+        return ""
+    outer = hashlib.sha256()
+    for option, name, path in files:
+        outer.update(f"{option}\x00{name}\x00{file_sha256(path)}\n".encode())
+    return outer.hexdigest()
+
+
+def config_input_sha256(config: BenchmarkConfig) -> str:
+    """The sha256 of every source's input data (:func:`source_input_sha256`), "" when no source names a file."""
+    parts = [(s.name, source_input_sha256(s)) for s in config.sources]
+    if not any(sha for _, sha in parts):
+        return ""
+    return hashlib.sha256("".join(f"{name}\x00{sha}\n" for name, sha in parts).encode()).hexdigest()

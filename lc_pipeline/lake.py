@@ -47,6 +47,7 @@ naming the file, and every other table reads as before.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Iterator
@@ -426,3 +427,85 @@ def frame(lake_dir: Path, sql: str, *, timeout_s: float | None = None, memory_li
     """Run read-only ``sql`` and return a polars DataFrame (limits as for :func:`query`)."""
     with _reading(lake_dir, sql, memory_limit) as con, _deadline(con, timeout_s):
         return con.sql(sql).pl()
+
+
+# ------------------------------------------------------------------------------ which config built the instances
+
+BUILT_BY_FILE = "_built_by.json"  # beside an instances partition's data file: {"config": name, "fingerprint": fp}
+
+
+class LakeOfAnotherConfig(ValueError):
+    """The lake holds another config's instances, with models scored on them, at a level this config would use."""
+
+
+def built_by_path(lake_dir, level: str) -> Path:
+    from lc_pipeline.lake_files import partition_path
+
+    return partition_path(storage.lake_path(lake_dir), "instances", {"length": level}).parent / BUILT_BY_FILE
+
+
+def record_built_by(lake_dir, level: str, config_name: str, fingerprint: str) -> None:
+    """Record which config (name and instances fingerprint) builds the instances of ``level`` (issue 31, D5)."""
+    body = json.dumps({"config": config_name, "fingerprint": fingerprint}, sort_keys=True).encode()
+    storage.write_bytes_atomic(built_by_path(lake_dir, level), body)
+
+
+def built_by(lake_dir, level: str) -> dict | None:
+    """``{"config", "fingerprint"}`` of the config that built ``level``'s instances in this lake; None when the
+    partition is not there, or was built before this was recorded (or the record is unreadable)."""
+    from lc_pipeline.lake_files import partition_path
+
+    if not partition_path(storage.lake_path(lake_dir), "instances", {"length": level}).exists():
+        return None
+    path = built_by_path(lake_dir, level)
+    try:
+        record = json.loads(storage.read_bytes(path)) if path.exists() else None
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("config"), str) else None
+
+
+def scored_models(lake_dir, level: str) -> list[str]:
+    """Models with a generations or metric_scores partition at ``level`` (their answers and scores are of the
+    instances at that level)."""
+    lake = storage.lake_path(lake_dir)
+    out: set[str] = set()
+    for table in ("generations", "metric_scores"):
+        folder = lake / table / f"length={level}"
+        if folder.is_dir():
+            out |= {d.name.removeprefix("model=") for d in folder.iterdir()
+                    if d.name.startswith("model=") and (d / FILE_NAME).exists()}
+    return sorted(out)
+
+
+def foreign_levels(lake_dir, config) -> dict[str, str]:
+    """{level: the other config's name} for the config's levels whose instances in the lake another config (by
+    name) built."""
+    out = {}
+    for level in config.lengths:
+        record = built_by(lake_dir, level)
+        if record is not None and record["config"] != config.name:
+            out[level] = record["config"]
+    return out
+
+
+def check_lake_config(lake_dir, config) -> None:
+    """Refuse a config whose levels hold another config's instances with models scored on them (issue 31, D5):
+    building its own would orphan those scores, using them would score this config on another benchmark. The
+    message names the config that built them and how to proceed. Another config's instances that no model was
+    run on are simply rebuilt (nothing is lost)."""
+    clashes = {}
+    for level, other in foreign_levels(lake_dir, config).items():
+        models = scored_models(lake_dir, level)
+        if models:
+            clashes[level] = (other, models)
+    if not clashes:
+        return
+    others = sorted({other for other, _ in clashes.values()})
+    models = sorted({m for _, ms in clashes.values() for m in ms})
+    raise LakeOfAnotherConfig(
+        f"lake {storage.url(lake_dir)}: the instances at level(s) {sorted(clashes)} were built by config "
+        f"{', '.join(map(repr, others))} and model(s) {models} are scored on them; config {config.name!r} uses the "
+        f"same level label(s), so it would replace them (orphaning those scores) or be scored on another config's "
+        f"instances. Give each config its own lake (LCP_LAKE=<another folder> for config {config.name!r}), or "
+        f"empty this one first (`make clean-lake`, or remove {storage.url(lake_dir)})")

@@ -28,6 +28,7 @@ from lc_pipeline.assets.lveval import facts_fingerprint
 from lc_pipeline.definitions import Pipeline
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.generate.registry import validate_model_slug
+from lc_pipeline.lake import built_by, check_lake_config, record_built_by
 from lc_pipeline.partitions import MODEL_DIM, SOURCE_DIM, length_model_key, validate_source_name
 from lc_pipeline.resources.parquet_io import partition_path
 
@@ -321,6 +322,7 @@ class Runner:
 
     def _build_benchmark(self) -> None:
         cfg = self.config
+        self.check_lake()
         self.echo(f"benchmark {cfg.name!r}: lengths {list(cfg.lengths)}, lake {self.lake}")
         for name in self.register_sources():
             fps = {a: stage_fingerprint(a, cfg) for a in ("source_documents", "source_items", "rejected_records")}
@@ -331,12 +333,47 @@ class Runner:
         for asset in ("confusing_facts", "replacement_rules"):  # LV-Eval CFI / KPR inputs (empty when unused)
             if self.has(asset):
                 self.step(asset, [asset], {asset: facts_fingerprint(asset, cfg, self.pipeline.resources["models"])})
+        stale = set(self.missing_instances())  # the lake's own record wins over the Dagster instance's
         for level in cfg.lengths:
             fp = {"instances": stage_fingerprint("instances", cfg)}
-            self.step(f"instances [{level}]", ["instances"], fp, level, {"length": level})
+            self.step(f"instances [{level}]", ["instances"], fp, level, {"length": level}, force=level in stale)
+            record = built_by(self.lake, level)
+            if record != {"config": cfg.name, "fingerprint": fp["instances"]}:
+                record_built_by(self.lake, level, cfg.name, fp["instances"])
+
+    def check_lake(self) -> None:
+        """Refuse this config in a lake whose instances at one of its levels another config built and models were
+        scored on (lake.check_lake_config names that config and how to proceed): before anything is built or run."""
+        check_lake_config(self.lake, self.config)
 
     def missing_instances(self) -> list[str]:
-        return [lv for lv in self.config.lengths if not partition_path(storage.lake_path(self.lake), "instances", {"length": lv}).exists()]
+        """The config's levels whose instances are not in the lake, or were built from other inputs: their
+        recorded fingerprint (the lake's record of the config that built them, lake.built_by, else the Dagster
+        materialization's) is not this config's current one (another config's instances, changed data or code;
+        lc_pipeline.fingerprints). ``lcp demo``, ``lcp backfill`` and ``lcp plan`` build those first. Instances
+        with no record at all (placed in the lake by hand or by another tool) are used as they are."""
+        fp = stage_fingerprint("instances", self.config)
+        root = storage.lake_path(self.lake)
+        out = []
+        for lv in self.config.lengths:
+            if not readable_parquet(partition_path(root, "instances", {"length": lv})):
+                out.append(lv)
+                continue
+            record = built_by(self.lake, lv)
+            recorded = record.get("fingerprint") if record is not None else self.recorded_fingerprint("instances", lv)
+            if recorded is not None and recorded != fp:
+                out.append(lv)
+        return out
+
+    def recorded_fingerprint(self, asset: str, partition_key: str | None) -> str | None:
+        """The fingerprint the latest materialization of ``asset`` [``partition_key``] recorded (None: none)."""
+        flt = dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset),
+                                    asset_partitions=[partition_key] if partition_key else None)
+        records = self.instance.fetch_materializations(flt, limit=1).records
+        if not records:
+            return None
+        recorded = records[0].asset_materialization.metadata.get(FINGERPRINT_KEY)
+        return None if recorded is None else str(getattr(recorded, "value", recorded))
 
     def evaluate_model(self, slug: str, lengths: list[str] | None = None) -> bool:
         """Only this model's partitions: generations + metric_scores per length, then its long_scores
@@ -385,9 +422,11 @@ class Runner:
     def _evaluate_model(self, slug: str, lengths: list[str] | None, leaderboard_in_model_run: bool = False) -> bool:
         cfg = self.config
         self.register_models([slug])
+        self.check_lake()
         missing = self.missing_instances()
         if missing:
-            raise RuntimeError(f"instances for lengths {missing} are not built yet; run `lcp demo` (or build) first")
+            raise RuntimeError(f"instances for lengths {missing} are not built yet, or were built from other inputs "
+                               f"(config, code or data changed); run `lcp demo` (or build) first")
         spec_fp = self.pipeline.resources["models"].spec(slug).fingerprint()
         fps = {a: stage_fingerprint(a, cfg, spec_fp)
                for a in ("generations", "metric_scores", "prior_knowledge", "long_scores", "lveval_ablation",

@@ -5,7 +5,7 @@ import dagster as dg
 
 from lc_pipeline import schemas
 from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
-from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.fingerprints import source_input_sha256, stage_fingerprint
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource
 from lc_pipeline.sources.loader import load_source
@@ -41,6 +41,9 @@ def build(parts: Partitions) -> list:
         items = schemas.conform(loaded.items, "source_items")
         rejected = loaded.rejected(name)
         counts = {
+            # the content of the files the source's options name (fingerprints.source_input_sha256; "" for none):
+            # part of every stage fingerprint from here on, so changed data is built again (issue 31)
+            "input_sha256": source_input_sha256(by_name[name]),
             "records_read": sum(r.records for r in loaded.reports) if loaded.reports else items.height,
             "records_accepted": sum(r.accepted for r in loaded.reports) if loaded.reports else items.height,
             "records_rejected": rejected.height,

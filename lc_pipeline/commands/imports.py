@@ -46,20 +46,35 @@ class ImportProblem(ValueError):
 def config_record_ids(config, lake_dir) -> tuple[set[str], str]:
     """The record ids the config runs, and where they were read ("instances" or "sources").
 
+    The lake's instances are read only when this config built them from its current inputs (each level's
+    recorded config and fingerprint, lake.built_by; issue 31, D5): another config's instances at the same level
+    label, or instances built from older data, are not this config's records, which are then read from its
+    sources. Instances without a record (placed by hand, or built before it was kept) are read as they are, as
+    ``lcp backfill`` uses them. A lake whose instances another config built and scored models on is refused naming that config
+    (lake.check_lake_config: the backfill could not run there).
+
     A record id naming two different items (e.g. the same ``_id`` in two sources) is an error: a
     prediction for it would be ambiguous.
     """
     import polars as pl
 
     from lc_pipeline import storage
+    from lc_pipeline.fingerprints import stage_fingerprint
+    from lc_pipeline.lake import LakeOfAnotherConfig, built_by, check_lake_config
     from lc_pipeline.lake_files import partition_path
 
     if config.released is None:
         raise ImportProblem(f"config {config.name!r} does not run a benchmark as released (no `released:` section): "
                             "imported predictions answer released records by their ids")
+    try:
+        check_lake_config(lake_dir, config)
+    except LakeOfAnotherConfig as exc:
+        raise ImportProblem(f"{exc} (nothing was imported)") from None
     lake = storage.lake_path(lake_dir)
     paths = [partition_path(lake, "instances", {"length": lv}) for lv in config.lengths]
-    if all(p.exists() for p in paths):
+    current = {"config": config.name, "fingerprint": stage_fingerprint("instances", config)}
+    records = [built_by(lake_dir, lv) for lv in config.lengths]
+    if all(p.exists() for p in paths) and all(r is None or r == current for r in records):
         frame = pl.concat([storage.read_parquet(p, columns=["item_id", "record_id"]) for p in paths])
         where = "instances"
     else:

@@ -37,16 +37,17 @@ TABLE_COLUMNS = ("benchmark", "length", "instances", "prompt_tokens", "max_promp
 
 
 def _instances(runner, echo) -> tuple[dict, str]:
-    """Each length's instances from the lake, built first when a partition is missing or stale."""
+    """Each length's instances from the lake, built first when a partition is missing or stale (the same rule as
+    ``lcp demo`` and ``lcp backfill``: Runner.missing_instances; a lake of another config is refused as they
+    refuse it)."""
     import polars as pl
 
     from lc_pipeline import storage
-    from lc_pipeline.fingerprints import stage_fingerprint
     from lc_pipeline.resources.parquet_io import partition_path
 
     cfg = runner.config
-    fp = stage_fingerprint("instances", cfg)
-    stale = [lv for lv in cfg.lengths if not runner.is_fresh("instances", lv, {"length": lv}, fp)]
+    runner.check_lake()
+    stale = runner.missing_instances()
     source = "lake"
     if stale:
         echo(f"instances for lengths {stale} are not in the lake or are stale: building them first "
