@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -85,6 +86,9 @@ class BenchmarkTable(NamedTuple):
     variant_rows: int  # metric_scores rows of LV-Eval variant instances (cfi, kpr, ...), not counted
     unscored: dict[str, int]  # "benchmark/task" -> plain instances of a metric-scored task with no headline score
     breakdown_missing: dict[str, int]  # "benchmark/field" -> plain scored instances whose record lacks the field
+    # "benchmark/task" -> plain instances whose reply the official protocol leaves out of results and denominator
+    # (metric_scores.left_out_by_protocol: LongBench v2's empty reply); their rows count them in status_counts.
+    left_out: Mapping[str, int] = MappingProxyType({})
 
 
 def headline_metric(spec: TaskSpec) -> str | None:
@@ -393,7 +397,9 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
     the instances of their value, without this rule.
 
     Protocol: rows are computed per instance ``protocol`` (instances.protocol; "ours" when absent) and say it:
-    instances of two protocols are never averaged together.
+    instances of two protocols are never averaged together. An official instance whose reply its protocol leaves out
+    (metric_scores.left_out_by_protocol: LongBench v2's empty reply, V2-4) has no metric row and counts as not sent:
+    out of the score and of ``n``, in the rows' ``status_counts`` (``empty``), in :attr:`BenchmarkTable.left_out`.
 
     ``headline.round`` rounds task scores before their groups and the overall average them;
     ``headline.across_lengths: micro_over_items`` adds the rows of length :data:`ALL_LENGTHS` (each task, group
@@ -403,8 +409,10 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
     s = scored_instances(scores, instances, catalog, judgments)
     statuses = instance_statuses(s, generations)
     rows, plain, sources = s.rows, s.plain, s.sources
-    unsent = (statuses.filter(pl.col("status").is_in(schemas.NOT_SCORED)) if statuses is not None
-              else plain.clear())
+    dropped = _left_out(plain, generations)
+    unsent = (statuses.filter(pl.col("status").is_in(schemas.NOT_SCORED)
+                              | pl.col("instance_id").is_in(dropped["instance_id"].implode()))
+              if statuses is not None else plain.clear())
 
     def left_out(source: str | None) -> dict[str, int]:
         missing = (plain.join(rows.select("instance_id"), on="instance_id", how="anti")
@@ -475,7 +483,26 @@ def benchmark_table(scores: pl.DataFrame, instances: pl.DataFrame, catalog: Task
                 out += _component_rows(benchmark, ALL_LENGTHS, parts, specs, head, people, draws, protocol)
     frame = schemas.conform(pl.DataFrame(out, schema=schemas.BENCHMARK_SCORES), "benchmark_scores")
     table = frame.select(pl.lit(model, dtype=pl.String).alias("model"), pl.all())
-    return BenchmarkTable(table, unjudged, s.variant_rows, unscored, breakdown_missing)
+    left = {f"{b}/{t}": n for b, t, n in dropped.group_by("benchmark", "task").len().sort("benchmark", "task").iter_rows()}
+    return BenchmarkTable(table, unjudged, s.variant_rows, unscored, breakdown_missing, left)
+
+
+def _left_out(plain: pl.DataFrame, generations: pl.DataFrame | None) -> pl.DataFrame:
+    """The plain instances (instance_id, benchmark, task) whose reply their official protocol leaves out of the
+    authors' results (metric_scores.left_out_by_protocol; fidelity review V2-4)."""
+    empty = pl.DataFrame(schema={"instance_id": pl.String, "benchmark": pl.String, "task": pl.String})
+    if generations is None or "output" not in generations.columns or plain.is_empty():
+        return empty
+    from lc_pipeline.score.metric_scores import left_out_by_protocol
+
+    official = plain.filter(pl.col("protocol").str.starts_with("official"))
+    if official.is_empty():
+        return empty
+    joined = official.select("instance_id", "benchmark", "task", "protocol").join(
+        generations.select("instance_id", "output").unique("instance_id", keep="first"), on="instance_id", how="inner")
+    keep = [left_out_by_protocol(b, t, p, o) for b, t, p, o in joined.select("benchmark", "task", "protocol",
+                                                                              "output").iter_rows()]
+    return joined.filter(pl.Series(keep, dtype=pl.Boolean)).select("instance_id", "benchmark", "task")
 
 
 def _shares(population: pl.DataFrame | None) -> dict:
@@ -739,7 +766,7 @@ def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapp
     return out
 
 
-def benchmark_leaderboard(tables: pl.DataFrame) -> pl.DataFrame:
+def benchmark_leaderboard(tables: pl.DataFrame, n_unpaired: Mapping[str, int] | None = None) -> pl.DataFrame:
     """LEADERBOARD rows of a benchmark run as released, from every model's benchmark_scores (``model`` column):
     one row per (model, benchmark, table, protocol) as metric ``"<benchmark>/<table>"`` (``longbench/en``,
     ``lveval/all``), ``scores_by_length`` each length partition's overall, ranked among the models of the same
@@ -757,7 +784,9 @@ def benchmark_leaderboard(tables: pl.DataFrame) -> pl.DataFrame:
     (confidence.interval_of_mean; exact with one partition, a normal approximation of the mean's bootstrap with
     several); null when a partition has no interval. ``skipped_share`` / ``truncated_share`` / ``invalid_share``:
     over the overall rows' instances of every partition (their status_counts); null when they are not known.
-    ``n_unpaired`` 0: each published table scores its own instances. A table written before the ``protocol`` and
+    ``n_unpaired``: the model's instances left out of its rows (``n_unpaired[model]``, 0 when not given): the
+    caller pairs the models first, computing every model's tables on their common instances
+    (assets/benchmarks.paired_tables). A table written before the ``protocol`` and
     ``missing_groups`` columns reads as protocol "ours", nothing missing."""
     overall = tables.filter((pl.col("level") == "overall") & ~pl.col("metric").is_in([SCORING_SUCCESS, PERFECT_RATE]))
     if overall.is_empty():
@@ -791,7 +820,7 @@ def benchmark_leaderboard(tables: pl.DataFrame) -> pl.DataFrame:
         rows.append({"model": model, "metric": f"{benchmark}/{table}", "base_ability": None,
                      "old_metric": score, "long_score": None,
                      "scores_by_length": json.dumps(by_length), "n_instances": int(n),
-                     "ci_low": low, "ci_high": high, **_pooled_shares(per), "n_unpaired": 0,
+                     "ci_low": low, "ci_high": high, **_pooled_shares(per), "n_unpaired": int((n_unpaired or {}).get(model, 0)),
                      "protocol": protocol, "missing_groups": missing})
     out = pl.DataFrame(rows, schema_overrides={"base_ability": pl.Float64, "long_score": pl.Float64,
                                                "old_metric": pl.Float64,

@@ -11,7 +11,9 @@ variants in ``instances`` (its plain row too), so plain, CFI and KPR rows compar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any
 
 import polars as pl
@@ -26,8 +28,31 @@ from lc_pipeline.tasks.spec import MetricRef, TaskSpec
 
 INSTANCE_FIELDS = ("instance_id", "item_id", "benchmark", "task", "category", "depth", "answers")
 # Read when present (INSTANCES has them): metrics that need them say so; hand-made frames may lack them.
-OPTIONAL_FIELDS = ("variant", "language", "answer_keywords", "all_classes", "record_fields")
+OPTIONAL_FIELDS = ("variant", "language", "answer_keywords", "all_classes", "record_fields", "protocol")
 VARIANT_METRIC = MetricRef(name="lveval")
+
+
+LEFT_OUT_HOOK = "official_left_out"  # a protocol module's (task, output) -> bool: the authors keep no result for it
+
+
+@cache
+def _left_out_hook(benchmark: str) -> Callable[[str, str], bool] | None:
+    from lc_pipeline.config import has_official_protocol, protocol_module
+
+    if not has_official_protocol(benchmark):
+        return None
+    return getattr(importlib.import_module(protocol_module(benchmark)), LEFT_OUT_HOOK, None)
+
+
+def left_out_by_protocol(benchmark: str, task: str, protocol: str | None, output: str | None) -> bool:
+    """Whether the authors' harness keeps no result for this reply, so that their scorer neither counts nor scores it
+    (LongBench v2's ``pred.py`` skips an empty reply: fidelity review V2-4): for an instance of an official protocol
+    (``protocol`` "official@..."), its benchmark's protocol module's ``official_left_out(task, output)``; False
+    under ``ours`` or when the module declares no such rule."""
+    if output is None or not str(protocol or "").startswith("official"):
+        return False
+    hook = _left_out_hook(benchmark)
+    return bool(hook is not None and hook(task, output))
 
 
 def score_id(generation_id: str, metric: str) -> str:
@@ -91,7 +116,8 @@ def score_frame(
 
     A generation's ``chat_template_source`` (when the frame has it) reaches the metrics beside the instance's fields
     (task_metrics.completion_mode: whether the output continues a plain prompt). A generation's ``status``
-    (GENERATIONS) is kept on its rows; rows ``skipped`` (not sent) or ``invalid``
+    (GENERATIONS) is kept on its rows; a reply the instance's official protocol leaves out
+    (:func:`left_out_by_protocol`: LongBench v2's empty reply) gets no row; rows ``skipped`` (not sent) or ``invalid``
     (thinking ran out) are not scored and get no row (they are counted where scores are shown); a metric that
     parses an answer and finds none marks its row ``unparsable`` (scored as the metric scores it: 0).
 
@@ -130,6 +156,8 @@ def score_frame(
         inst = by_id.get(iid)
         if inst is None:
             raise ValueError(f"generation {gid!r}: field instance_id={iid!r} not found in instances")
+        if left_out_by_protocol(inst["benchmark"], inst["task"], inst.get("protocol"), output):
+            continue  # the authors' harness keeps no result for it (counted in benchmark_scores' status_counts)
         if template:  # how the prompt was fed (task_metrics.completion_mode reads it)
             inst = {**inst, FED_TEMPLATE: template}
         if output is None:

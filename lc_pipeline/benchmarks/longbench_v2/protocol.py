@@ -27,8 +27,13 @@ Read from their files at the pinned commit (official_files.py), never copied her
   instance samples at 0.1 with top_p 1, no top-k, seeded from its instance id (generate/base.py
   ``sampling_seed``: reruns draw the same), on every backend; its rows' ``sampling_params`` record it. ``pred.py``
   sets no seed (its server draws one), so one run of theirs is one draw, as ours is. Under ``ours``, greedy. Not
-  reproduced: ``pred.py``'s five tries of a call that raises and its ``continue`` past an empty reply (fidelity
-  review V2-4: scored 0 here).
+  reproduced: ``pred.py``'s five tries of a call that raises (a backend's own retry settings apply);
+- **left out** (:func:`official_left_out`, fidelity review V2-4): ``pred.py`` writes no result for a reply that is
+  exactly empty (``if output == '': continue``, also what ``query_llm`` returns after five failed tries), so
+  ``result.py`` neither counts nor scores it. An official instance whose answer is empty gets no metric row
+  (score/metric_scores.py) and is left out of every table's denominator, counted in the rows' ``status_counts``
+  (``empty``) and in ``BenchmarkTable.left_out`` (score/benchmark_scores.py). Under ``ours`` it scores 0. A CoT
+  chain's row holds its answer call: an empty reasoning call followed by a non-empty answer is not detected.
 
 ``protocol: ours`` (the task file's own wording, window fitting, the answer call given the whole first prompt)
 is unchanged.
@@ -43,7 +48,11 @@ from typing import Any
 
 from lc_pipeline.benchmarks.longbench_v2 import official_files
 from lc_pipeline.config import OfficialProtocol, files_found_here
-from lc_pipeline.construct.truncation import PROMPT_MIDDLE, PromptBudget, register_prompt_budget
+from lc_pipeline.construct.truncation import (
+    PROMPT_MIDDLE,
+    PromptBudget,
+    register_prompt_budget,
+)
 from lc_pipeline.generate.followup import fill_in_order
 from lc_pipeline.sources.longbench_v2 import LETTERS, released_question
 from lc_pipeline.tasks.spec import Followup
@@ -86,6 +95,12 @@ def official_temperature(task: str) -> float | None:
     """The temperature ``pred.py`` samples every call of ``task`` at (the generation hook of generate/partition.py,
     read for instances of the official protocol only)."""
     return TEMPERATURE
+
+
+def official_left_out(task: str, output: str) -> bool:
+    """Whether ``pred.py`` leaves a reply of ``task`` out of its results (the scoring hook of score/metric_scores.py,
+    read for instances of the official protocol only): an exactly empty reply, on either task."""
+    return output == ""
 
 
 def record_of(item: Mapping[str, Any]) -> dict[str, Any]:
