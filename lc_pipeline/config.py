@@ -114,12 +114,18 @@ def files_found_here(files) -> bool:
 
 
 def format_prompt(templates: Mapping[str, str], task: str, record: Mapping[str, Any], where: str) -> str:
-    """``templates[task].format(**record)``, as LongBench's and LV-Eval's harnesses build a prompt; a missing task or
-    a field the record lacks is an error naming ``where`` (the authors' file), the task and the field."""
+    """``templates[task].format(**record)``, as LongBench's and LV-Eval's harnesses build a prompt, filled literally
+    (text.fill_template: the same text for plain fields, and no attribute, index, conversion or format spec is
+    followed); a missing task, a field the record lacks or one that is not a plain name is an error naming ``where``
+    (the authors' file), the task and the field."""
+    from lc_pipeline.text import TemplateError, fill_template
+
     if task not in templates:
         raise ValueError(f"{where}: no prompt for task {task!r} (it has {sorted(templates)})")
     try:
-        return templates[task].format(**record)
+        return fill_template(templates[task], record)
+    except TemplateError as exc:
+        raise ValueError(f"{where}: the {task} prompt: {exc}") from None
     except KeyError as exc:
         raise ValueError(f"{where}: the {task} prompt names field {exc.args[0]!r}, which the record does not keep "
                          f"(it has {sorted(record)})") from None
@@ -679,6 +685,29 @@ class BenchmarkConfig(_Model):
             unknown = [t for t in self.released.tasks if t not in known]
             if unknown:
                 raise ConfigError(f"released.tasks: unknown {unknown}; {self.released.benchmark} declares {known}")
+            self._check_released_builders(catalog)
+
+    def _check_released_builders(self, catalog) -> None:
+        """A benchmark run as released builds every task with ``released.builder``: a task file of this config that
+        changes the builder (``builder.name``) of one of its packaged tasks would be silently ignored (issue 31 D27),
+        so it is refused naming the file, the task and the field. ``builder.options`` are read by the released
+        builders (e.g. HELMET's ``per_level``) and may change."""
+        from lc_pipeline.tasks.catalog import load_catalog
+
+        if not self.task_files:
+            return
+        packaged = load_catalog()
+        released = self.released
+        for spec in catalog.tasks(released.benchmark):
+            if spec.qualified_name not in packaged:  # a task the config's files add: its builder is theirs
+                continue
+            declared = packaged.get(spec.qualified_name).builder.name
+            if spec.builder.name != declared:  # changed by one of the config's task files (declared_in)
+                raise ConfigError(f"config {self.name!r}: task file {spec.declared_in}: task {spec.qualified_name}: "
+                                  f"field 'builder.name': {spec.builder.name!r} is not used here: this config runs "
+                                  f"{released.benchmark} as released, and builds every task with released.builder "
+                                  f"({released.builder!r}); remove the builder from the task file (it declares "
+                                  f"{declared!r}), or run the task in a config that constructs it")
 
     def _check_released(self) -> None:
         released = self.released

@@ -84,6 +84,7 @@ from lc_pipeline.construct.spec_checks import (
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.fingerprints import short_id
 from lc_pipeline.tasks.spec import TaskSpec
+from lc_pipeline.text import fill_template
 
 CONSTRUCTION_VERSION = "lb100-2"
 # The repo counts with ``tokenizer.encode(text)``: with the tokenizer's special tokens (Llama-2's BOS); a tiktoken
@@ -338,7 +339,7 @@ def _finish(
     counter: TokenCounter,
 ) -> dict:
     context = "".join(text for _, text in b.blocks).rstrip("\n")
-    prompt = spec.prompt.format(context=context, question=b.question, **b.prompt_fields)
+    prompt = fill_template(spec.prompt, {**b.prompt_fields, "context": context, "question": b.question})
     starts, pos = [], 0
     for _, text in b.blocks:
         starts.append(pos)

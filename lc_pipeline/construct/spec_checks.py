@@ -3,15 +3,16 @@
 Generic (HELMET and 100-LongBench use them): a builder declares its kinds, each with its required
 options (and their allowed values) and the placeholders it fills; a spec that asks for something
 else is a ValueError naming the task (``benchmark/name``) and the field, never a silently ignored
-option or a KeyError from ``str.format`` halfway through a build.
+option or a KeyError from ``str.format`` halfway through a build. A prompt's fields are plain names, filled
+literally (lc_pipeline/text.py ``fill_template``; issue 31 D13).
 """
 
 from __future__ import annotations
 
-import string
 from collections.abc import Collection, Mapping
 
 from lc_pipeline.tasks.spec import TaskSpec
+from lc_pipeline.text import TemplateError, template_fields
 
 
 def spec_error(spec: TaskSpec, field: str, problem: str) -> ValueError:
@@ -20,12 +21,10 @@ def spec_error(spec: TaskSpec, field: str, problem: str) -> ValueError:
 
 
 def template_placeholders(template: str) -> set[str]:
-    """The names a ``str.format`` template fills (``{question}`` -> "question"; ``{{`` is a literal brace)."""
-    names = set()
-    for _, name, _, _ in string.Formatter().parse(template):
-        if name is not None:
-            names.add(name.split(".", 1)[0].split("[", 1)[0])
-    return names
+    """The names a prompt template fills (``{question}`` -> "question"; ``{{`` is a literal brace). A field that is
+    not a plain name (``{context.x}``, ``{context[0]}``, ``{context!r}``, ``{context:>9}``) or a lone brace is a
+    ``TemplateError`` (a ValueError) naming it: such a field is never filled (text.fill_template)."""
+    return template_fields(template)
 
 
 def check_builder(spec: TaskSpec, builder: str, kinds: Mapping[str, Mapping[str, Collection[str]]],
@@ -63,8 +62,8 @@ def check_prompt(spec: TaskSpec, placeholders: Collection[str]) -> str:
         raise spec_error(spec, "prompt", "missing; this builder needs the task's prompt template")
     try:
         used = template_placeholders(spec.prompt)
-    except ValueError as exc:  # e.g. a single "{": literal braces are written "{{" and "}}"
-        raise spec_error(spec, "prompt", f"not a valid template ({exc}); write literal braces as {{{{ and }}}}") from None
+    except TemplateError as exc:  # a single "{", or a field that is not a plain name
+        raise spec_error(spec, "prompt", str(exc)) from None
     unknown = sorted(used - set(placeholders))
     if unknown:
         raise spec_error(spec, "prompt", f"placeholder{'s' if len(unknown) > 1 else ''} "

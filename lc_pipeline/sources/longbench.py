@@ -31,6 +31,7 @@ from lc_pipeline.sources.hub import source_paths
 from lc_pipeline.sources.validation import (
     OnError,
     Record,
+    RecordError,
     ValidationReport,
     accepted,
     input_files,
@@ -39,7 +40,7 @@ from lc_pipeline.sources.validation import (
     validate_file,
 )
 
-__all__ = ["CATEGORIES", "LONGBENCH_E_TASKS", "MULTI_HOP", "TASKS", "load_longbench", "longbench_source", "split_numbered"]
+__all__ = ["CATEGORIES", "CLASSIFICATION", "LONGBENCH_E_TASKS", "MULTI_HOP", "TASKS", "load_longbench", "longbench_source", "split_numbered"]
 
 # LongBench's own grouping (paper Table 1), named as our items' ``category``.
 CATEGORIES: dict[str, str] = {
@@ -58,6 +59,10 @@ LONGBENCH_E_TASKS = (
 # Option ``variant``: which release's files a folder holding both is read for.
 VARIANTS = {"": "LongBench", "v1": "LongBench v1 (<task>.jsonl)", "e": "LongBench-E (<task>_e.jsonl)"}
 MULTI_HOP = frozenset({"hotpotqa", "2wikimqa", "musique"})
+# LongBench's classification tasks: eval.py scores them with classification_score, which picks the label set's
+# (``all_classes``) names out of the answer; a record of theirs without a label set would fail only when scored,
+# after generation (issue 31 D17), so it is rejected when read.
+CLASSIFICATION = frozenset({"trec", "lsht"})
 CODE = frozenset({"lcc", "repobench-p"})
 
 _PASSAGE = re.compile(r"^Passage (?P<n>\d+):[ \t]*\n?", re.MULTILINE)
@@ -150,7 +155,14 @@ def _parse(rec: Record, *, source: str, file_variant: str, seen_items: dict[str,
     context = rec.required_str("context")
     question = rec.required_str("input", non_empty=False)  # summaries and code completion have no question
     answers = rec.str_list("answers")
-    all_classes = rec.optional_str_list("all_classes")
+    if task in CLASSIFICATION:
+        try:
+            all_classes = rec.str_list("all_classes")  # missing, null, [] or all blank: rejected
+        except RecordError as exc:
+            raise rec.error("all_classes", f"{exc.reason}: {task} is a classification task, scored against its "
+                                           "label set (a non-empty list of the class names)") from None
+    else:
+        all_classes = rec.optional_str_list("all_classes")
     length = rec.optional("length", int)
     if length is not None and length < 0:
         raise rec.error("length", f"expected a non-negative int, got {length}")
@@ -207,7 +219,7 @@ def load_longbench(
     ``schemas.SOURCE_DOCUMENTS`` / ``SOURCE_ITEMS``. Doc ids are
     ``{source}-{dataset}-{_id}-p{N}``, item ids ``{source}-{dataset}-{_id}`` (dataset
     suffixed ``_e`` for LongBench-E). ``all_classes`` is stored (classification label
-    sets); the record's ``_id``, its context verbatim and ``{dataset, index, length}`` are kept
+    sets; required, non-empty, for trec and lsht: ``CLASSIFICATION``); the record's ``_id``, its context verbatim and ``{dataset, index, length}`` are kept
     (``record_id``, ``context``, ``record_fields``) for the benchmark run as released.
     """
     doc_rows: list[tuple] = []

@@ -220,9 +220,36 @@ def _entries(path: Path) -> tuple[str, str, Headline | None, list[tuple[str, dic
 
 def _validate(where: str, fields: dict) -> TaskSpec:
     try:
-        return TaskSpec.model_validate(fields)
+        spec = TaskSpec.model_validate(fields)
     except ValidationError as exc:
         raise TaskFileError(f"{where}: {_problems(exc)}") from None
+    _check_names(where, spec)
+    return spec
+
+
+def _check_names(where: str, spec: TaskSpec) -> None:
+    """What the spec names, checked when the catalog loads, not after generation (issue 31 D13, D17): its builder, its
+    metrics and its rubric are registered (tasks/registry.py; names only, nothing is imported), and the prompt of a
+    builder that fills it as a named-field template has plain fields only (text.template_parts)."""
+    from lc_pipeline.tasks.registry import BUILDERS, METRICS, NAMED_FIELD_BUILDERS, RUBRICS
+    from lc_pipeline.text import TemplateError, template_parts
+
+    if spec.builder.name not in BUILDERS:
+        raise TaskFileError(f"{where}: field 'builder.name': unknown builder {spec.builder.name!r}; known: "
+                            f"{', '.join(BUILDERS.names())}")
+    unknown = [m for m in spec.metric_names if m not in METRICS]
+    if unknown:
+        raise TaskFileError(f"{where}: field 'metrics': unknown metric{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(map(repr, unknown))}; known: {', '.join(METRICS.names())}")
+    if spec.rubric not in (None, "none") and spec.rubric not in RUBRICS:  # "none": score/judge.py NOT_JUDGED
+        raise TaskFileError(f"{where}: field 'rubric': unknown rubric {spec.rubric!r}; known: "
+                            f"{', '.join(RUBRICS.names())}")
+    if spec.prompt is not None and spec.builder.name in NAMED_FIELD_BUILDERS:
+        try:
+            template_parts(spec.prompt)
+        except TemplateError as exc:
+            source = f" (read from {spec.prompt_source})" if spec.prompt_source else ""
+            raise TaskFileError(f"{where}: field 'prompt'{source}: {exc}") from None
 
 
 def packaged_files() -> list[Path]:

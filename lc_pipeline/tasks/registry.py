@@ -73,6 +73,12 @@ BUILDERS: Registry = Registry("builder", {
     "helmet.released": "lc_pipeline.benchmarks.helmet.released_build:helmet_released",
 })
 
+# The builders that fill a task's prompt as a named-field template (text.fill_template: ``{context}``, ``{{`` a literal
+# brace): the catalog refuses, when it loads, a prompt of theirs with any other field (issue 31 D13). The QA-suite and
+# released-records builders put ``{context}`` and ``{question}`` in literally and leave every other brace as written
+# (construct/prompts.py QAPrompt).
+NAMED_FIELD_BUILDERS = frozenset({"helmet", "longbench100", "helmet.released"})
+
 # Metrics (score/task_metrics.py): ``Metric`` objects, each writing one ``metric_scores.metric`` label.
 METRICS: Registry = Registry("metric", {
     name: f"lc_pipeline.score.task_metrics:{attr}"

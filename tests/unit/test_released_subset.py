@@ -19,14 +19,16 @@ needs_shared = pytest.mark.skipif(not (MLB / "released_subset_237.json").exists(
 
 
 def write_task(folder: Path, task: str, n: int, name: str | None = None) -> Path:
-    """A LongBench-format file of ``n`` small records of ``task`` (trec-like single-document records)."""
+    """A LongBench-format file of ``n`` small records of ``task`` (trec-like single-document records; trec's carry
+    the label set the adapter requires of a classification task)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name or task}.jsonl"
     with path.open("w") as fh:
         for i in range(n):
             fh.write(json.dumps({"dataset": task, "_id": f"{task}-{i}", "language": "en",
                                  "context": f"Record {i} of {task}.", "input": f"question {i}",
-                                 "answers": [f"answer {i}"], "all_classes": None}) + "\n")
+                                 "answers": [f"answer {i}"],
+                                 "all_classes": [f"answer {i}"] if task.removesuffix("_e") == "trec" else None}) + "\n")
     return path
 
 

@@ -74,6 +74,7 @@ from lc_pipeline.benchmarks.helmet import official_files
 from lc_pipeline.config import OfficialProtocol, files_found_here, level_tokens
 from lc_pipeline.construct.truncation import END_OF_CONTEXT
 from lc_pipeline.official import OfficialFileError, read_official_text
+from lc_pipeline.text import TemplateError, fill_template
 
 BENCHMARK = "helmet"
 TRUNCATION = END_OF_CONTEXT
@@ -292,7 +293,7 @@ def _need(task: str, item: Mapping[str, Any], record: Mapping[str, Any], key: st
 def alce_passages(style: str, docs: list[Mapping[str, Any]]) -> str:
     """``doc_prompt.format(**doc, ID=i)`` (i from 1) of HELMET's ALCE prompt file, joined by a blank line."""
     doc_prompt = official_files.alce_demos(ALCE_PROMPT_FILES[style])["doc_prompt"]
-    return "\n\n".join(doc_prompt.format(**d, ID=i) for i, d in enumerate(docs, 1))
+    return "\n\n".join(fill_template(doc_prompt, {**d, "ID": i}) for i, d in enumerate(docs, 1))
 
 
 def sample_of(task: str, item: Mapping[str, Any]) -> dict[str, Any]:
@@ -324,8 +325,9 @@ def sample_of(task: str, item: Mapping[str, Any]) -> dict[str, Any]:
         style = _need(task, item, fields, "style")
         prompt_file = official_files.alce_demos(ALCE_PROMPT_FILES[style])
         sep = prompt_file["demo_sep"]
-        text = sep.join(prompt_file["demo_prompt"].format(**d, instruction=prompt_file["instruction"],
-                                                          context=alce_passages(style, d["docs"])) for d in demos)
+        text = sep.join(fill_template(prompt_file["demo_prompt"], {**d, "instruction": prompt_file["instruction"],
+                                                                   "context": alce_passages(style, d["docs"])})
+                        for d in demos)
         sample.update(demo_text=text + sep if demos else "", instruction=prompt_file["instruction"])
         if "passages" in fields:  # an instance: the level's passages
             sample["context"] = alce_passages(style, fields["passages"])
@@ -347,7 +349,9 @@ def official_prompt(task: str, item: Mapping[str, Any], *, chat: bool) -> str:
     loader, dataset, _ = DATASETS[task]
     template = loader_templates(loader, dataset)["user_template" if chat else "prompt_template"]
     try:
-        return template.format(**sample)
+        return fill_template(template, sample)
+    except TemplateError as exc:
+        raise ValueError(f"{official_files.DATA} {loader} ({dataset}): the prompt template: {exc}") from None
     except KeyError as exc:
         raise ValueError(f"{official_files.DATA} {loader} ({dataset}): the prompt names field {exc.args[0]!r}, which "
                          f"the record of item {item.get('item_id')!r} does not give (it gives {sorted(sample)})") from None

@@ -55,6 +55,7 @@ from lc_pipeline.construct.released import (
 )
 from lc_pipeline.construct.rows import instance_row
 from lc_pipeline.fingerprints import short_id
+from lc_pipeline.text import fill_template
 
 BUILDER = "helmet.released"
 SOURCE_KIND = "helmet_released"
@@ -212,7 +213,7 @@ def _icl_rows(request, specs) -> Iterator[dict[str, Any]]:
                                      "label_mapping": b["mapping"], "shots": b["shown"], "row": fields["row"]},
                                     ensure_ascii=False, sort_keys=True)
             if official is None:
-                prompt = spec.prompt.format(context=b["context"], question=item["question"])
+                prompt = fill_template(spec.prompt, {"context": b["context"], "question": item["question"]})
             else:
                 prompt, row_fields = _official_row(official, spec, {**item, "context": b["context"]}, level,
                                                    max_new_tokens, row_fields)
@@ -306,7 +307,7 @@ def _ours_prompt(spec, kind: str, item: dict[str, Any], fields: dict[str, Any]) 
                       "demos": alce_demos(spec.prompt, spec.answer_prefix, fields["demos"])}
         else:
             values = prompt_fields(kind, item, fields, spec.answer_prefix)
-        return spec.prompt.format_map(values)
+        return fill_template(spec.prompt, values)
     except KeyError as exc:
         raise BuildError(f"task {spec.qualified_name} ({spec.declared_in}): field 'prompt' names {exc}, "
                          f"which a released {spec.name} record does not give (it gives {sorted(values)})") from None

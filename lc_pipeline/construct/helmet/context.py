@@ -21,6 +21,7 @@ from lc_pipeline.construct.rows import instance_row
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.fingerprints import short_id
 from lc_pipeline.tasks.spec import TaskSpec
+from lc_pipeline.text import fill_template
 
 SUITE = "helmet"  # INSTANCES.suite of rows built here
 CONSTRUCTION_VERSION = "helmet-1"
@@ -93,8 +94,9 @@ class BuildContext:
         return self.spec
 
     def render(self, **fields: Any) -> str:
-        """The task's prompt template filled with ``fields`` (placeholders checked by ``suite.check_spec``)."""
-        return self._spec.prompt.format(**fields)
+        """The task's prompt template filled with ``fields``, literally (placeholders checked by ``suite.check_spec``;
+        text.fill_template)."""
+        return fill_template(self._spec.prompt, fields)
 
     def answer_line(self, answer: str) -> str:
         """A demonstration's answer, after the task's answer prefix (``Answer: …``)."""
