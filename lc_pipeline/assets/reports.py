@@ -121,13 +121,24 @@ def released_leaderboard() -> dg.AssetsDefinition:
         description="One row per model and published table (metric '<benchmark>/<table>', e.g. longbench/en): the "
         "table's overall score averaged over its length partitions, per partition in scores_by_length, ranked",
     )
-    def leaderboard(benchmark: BenchmarkResource, lake: LakeResource):
+    def leaderboard(context: dg.AssetExecutionContext, benchmark: BenchmarkResource, lake: LakeResource):
+        from lc_pipeline.assets.benchmarks import paired_tables
+
         config = benchmark.load()
         tables = read_table(storage.lake_path(lake.base_dir) / "benchmark_scores")
-        out = benchmark_leaderboard(tables) if tables is not None else schemas.empty("leaderboard")
+        unpaired: dict[str, int] = {}
+        if tables is not None:
+            try:  # every model on the instances each of them was run on (n_unpaired: the model's others)
+                tables, unpaired = paired_tables(lake.base_dir, config, tables)
+            except ValueError as exc:
+                raise dg.Failure(f"leaderboard: {exc}", allow_retries=False) from exc
+            if any(unpaired.values()):
+                context.log.warning(f"models paired on their common instances; left out per model: {unpaired}")
+        out = benchmark_leaderboard(tables, unpaired) if tables is not None else schemas.empty("leaderboard")
         return dg.Output(out, metadata={
             FINGERPRINT_KEY: stage_fingerprint("leaderboard", config),
             "models": out["model"].n_unique(),
+            "n_unpaired": dg.MetadataValue.json(unpaired),
             "leaderboard": preview(out.select("metric", "model", "old_metric", "rank_old_metric", "scores_by_length",
                                               "n_instances"), n=50),
         })

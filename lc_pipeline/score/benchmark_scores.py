@@ -766,6 +766,21 @@ def _benchmark_rows(benchmark: str, length: str, rows: pl.DataFrame, specs: Mapp
     return out
 
 
+PER_LENGTH_HOOK = "LEADERBOARD_PER_LENGTH"  # a benchmark module's flag: its published tables are per length
+
+
+def per_length_leaderboard(benchmark: str) -> bool:
+    """Whether ``benchmark`` publishes a table per length partition rather than one number over them (its protocol
+    module's ``LEADERBOARD_PER_LENGTH``, found by convention: LongBench-E's buckets, fidelity review LB5)."""
+    import importlib
+
+    from lc_pipeline.config import has_official_protocol, protocol_module
+
+    if not has_official_protocol(benchmark):
+        return False
+    return bool(getattr(importlib.import_module(protocol_module(benchmark)), PER_LENGTH_HOOK, False))
+
+
 def benchmark_leaderboard(tables: pl.DataFrame, n_unpaired: Mapping[str, int] | None = None) -> pl.DataFrame:
     """LEADERBOARD rows of a benchmark run as released, from every model's benchmark_scores (``model`` column):
     one row per (model, benchmark, table, protocol) as metric ``"<benchmark>/<table>"`` (``longbench/en``,
@@ -776,7 +791,9 @@ def benchmark_leaderboard(tables: pl.DataFrame, n_unpaired: Mapping[str, int] | 
     overall row (one partition for LongBench, the level scores' mean for LV-Eval); null when an overall behind it
     is null, ``missing_groups`` naming ``<group>@<length>``. The rates (Loong's perfect_rate, scoring_success) and
     the breakdown rows stay in benchmark_scores; there is no LongScore (no base lengths): base_ability and
-    long_score are null.
+    long_score are null. A benchmark that publishes a table per length (:func:`per_length_leaderboard`: LongBench-E's
+    0-4k / 4-8k / 8k+) has, when its table has several length partitions, one row per partition instead, metric
+    ``"<benchmark>/<table>@<length>"``, scored, ranked and counted on that partition alone (LB5).
 
     ``ci_low`` / ``ci_high``: the [all] row's own interval, or the interval of that mean from the overall rows'
     own intervals. The partitions hold different records, so their bootstrap errors are independent and each
@@ -799,8 +816,16 @@ def benchmark_leaderboard(tables: pl.DataFrame, n_unpaired: Mapping[str, int] | 
         overall = overall.with_columns(protocol=pl.lit(OURS))
     overall = overall.with_columns(pl.col("protocol").fill_null(OURS))
     rows = []
+    groups = []
     for (model, benchmark, table, protocol), grp in overall.group_by("model", "benchmark", "table", "protocol",
                                                                      maintain_order=True):
+        lengths = length_order(grp.filter(pl.col("length") != ALL_LENGTHS)["length"].unique())
+        if len(lengths) > 1 and per_length_leaderboard(benchmark):  # one published table per length
+            groups += [(model, f"{benchmark}/{table}@{lv}", protocol, grp.filter(pl.col("length") == lv))
+                       for lv in lengths]
+        else:
+            groups.append((model, f"{benchmark}/{table}", protocol, grp))
+    for model, metric, protocol, grp in groups:
         per = grp.filter(pl.col("length") != ALL_LENGTHS)
         micro = grp.filter(pl.col("length") == ALL_LENGTHS)
         by_length = {lv: per.filter(pl.col("length") == lv)["score"][0] for lv in length_order(per["length"])}
@@ -817,7 +842,7 @@ def benchmark_leaderboard(tables: pl.DataFrame, n_unpaired: Mapping[str, int] | 
             low, high = (confidence.interval_of_mean(per["score"].to_list(), per["ci_low"].to_list(),
                                                      per["ci_high"].to_list()) if complete else (None, None))
             n = int(per["n"].sum())
-        rows.append({"model": model, "metric": f"{benchmark}/{table}", "base_ability": None,
+        rows.append({"model": model, "metric": metric, "base_ability": None,
                      "old_metric": score, "long_score": None,
                      "scores_by_length": json.dumps(by_length), "n_instances": int(n),
                      "ci_low": low, "ci_high": high, **_pooled_shares(per), "n_unpaired": int((n_unpaired or {}).get(model, 0)),

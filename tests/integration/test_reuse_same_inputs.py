@@ -187,3 +187,21 @@ def test_another_configs_unscored_instances_are_not_read_and_are_rebuilt_for_thi
     assert sorted(table(project, "instances", "length=all")["record_id"]) == ["b-0", "b-1", "b-2"]
     assert set(table(project, "metric_scores", "length=all", "model=v2x")["instance_id"]) == set(
         table(project, "instances", "length=all")["instance_id"])
+
+
+def test_the_released_leaderboard_pairs_models_on_their_common_instances(project):
+    """The newcomer's case: one model scored while the data had 3 of the 5 records, another on all 5. Each row is
+    computed on the 3 common instances; n_unpaired counts the other model's 2 (was: 3 vs 5 instances, 0 and 0)."""
+    config = str(project / "lb.yaml")
+    write_records(project, [record(r) for r in IDS[:3]])
+    assert import_predictions(project, "few", IDS[:3]).exit_code == 0
+    lcp("backfill", "--model", "few", "--config", config)
+    write_records(project, [record(r) for r in IDS])
+    assert import_predictions(project, "every", IDS).exit_code == 0
+    out = lcp("backfill", "--model", "every", "--config", config).output
+    board = board_en(project).sort("model")
+    assert board.select("model", "n_instances", "n_unpaired").rows() == [("every", 3, 2), ("few", 3, 0)]
+    assert "every" in out and "few" in out
+    # The stored tables keep each model's own instances; only the board pairs them.
+    own = pl.read_parquet(project / "lake" / "benchmark_scores" / "model=every" / "data.parquet")
+    assert own.filter((pl.col("level") == "overall") & (pl.col("table") == "en"))["n"].to_list() == [5]
