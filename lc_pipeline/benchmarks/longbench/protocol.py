@@ -43,6 +43,10 @@ TRUNCATION = f"{PROMPT_MIDDLE}:{BUDGET}"
 WINDOW_RESERVE = 500
 # pred.py: `if dataset not in [...]: prompt = build_chat(...)` ("chat models are better off without build prompts
 # on these tasks").
+# How the paper reports LongBench-E (both protocols): one table per length bucket (0-4k, 4-8k, 8k+), never their
+# mean. score/benchmark_scores.benchmark_leaderboard reads it (PER_LENGTH_HOOK): a config with several length
+# partitions gets one leaderboard row per partition (metric "longbench/<table>@<length>"; fidelity review LB5).
+LEADERBOARD_PER_LENGTH = True
 PLAIN_PROMPT_TASKS = frozenset({"trec", "triviaqa", "samsum", "lsht", "lcc", "repobench-p"})
 # The files the protocol reads; "found" means every one of them is on this machine.
 READS = (official_files.DATASET2PROMPT, official_files.DATASET2MAXLEN, official_files.MODEL2MAXLEN)
