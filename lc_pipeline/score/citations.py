@@ -20,6 +20,8 @@ HELMET's Cite category scores a generation with citations by two NLI-judged numb
   the passage is an over-citation). A sentence with several citations that is not entailed adds 0. Precision
   = precise citations / citations counted (those of sentences whose markers were all in range, <= 3 each);
   0 when there are none.
+* Under HELMET's official protocol, an output generated in completion mode (no chat template) is read with the
+  answer prefix in front, as ``eval.py`` hands it to ``eval_alce.py`` (:func:`official_output`, HE10).
 * An ASQA output with no sentence left has no score (``None``): HELMET's scorer skips such an example, so it
   is left out of the average (``n_sentences`` 0, ``parse_status`` ``no_sentences``).
 
@@ -50,7 +52,12 @@ from typing import Any
 import polars as pl
 
 from lc_pipeline import schemas
-from lc_pipeline.score.task_metrics import Metric
+from lc_pipeline.score.task_metrics import (
+    FED_TEMPLATE,
+    Metric,
+    completion_mode,
+    official_instance,
+)
 
 AT_MOST_CITATIONS = 3  # HELMET runs ALCE's scorer with at_most_citations=3
 MIN_SENTENCE_CHARS = 5  # ASQA sentences shorter than this (stripped) are dropped
@@ -418,6 +425,15 @@ def citation_input(output: str, instance: Mapping[str, Any], options: Mapping[st
     return CitationInput(output, tuple(docs), style, str(question))
 
 
+def official_output(output: str, instance: Mapping[str, Any], task: Any) -> str:
+    """The output as HELMET's ``eval_alce.py`` gets it under HELMET's official protocol (fidelity review HE10): in
+    completion mode (task_metrics.completion_mode) ``eval.py`` has prepended the answer prefix, so the first ASQA
+    sentence, or QAMPARI's first item, carries it into the NLI hypothesis. Otherwise the output as it is."""
+    if official_instance(instance) and completion_mode(instance, task):
+        return (getattr(task, "answer_prefix", None) or "Answer:") + output
+    return output
+
+
 def plan_citations(generations: pl.DataFrame, instances: pl.DataFrame, catalog: Any) -> list[CitationItem]:
     """The generations whose task declares NLI metrics (``Metric.needs == "nli"``), with what they read."""
     from lc_pipeline.tasks.registry import METRICS
@@ -430,14 +446,16 @@ def plan_citations(generations: pl.DataFrame, instances: pl.DataFrame, catalog: 
         raise ValueError(f"instances frame lacks column(s) {missing}")
     by_id = {row["instance_id"]: row for row in instances.select(fields).iter_rows(named=True)}
     specs: dict[tuple[str, str], list] = {}
+    tasks: dict[tuple[str, str], Any] = {}
     items: list[CitationItem] = []
-    for gid, iid, output in generations.select("generation_id", "instance_id", "output").iter_rows():
+    fed = (pl.col(FED_TEMPLATE) if FED_TEMPLATE in generations.columns else pl.lit(None, pl.String)).alias(FED_TEMPLATE)
+    for gid, iid, output, template in generations.select("generation_id", "instance_id", "output", fed).iter_rows():
         inst = by_id.get(iid)
         if inst is None:
             raise ValueError(f"generation {gid!r}: field instance_id={iid!r} not found in instances")
         key = (inst["benchmark"], inst["task"])
         if key not in specs:
-            spec = catalog.resolve(*key)
+            spec = tasks[key] = catalog.resolve(*key)
             specs[key] = [(ref, METRICS.get(ref.name, where=f"task {spec.qualified_name}, field metrics"))
                           for ref in spec.metrics]
             specs[key] = [(ref, m) for ref, m in specs[key] if getattr(m, "needs", "") == NLI]
@@ -446,6 +464,7 @@ def plan_citations(generations: pl.DataFrame, instances: pl.DataFrame, catalog: 
             continue
         if output is None:
             raise ValueError(f"generation {gid!r}: field output is null")
+        output = official_output(output, {**inst, FED_TEMPLATE: template} if template else inst, tasks[key])
         where = f"generation {gid!r} (instance {iid!r}, task {inst['task']!r})"
         styles = {json.dumps(dict(ref.options), sort_keys=True) for ref, _ in refs}
         if len(styles) > 1:

@@ -154,3 +154,19 @@ def test_asqa_without_a_sentence_keeps_its_str_em_and_skips_citations(built):
     assert components["str_em"] == (pytest.approx(100 * str_em[first["instance_id"]] / 3), 3)
     assert components["citation_rec"] == (pytest.approx(100 * rec), 1)
     assert components["citation_prec"] == (pytest.approx(100 * prec), 1)
+
+
+def test_citation_sentences_carry_the_prefix_in_completion_mode_under_official(built):
+    """HE10 for the NLI metrics: eval_alce.py's compute_autoais reads the same prefixed output, so QAMPARI's first
+    item (the question, a space, the item) holds "Answer:" in completion mode under official, not under ours."""
+    catalog = catalog_for(built["config"])
+    for protocol in ("official", "ours"):
+        row = built[protocol].filter(pl.col("task") == "qampari").row(0, named=True)
+        for fed in ("none", "model"):
+            gens = pl.DataFrame({"generation_id": ["g"], "instance_id": [row["instance_id"]],
+                                 "output": [" Paris [1], Lyon [2]."], "chat_template_source": [fed]})
+            [item] = plan_citations(gens, built[protocol], catalog)
+            [result] = score_outputs([item.input], contained)
+            first = result.checks[0].hypothesis
+            prefixed = protocol == "official" and fed == "none"
+            assert first == f"{item.input.question} " + ("Answer: Paris" if prefixed else "Paris"), (protocol, fed)
