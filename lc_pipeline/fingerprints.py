@@ -109,6 +109,7 @@ INPUT_CACHE_FILE = "input_sha256.json"
 _memo: dict[str, tuple[int, int, int, str]] = {}  # resolved path -> (size, mtime_ns, inode, sha256)
 _memo_lock = threading.Lock()
 _loaded: list[bool] = []  # [True] once the cache file was read into _memo
+_dirty: list[bool] = []  # entries added to _memo since the cache file was written
 
 
 def _cache_path() -> Path:
@@ -143,8 +144,9 @@ def _save_cache() -> None:
         pass
 
 
-def file_sha256(path: Path) -> str:
-    """The sha256 (hex) of a regular file's bytes, from the cache when its size, mtime and inode are unchanged."""
+def file_sha256(path: Path, save: bool = True) -> str:
+    """The sha256 (hex) of a regular file's bytes, from the cache when its size, mtime and inode are unchanged
+    (``save=False``: the cache file is written later, by the caller's :func:`_save_cache`)."""
     st = path.stat()
     key = str(path)
     with _memo_lock:
@@ -159,7 +161,10 @@ def file_sha256(path: Path) -> str:
     sha = digest.hexdigest()
     with _memo_lock:
         _memo[key] = (st.st_size, st.st_mtime_ns, st.st_ino, sha)
-        _save_cache()
+        if save:
+            _save_cache()
+        else:
+            _dirty.append(True)
     return sha
 
 
@@ -179,20 +184,23 @@ def _files_under(root: Path) -> list[tuple[str, Path]]:
     out = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        prefix = os.path.relpath(folder, root)
         for name in files:
-            path = Path(folder) / name
-            if not name.startswith(".") and path.is_file():
-                out.append((path.relative_to(root).as_posix(), path))
+            path = os.path.join(folder, name)
+            if not name.startswith(".") and os.path.isfile(path):
+                out.append((name if prefix == "." else f"{prefix}/{name}", Path(path)))
     return sorted(out)
 
 
-def source_input_files(source: SourceConfig) -> list[tuple[str, str, Path]]:
+def source_input_files(source: SourceConfig, listings: dict | None = None) -> list[tuple[str, str, Path]]:
     """(option, name, path) of every file the source's options name: each option value (a string, or a list of
     them) that is an existing file or folder once ``$LCP_DATA`` is expanded; a folder's regular files recursively
     (``name`` relative to it), hidden ones left out. Values that are not paths (a task name, a label) name
-    nothing here."""
+    nothing here. ``listings``: folder -> its files, shared by the sources of one config (HELMET's name one
+    folder each)."""
     from lc_pipeline.settings import expand_data_dir
 
+    listings = {} if listings is None else listings
     out = []
     for option in sorted(source.options):
         for value in _option_paths(expand_data_dir(source.options[option])):
@@ -203,27 +211,47 @@ def source_input_files(source: SourceConfig) -> list[tuple[str, str, Path]]:
                 if path.is_file():
                     out.append((option, path.name, path.resolve()))
                 elif path.is_dir():
-                    out += [(option, name, p.resolve()) for name, p in _files_under(path)]
+                    if value not in listings:
+                        listings[value] = _files_under(path.resolve())
+                    out += [(option, name, p) for name, p in listings[value]]
             except OSError:  # an unreadable entry: the adapter says why when it reads it
                 continue
     return out
 
 
-def source_input_sha256(source: SourceConfig) -> str:
+def source_input_sha256(source: SourceConfig, listings: dict | None = None) -> str:
     """The sha256 of the content of the files ``source`` reads (:func:`source_input_files`), with their names;
-    "" when it names none."""
-    files = source_input_files(source)
-    if not files:
-        return ""
-    outer = hashlib.sha256()
-    for option, name, path in files:
-        outer.update(f"{option}\x00{name}\x00{file_sha256(path)}\n".encode())
-    return outer.hexdigest()
+    "" when it names none. ``listings``: as for :func:`source_input_files`; a folder's digest is kept there too,
+    so sources naming one folder stat its files once."""
+    from lc_pipeline.settings import expand_data_dir
+
+    listings = {} if listings is None else listings
+    outer, named = hashlib.sha256(), False
+    try:
+        for option in sorted(source.options):
+            for value in _option_paths(expand_data_dir(source.options[option])):
+                key = ("digest", value)
+                if key not in listings:
+                    files = source_input_files(SourceConfig(source.name, source.kind, {option: value}), listings)
+                    inner = hashlib.sha256()
+                    for _, name, path in files:
+                        inner.update(f"{name}\x00{file_sha256(path, save=False)}\n".encode())
+                    listings[key] = inner.hexdigest() if files else ""
+                if listings[key]:
+                    named = True
+                    outer.update(f"{option}\x00{listings[key]}\n".encode())
+    finally:
+        with _memo_lock:
+            if _dirty:  # once for every file hashed now, not once per file
+                _save_cache()
+                _dirty.clear()
+    return outer.hexdigest() if named else ""
 
 
 def config_input_sha256(config: BenchmarkConfig) -> str:
     """The sha256 of every source's input data (:func:`source_input_sha256`), "" when no source names a file."""
-    parts = [(s.name, source_input_sha256(s)) for s in config.sources]
+    listings: dict = {}
+    parts = [(s.name, source_input_sha256(s, listings)) for s in config.sources]
     if not any(sha for _, sha in parts):
         return ""
     return hashlib.sha256("".join(f"{name}\x00{sha}\n" for name, sha in parts).encode()).hexdigest()
