@@ -79,9 +79,13 @@ def build(parts: Partitions, released: bool = False) -> list:
         config = benchmark.load()
         rows, headline_note = board_rows(lake.base_dir, config, long_scores, judge.rubric_overrides)
         statuses = read_generation_statuses(lake.base_dir)
+        from lc_pipeline.assets.benchmarks import current_instances
+
+        instances = current_instances(lake.base_dir, config)  # rows of removed records are left out (issue 31)
         out, not_scored, left_out = paired_board(
             rows, config.base_lengths, config.long_lengths, dropped=lake_drops(lake.base_dir, rows["model"].unique()),
-            not_scored=not_scored_cells(statuses), statuses=statuses)
+            not_scored=not_scored_cells(statuses), statuses=statuses,
+            current=None if instances is None else instances["instance_id"].to_list())
         judge_left_out = [r for r in left_out if f"/{JUDGE_METRIC_PREFIX}" in r]
         if left_out:
             context.log.warning(f"left out of the leaderboard: {left_out}")

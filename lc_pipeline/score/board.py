@@ -5,7 +5,9 @@ Pairing. A model that skipped a prompt (truncation policy ``skip``) or whose thi
 no score on that instance; ranking it against a model that answered it compares different items. So each
 metric's rows are computed on the common instances: those every model of the metric has a score on (its
 metric_scores rows, its judge rows parsed ok). ``n_instances`` counts the model's instances behind the row (as
-long_scores does) and ``n_unpaired`` its scored instances left out because some other model lacks them.
+long_scores does) and ``n_unpaired`` its scored instances left out because some other model lacks them, or
+because they are no longer among the config's instances (``current``: records removed from the data since the model
+ran, issue 31; the leaderboard holds the current records only).
 
 Prior knowledge (100-LongBench, spec 100longbench.md §5.4). The paper drops the items a model answers without
 context from *that model's* scores only; we keep it so: the common set is taken before drops, then each model
@@ -186,6 +188,7 @@ def paired_board(
     statuses: pl.DataFrame | None = None,
     draws: int = confidence.DRAWS,
     round_each: bool = True,
+    current: Iterable[str] | None = None,
 ) -> tuple[pl.DataFrame, list[str], list[str]]:
     """LEADERBOARD rows of every (model, metric) in ``rows``, each metric on its models' common instances.
 
@@ -193,7 +196,9 @@ def paired_board(
     (metric rows, the headline's, judge rows as ``judge:<rubric>``), before any prior-knowledge drop;
     ``dropped``: {model: item ids its prior-knowledge filter dropped}; ``not_scored``: {model: (task, length)
     cells whose generations were all skipped or invalid} (:func:`not_scored_cells`); ``statuses``:
-    :func:`status_frame` for the shares (None: shares null). Returns (board, notes naming the cells not scored
+    :func:`status_frame` for the shares (None: shares null); ``current``: the instance ids of the config's
+    instances now in the lake (None: every instance of ``rows``): rows of other instances (records removed from the
+    data since a model ran, issue 31) are left out as unpaired ones are. Returns (board, notes naming the cells not scored
     on the board, the (model, metric) pairs left out with the reason). With one model, every row equals
     ``leaderboard_frame`` of its own long_scores (nothing to pair), plus the interval and shares.
     """
@@ -206,7 +211,7 @@ def paired_board(
     for metric in sorted(rows["metric"].unique()):
         board, metric_notes, metric_left_out = _metric_board(
             rows.filter(pl.col("metric") == metric), metric, base_lengths, long_lengths, dropped, not_scored,
-            statuses, draws, round_each)
+            statuses, draws, round_each, None if current is None else set(current))
         notes += metric_notes
         left_out += metric_left_out
         if board is not None:
@@ -217,7 +222,8 @@ def paired_board(
     return schemas.conform(out, "leaderboard"), notes, left_out
 
 
-def _metric_board(rows, metric, base_lengths, long_lengths, dropped, not_scored, statuses, draws, round_each):
+def _metric_board(rows, metric, base_lengths, long_lengths, dropped, not_scored, statuses, draws, round_each,
+                  current=None):
     needed = (*base_lengths, *long_lengths)
     tasks = sorted(rows["task"].unique())
     grid = {(t, lv) for t in tasks for lv in needed}
@@ -235,6 +241,8 @@ def _metric_board(rows, metric, base_lengths, long_lengths, dropped, not_scored,
     if not by_model:
         return None, notes, left_out
     common = set.intersection(*(set(own["instance_id"]) for own in by_model.values()))
+    if current is not None:
+        common &= current
     common_rows = next(iter(by_model.values())).filter(pl.col("instance_id").is_in(list(common)))
     have = set(common_rows.select("task", "length").unique().iter_rows())
     empty_cells = sorted(grid - have)

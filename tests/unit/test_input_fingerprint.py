@@ -119,3 +119,25 @@ def test_another_configs_instances_that_no_model_ran_on_are_not_refused(tmp_path
     check_lake_config(lake, released(tmp_path, "longbench-v2"))
     (lake / "instances" / "length=all" / "data.parquet").unlink()  # a record without its partition: nothing there
     assert built_by(lake, "all") is None
+
+
+def test_the_paired_board_holds_the_current_instances_only_and_counts_the_others_unpaired():
+    """A record removed from the data since the models ran: its instances leave every row (score/board.py
+    ``current``), counted in n_unpaired; the rows equal the board of the remaining instances alone."""
+    import random
+
+    from lc_pipeline.score.board import paired_board
+
+    def scores(model: str, seed: int) -> pl.DataFrame:
+        rng = random.Random(seed)
+        return pl.DataFrame([dict(model=model, metric="f1", task=t, length=lv, item_id=f"{t}{i}",
+                                  instance_id=f"{t}{i}@{lv}", score=rng.random())
+                             for t in ("a", "b") for i in range(5) for lv in ("1k", "4k")])
+
+    rows = pl.concat([scores("m1", 1), scores("m2", 2)])
+    removed = {"a0@1k", "a0@4k"}
+    current = sorted(set(rows["instance_id"]) - removed)
+    board, _, _ = paired_board(rows, ["1k"], ["4k"], current=current, draws=50)
+    alone, _, _ = paired_board(rows.filter(~pl.col("instance_id").is_in(list(removed))), ["1k"], ["4k"], draws=50)
+    assert sorted(board.select("model", "n_instances", "n_unpaired").rows()) == [("m1", 18, 2), ("m2", 18, 2)]
+    assert board.drop("n_unpaired").sort("model").equals(alone.drop("n_unpaired").sort("model"))
