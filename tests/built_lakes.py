@@ -5,21 +5,29 @@ A shared project is a template: tests read what its build printed and copy the p
 before they run anything in it. To make a test that writes into the template fail loudly, ``Template`` makes its
 files read-only (which stops any user but root) and records a digest of every file's path, mode and bytes;
 ``Template.check`` compares it at the end of the session and names what changed.
+
+Under pytest-xdist (``make test`` runs two workers) a session template is built once for the whole run, not once
+per worker: ``session_template`` builds it in the run's folder shared by the workers (the parent of each worker's
+basetemp), under a file lock; a worker that comes later waits for the lock and reuses it. Each worker checks it
+unchanged at its end; the last one out makes it writable again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from conftest import REPO, TINY_CONFIG
+from filelock import FileLock
 
 # `lcp demo` as a user runs it, and `lcp plan` before it (tests/integration/test_cli.py, test_plan_cli.py): every
 # kind of step, not long prompts. Two short levels (single-hop evidence, ~350 tokens, fits 512), one depth, two
@@ -101,6 +109,58 @@ def shared(template: Template):
         template.release()
 
 
+def session_template(tmp_path_factory, name: str, build: Callable[[Path], Template]) -> Iterator[Template]:
+    """For a session fixture: ``yield from session_template(tmp_path_factory, name, build)`` hands out the template
+    ``build(root)`` makes (frozen) and checks it at teardown (``shared``). Without xdist it is built under the
+    session's basetemp. Under xdist it is built once for all workers, in the run's folder (the parent of every
+    worker's basetemp, a new one per run): ``shared_between_processes``."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        root = tmp_path_factory.mktemp(name)
+        yield from shared(build(root))
+    else:
+        yield from shared_between_processes(tmp_path_factory.getbasetemp().parent / name, build)
+
+
+def shared_between_processes(root: Path, build: Callable[[Path], Template]) -> Iterator[Template]:
+    """The template at ``root`` for several processes, as ``shared`` is for one. Under a file lock
+    (``<root>.lock``), the first process builds it (``build(root)``, which freezes it) and records its digest, what
+    its build printed and how many processes hold it (``<root>.json``); a later one reuses it (made read-only again
+    should every earlier holder have released it, then checked unchanged). At teardown each holder checks it
+    unchanged; the last one makes it writable again. A build that failed leaves no record: the next process
+    removes what it left and builds again."""
+    lock, record_file = FileLock(f"{root}.lock"), Path(f"{root}.json")
+    with lock:
+        if record_file.exists():
+            record = json.loads(record_file.read_text())
+            outputs = {k: subprocess.CompletedProcess(**v) for k, v in record["outputs"].items()}
+            template = Template(root, outputs=outputs, digest=record["digest"])
+            _chmod_tree(root, writable=False)
+            template.check()
+            record["holders"] += 1
+        else:
+            if root.exists():
+                _chmod_tree(root, writable=True)
+                shutil.rmtree(root)
+            root.mkdir(parents=True)
+            template = build(root)
+            outputs = {k: {"args": p.args, "returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+                       for k, p in template.outputs.items()}
+            record = {"digest": template.digest, "outputs": outputs, "holders": 1}
+        record_file.write_text(json.dumps(record))
+    try:
+        yield template
+    finally:
+        with lock:
+            record = json.loads(record_file.read_text())
+            record["holders"] -= 1
+            record_file.write_text(json.dumps(record))
+            try:
+                template.check()
+            finally:
+                if record["holders"] == 0:
+                    template.release()
+
+
 def copy_tree(src: Path, dest: Path) -> Path:
     """A writable copy of the folder ``src`` (a template's, read-only) at ``dest``."""
     shutil.copytree(src, dest, symlinks=True)
@@ -111,6 +171,22 @@ def copy_tree(src: Path, dest: Path) -> Path:
 def copy_project(template: Template, dest: Path) -> tuple[Path, dict[str, str]]:
     """A writable copy of ``template`` at ``dest`` and the environment of `lcp` runs in it."""
     return copy_tree(template.root, dest), project_env(dest)
+
+
+def build_cli_demo(root: Path) -> Template:
+    """CLI_DEMO_CONFIG's project at ``root``, built by `lcp plan` on the empty project (it builds the instances),
+    then `lcp demo` (it generates and scores); what both printed is in ``outputs["plan"]`` and ``outputs["demo"]``."""
+    import yaml
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / ".dagster").mkdir()
+    (root / CONFIG_FILE).write_text(yaml.safe_dump(CLI_DEMO_CONFIG))
+    env = project_env(root)
+    template = Template(root)
+    template.outputs["plan"] = lcp(env, "plan", "--model", "smollm2-135m", "--format", "json", "--requests")
+    template.outputs["demo"] = lcp(env, "demo")
+    template.freeze()
+    return template
 
 
 def build_tiny_world(root: Path) -> Template:

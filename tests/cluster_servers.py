@@ -105,7 +105,7 @@ def s3_server(bucket: str) -> Iterator[tuple[dict[str, str], object]]:
     import boto3
     from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)  # binds in process: port 0
     server.start()
     try:
         host, port = server.get_host_and_port()

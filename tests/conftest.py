@@ -59,35 +59,39 @@ def cli_demo_project(tmp_path_factory):
     """tests/built_lakes.py's CLI_DEMO_CONFIG project, built once by `lcp plan` (before anything is built: it builds
     the instances) then `lcp demo` (it generates and scores), as a read-only template with what both printed
     (``outputs["plan"]``, ``outputs["demo"]``). test_cli and test_plan_cli read the outputs and run their further
-    commands in copies (built_lakes.copy_project); the template is checked unchanged at the end of the session."""
+    commands in copies (built_lakes.copy_project); the template is checked unchanged at the end of the session.
+    Under xdist one build serves every worker (built_lakes.session_template)."""
     import built_lakes
 
-    root = tmp_path_factory.mktemp("cli_demo")
-    (root / ".dagster").mkdir()
-    (root / built_lakes.CONFIG_FILE).write_text(yaml.safe_dump(built_lakes.CLI_DEMO_CONFIG))
-    env = built_lakes.project_env(root)
-    template = built_lakes.Template(root)
-    template.outputs["plan"] = built_lakes.lcp(env, "plan", "--model", "smollm2-135m", "--format", "json",
-                                               "--requests")
-    template.outputs["demo"] = built_lakes.lcp(env, "demo")
-    template.freeze()
-    yield from built_lakes.shared(template)
+    yield from built_lakes.session_template(tmp_path_factory, "cli_demo", built_lakes.build_cli_demo)
 
 
 @pytest.fixture(scope="session")
 def tiny_world(tmp_path_factory):
     """TINY_CONFIG's benchmark built once (built_lakes.build_tiny_world), read-only; tests copy it
-    (built_lakes.copy_world) and run in the copy. Checked unchanged at the end of the session."""
+    (built_lakes.copy_world) and run in the copy. Checked unchanged at the end of the session. Under xdist one
+    build serves every worker (built_lakes.session_template)."""
     import built_lakes
 
-    template = built_lakes.build_tiny_world(tmp_path_factory.mktemp("tiny_world"))
-    yield from built_lakes.shared(template)
+    yield from built_lakes.session_template(tmp_path_factory, "tiny_world", built_lakes.build_tiny_world)
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now, for a server started next (servers in this process bind port 0 instead).
+
+    Under pytest-xdist each worker takes only ports of its own share (``(port // 2) % workers``; halved because
+    Linux hands bind() even ports first), so two workers never pick the same port before either server binds it.
+    """
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker.removeprefix("gw")) if worker.removeprefix("gw").isdigit() else 0
+    for _ in range(1000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if (port // 2) % count == index % count:
+            return port
+    raise RuntimeError(f"no free loopback port in worker {worker}'s share after 1000 tries")
 
 
 def released_longbench_project(root: Path, monkeypatch, records: list[dict]) -> Path:
