@@ -49,7 +49,24 @@ def _runner(s: Settings):
     from lc_pipeline.definitions import build_pipeline
     from lc_pipeline.runner import Runner
 
-    return Runner(build_pipeline(s), dg.DagsterInstance.get(), echo=lambda m: click.echo(m, err=True))
+    return Runner(build_pipeline(s), cli_run_instance(), echo=lambda m: click.echo(m, err=True))
+
+
+def cli_run_instance():
+    """$DAGSTER_HOME's instance for the runs ``lcp`` executes in its own process, with one change: no compute-log
+    capture. Dagster's capture mirrors a step's stdout/stderr through a ``tail`` and a watcher child process, which a
+    terminal's Ctrl-C reaches as well (SIGINT goes to the whole foreground process group): they died with two
+    KeyboardInterrupt tracebacks and the run went on to the end. Here the steps write straight to this terminal;
+    the event log (structured logs, materializations, failures) is the same one the UI reads. Runs started from the
+    UI or a daemon keep dagster.yaml's compute log manager."""
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:  # lcp sets it (settings); without it, Dagster's own error
+        return dg.DagsterInstance.get()
+    no_capture = {"module": "dagster._core.storage.noop_compute_log_manager", "class": "NoOpComputeLogManager"}
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(home, overrides={"compute_logs": no_capture}))
 
 
 def _print_leaderboard(df) -> None:

@@ -3,7 +3,8 @@ leave behind when a step fails, when the run is interrupted (SIGINT 130, SIGTERM
 (probe D14-D16), and while a generation step waits for a slot of the ``gpu`` pool.
 
 Every `lcp` runs in a subprocess against a local model server (tests/reliability/fault_server.py) or, for the
-acceptance run, the real SmolLM2 model of the demo. Interrupts go to the lcp process by its id (``kill -INT PID``).
+acceptance run, the real SmolLM2 model of the demo. Interrupts go to the lcp process by its id (``kill -INT PID``)
+or, as Ctrl-C in a terminal does, to its whole process group (Dagster's helper processes included).
 """
 
 from __future__ import annotations
@@ -54,8 +55,14 @@ def generation_rows(world: World, level: str, slug: str) -> pl.DataFrame:
 # ----------------------------------------------------------------------------- interrupts
 
 
-@pytest.mark.parametrize(("signum", "code", "name"), [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
-def test_an_interrupted_backfill_says_what_it_saved_in_one_line_and_resumes_with_the_rest(tmp_path, signum, code, name):
+@pytest.mark.parametrize(("signum", "code", "name", "to_group"), [
+    (signal.SIGINT, 130, "SIGINT", False),
+    (signal.SIGTERM, 143, "SIGTERM", False),
+    # Ctrl-C in a terminal: SIGINT to the whole foreground process group, Dagster's helper processes included.
+    (signal.SIGINT, 130, "SIGINT", True),
+], ids=["sigint", "sigterm", "ctrl-c-to-the-process-group"])
+def test_an_interrupted_backfill_says_what_it_saved_in_one_line_and_resumes_with_the_rest(tmp_path, signum, code, name,
+                                                                                          to_group):
     world = make_world(tmp_path / "project", per_length=6)
     prompts = pl.concat([pl.read_parquet(world.lake / "instances" / f"length={lv}" / "data.parquet")
                          .select("instance_id", "prompt") for lv in ("1k", "2k")])
@@ -63,7 +70,10 @@ def test_an_interrupted_backfill_says_what_it_saved_in_one_line_and_resumes_with
         world.add_model(served_model("served", server.url))
         run = world.lcp("backfill", "--model", "served", log="interrupted", wait=False)
         wait_for(lambda: stored_rows(world.lake).height >= 2, run, "two stored answers")
-        os.kill(run.pid, signum)
+        if to_group:
+            os.killpg(run.pid, signum)  # lcp leads its own session (start_new_session), as a shell's job would
+        else:
+            os.kill(run.pid, signum)
         run.wait(timeout=60)
         output = (world.root / "logs" / "interrupted.log").read_text()
         assert run.returncode == code, output[-3000:]
@@ -265,7 +275,7 @@ def test_sigint_during_a_real_backfill_then_the_rerun_sends_only_what_was_not_an
         stores = lake / "_checkpoints" / "generations"
         answered = lambda: sum(len(GenerationStore(d)) for d in stores.glob(f"*/model={slug}"))  # noqa: E731
         wait_for(lambda: answered() >= 1, run, "the first stored answer", timeout=600)
-        os.kill(run.pid, signal.SIGINT)
+        os.killpg(run.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the whole process group
         run.wait(timeout=120)
     output = log.read_text()
     assert run.returncode == 130, output[-3000:]
