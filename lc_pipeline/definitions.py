@@ -12,7 +12,10 @@ by ``LCP_EXECUTOR_CONFIG`` (``deploy/<profile>/executor.yaml``; see docs/deploym
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,11 +158,18 @@ def asset_names(asset: dg.AssetsDefinition) -> set[str]:
     return {key.to_user_string() for key in asset.keys}
 
 
-def build_pipeline(settings: Settings) -> Pipeline:
-    config = load_config(settings.config)
-    parts = Partitions(config.lengths)
-    released = config.released is not None
-    assets = [
+@contextlib.contextmanager
+def quiet_partition_mapping_warnings() -> Iterator[None]:
+    """Without the BetaWarning Dagster gives each time a ``MultiToSingleDimensionPartitionMapping`` is made (the
+    (length, model) -> model mappings, five of them): it repeated ten times on every command that loads the graph.
+    The mapping is what these assets mean; tests cover it. Other warnings pass."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*MultiToSingleDimensionPartitionMapping")
+        yield
+
+
+def _assets(parts: Partitions, released: bool) -> list:
+    return [
         *sources.build(parts),
         *retrieval.build(parts),
         *lveval.build(parts),
@@ -173,6 +183,14 @@ def build_pipeline(settings: Settings) -> Pipeline:
         *reports.build(parts, released=released),
         *minilongbench.build(parts),
     ]
+
+
+def build_pipeline(settings: Settings) -> Pipeline:
+    config = load_config(settings.config)
+    parts = Partitions(config.lengths)
+    released = config.released is not None
+    with quiet_partition_mapping_warnings():
+        assets = _assets(parts, released)
     if released:
         assets = [a for a in assets if not asset_names(a) & NOT_IN_RELEASED_RUNS]
     assets = with_column_schemas(assets)  # each table's columns, described, in the UI before a run
@@ -206,7 +224,8 @@ def build_pipeline(settings: Settings) -> Pipeline:
         sensors=[build_partitions_sensor(settings.config, str(settings.models_file), model_job)],
         executor=build_executor(settings),
     )
-    unpooled_generations = with_column_schemas(generation.build(parts, pool=None))
+    with quiet_partition_mapping_warnings():
+        unpooled_generations = with_column_schemas(generation.build(parts, pool=None))
     unpooled = [a for a in assets if "generations" not in asset_names(a)] + unpooled_generations
     return Pipeline(settings, config, parts, assets, resources, defs, unpooled)
 
