@@ -422,6 +422,25 @@ def models(config: str | None, fmt: str) -> None:
                  "retries", "retry_timeouts", "extra_body", "fingerprint"], rows)
 
 
+@main.command("remove-model")
+@click.argument("name")
+@click.option("--config", default=None)
+def remove_model(name: str, config: str | None) -> None:
+    """Remove a model you registered (`lcp add-model`) from models.yaml.
+
+    Only its entry goes; the file's other entries and comments stay as they are. Its generations and scores stay in
+    the lake (the folders named model=NAME), and registering the same settings again reuses them."""
+    from lc_pipeline.generate.registry import ModelRegistry, UnknownModelError
+
+    s = _settings(config)
+    try:
+        spec = ModelRegistry(s.models_file).remove(name)
+    except UnknownModelError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Removed model {name!r} ({spec.backend}) from {s.models_file}; its results in the lake are kept "
+               f"(model={name} folders).")
+
+
 @main.group()
 def sources() -> None:
     """Inspect source files before using them in a benchmark config."""

@@ -624,6 +624,22 @@ class ModelRegistry:
             text, raw = self._read()
             self._write(with_entry(text, raw, spec.slug, spec.settings(), f"model registry {self.path}"))
 
+    def remove(self, slug: str) -> ModelSpec:
+        """Delete ``slug``'s entry from the YAML file (every other byte kept, as :meth:`add` does); its settings.
+
+        A built-in model cannot be removed; an unknown one is an UnknownModelError naming the file."""
+        if slug in BUILTIN_MODELS:
+            raise ModelSpecError(f"model {slug!r} is built in, not an entry of {self.path}: it cannot be removed")
+        if self.path is None:
+            raise ValueError("this registry has no file to remove models from; pass a path to ModelRegistry")
+        with self.locked():
+            text, raw = self._read()
+            if slug not in raw:
+                raise UnknownModelError(f"unknown model {slug!r}: not in {self.path}; registered there: {sorted(raw)}")
+            removed = self._load_file()[slug]
+            self._write(without_entry(text, raw, slug, f"model registry {self.path}"))
+        return removed
+
     def _write(self, text: str) -> None:
         # Temp file in the same directory + os.replace: readers see the old or the new file,
         # never a half-written one.
@@ -660,6 +676,26 @@ def with_entry(text: str, raw: dict[str, Any], slug: str, settings: dict[str, An
                              "not a block mapping of one slug per line); nothing was written: add the entry by hand, "
                              "or remove the comments and run the command again")
     return yaml.safe_dump(expected, sort_keys=False, allow_unicode=True)
+
+
+def without_entry(text: str, raw: dict[str, Any], slug: str, where: str) -> str:
+    """The registry file ``text`` (parsed: ``raw``) without ``slug``'s entry: the lines from its key to the next
+    entry go (inline comments and comment lines inside it too); every other byte stays, the comment lines above
+    the key included (they may say more than this entry), as :func:`with_entry` keeps them. The same fallback and
+    refusal as :func:`with_entry`."""
+    expected = {k: v for k, v in raw.items() if k != slug}
+    newline = "\r\n" if "\r\n" in text else "\n"
+    edited = _spliced(text, slug, "", newline)
+    if edited is not None:
+        try:
+            if (parse_yaml(edited, where, ModelSpecError) or {}) == expected:
+                return edited
+        except ModelSpecError:
+            pass
+    if _has_comments(text):
+        raise ModelSpecError(f"{where}: cannot remove model {slug!r} and keep the file's comments (its top level is "
+                             "not a block mapping of one slug per line); nothing was written: remove the entry by hand")
+    return yaml.safe_dump(expected, sort_keys=False, allow_unicode=True) if expected else ""
 
 
 def _spliced(text: str, slug: str, entry: str, newline: str) -> str | None:
