@@ -51,7 +51,7 @@ install-vllm: $(VENV)/.vllm
 install-test: $(VENV)/.test $(VENV)/.vllm
 
 demo: install
-	$(BIN)/lcp demo
+	$(BIN)/lcp run
 
 # The tests on LCP_TEST_WORKERS pytest-xdist worker processes (default 2, the CI machine's cores; 0: all in this
 # process). --dist loadscope: a test module runs on one worker, so its module fixtures are set up once; the modules

@@ -1,0 +1,25 @@
+"""`lcp run` is the verb that builds and evaluates a config; `lcp demo`, its earlier name, does the same."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from lc_pipeline.cli import main
+
+
+def test_run_and_demo_take_the_same_options():
+    run, demo = main.get_command(None, "run"), main.get_command(None, "demo")
+    assert [p.opts for p in run.params] == [p.opts for p in demo.params] == [["--config"], ["--model"]]
+    assert "the same as `lcp run`" in demo.help.lower()
+
+
+def test_both_verbs_refuse_an_unknown_config_with_the_same_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / ".dagster"))
+    outputs = []
+    for verb in ("run", "demo"):
+        result = CliRunner().invoke(main, [verb, "--config", "no-such-config"])
+        assert result.exit_code == 1, result.output
+        assert "Traceback" not in result.output
+        outputs.append(result.output)
+    assert outputs[0] == outputs[1] and outputs[0].startswith("Error: ")
