@@ -54,16 +54,20 @@ def test_tasks_list_and_show_refuse_the_task_file(project_env, tmp_path):
 
 @pytest.mark.slow
 @needs_model
-def test_plan_demo_and_backfill_refuse_an_unknown_metric_before_any_step(cli_demo_project, tmp_path):
+@pytest.mark.parametrize(("benchmark", "task", "says"), [
+    ("qa", UNKNOWN_METRIC, "task qa/single_hop_qa: field 'metrics': unknown metric 'helmet.nosuch'; known: "),
+    ("helmet", ATTRIBUTE_FIELD, "task helmet/json_kv: field 'prompt': field {context.__class__.__mro__} reaches into "
+                                "its value (attribute access or indexing)"),
+])
+def test_plan_demo_and_backfill_refuse_the_task_file_before_any_step(cli_demo_project, tmp_path, benchmark, task, says):
     root, env = copy_project(cli_demo_project, tmp_path / "project")
-    path = write_task_file(root, "qa", UNKNOWN_METRIC)
+    path = write_task_file(root, benchmark, task)
     config = root / CONFIG_FILE
     config.write_text(yaml.safe_dump({**CLI_DEMO_CONFIG, "task_files": [path.name]}))
     before = tree_digest(root)
     for args in (("plan", "--model", "smollm2-135m"), ("demo",), ("backfill", "--model", "smollm2-135m")):
         line = one_error_line(lcp(env, *args, check=False))
-        assert f"task qa/single_hop_qa: field 'metrics': unknown metric 'helmet.nosuch'; known: " in line, args
-        assert str(path) in line, args
+        assert f"{path}: {says}" in line, (args, line)
         assert tree_digest(root) == before, args  # nothing built, generated, scored or recorded
 
 
