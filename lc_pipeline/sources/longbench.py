@@ -40,7 +40,8 @@ from lc_pipeline.sources.validation import (
     validate_file,
 )
 
-__all__ = ["CATEGORIES", "CLASSIFICATION", "LONGBENCH_E_TASKS", "MULTI_HOP", "TASKS", "load_longbench", "longbench_source", "split_numbered"]
+__all__ = ["CATEGORIES", "CLASSIFICATION", "LONGBENCH_E_TASKS", "MULTI_HOP", "TASKS", "load_longbench",
+           "longbench_source", "split_numbered"]
 
 # LongBench's own grouping (paper Table 1), named as our items' ``category``.
 CATEGORIES: dict[str, str] = {
@@ -219,8 +220,9 @@ def load_longbench(
     ``schemas.SOURCE_DOCUMENTS`` / ``SOURCE_ITEMS``. Doc ids are
     ``{source}-{dataset}-{_id}-p{N}``, item ids ``{source}-{dataset}-{_id}`` (dataset
     suffixed ``_e`` for LongBench-E). ``all_classes`` is stored (classification label
-    sets; required, non-empty, for trec and lsht: ``CLASSIFICATION``); the record's ``_id``, its context verbatim and ``{dataset, index, length}`` are kept
-    (``record_id``, ``context``, ``record_fields``) for the benchmark run as released.
+    sets; required, non-empty, for trec and lsht: ``CLASSIFICATION``); the record's ``_id``,
+    its context verbatim and ``{dataset, index, length}`` are kept (``record_id``, ``context``,
+    ``record_fields``) for the benchmark run as released.
     """
     doc_rows: list[tuple] = []
     item_rows: list[tuple] = []
