@@ -12,6 +12,7 @@ Importing this module is cheap: transformers is imported only when a file is con
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -19,6 +20,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +62,46 @@ def converted_folder(path: str, gguf_file: str) -> Path:
     return cache_root() / "models" / f"{Path(gguf_file).stem}-{key}"
 
 
+@contextlib.contextmanager
+def _conversion_lock(folder: Path) -> Iterator[None]:
+    """Held while one process converts into ``folder`` (a lock file beside it), so that a second process asking
+    for the same conversion waits and then reads the folder instead of converting it again (~30 s of CPU each).
+    A cache that cannot hold the lock file (read-only) converts without it; the temp dir + rename in ``_convert``
+    keeps the folder whole either way."""
+    from filelock import FileLock
+
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(folder.parent / f".{folder.name}.lock"))
+        lock.acquire()
+    except OSError as exc:
+        log.debug("converting %s without a lock: %s", folder, exc)
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def convert_gguf(path: str, gguf_file: str, folder: Path) -> tuple[Any, Any]:
     """The tokenizer and fp32 model read from ``path/gguf_file``, then saved into ``folder``.
 
     Returned as loaded, so a caller that needs them does not read the folder again. When the folder cannot be
     written (a read-only cache), a warning says so and the objects are still returned; the caller checks
-    ``folder.is_dir()`` when it needs the folder.
+    ``folder.is_dir()`` when it needs the folder. One process at a time converts into a folder: one that waited
+    for another's conversion loads the folder it wrote.
     """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with _conversion_lock(folder):
+        if folder.is_dir() and _is_complete(folder):  # converted by another process while this one waited
+            return (AutoTokenizer.from_pretrained(folder, local_files_only=True),
+                    AutoModelForCausalLM.from_pretrained(folder, local_files_only=True))
+        return _convert(path, gguf_file, folder)
+
+
+def _convert(path: str, gguf_file: str, folder: Path) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     log.info("converting %s (slow, ~30 s for a small model; cached afterwards in %s)",
