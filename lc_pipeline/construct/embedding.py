@@ -7,6 +7,7 @@ neither polars nor FAISS: a GPU machine with torch + sentence-transformers runs 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import io
@@ -113,6 +114,17 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+@functools.lru_cache(maxsize=4)
+def _sentence_transformer(path: str, device: str):
+    """The sentence-transformers model at ``path`` on ``device``, loaded once per process (a few seconds each
+    time otherwise): every asset step, index and test that embeds builds its own Embedder, and they share it.
+    The model is only read (``encode``), never changed."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(path, device=device)
+
+
 class Embedder:
     """Lazily loaded sentence-transformers model (loading costs seconds; construction is free).
 
@@ -129,12 +141,7 @@ class Embedder:
 
     def _load(self):
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
-            from sentence_transformers import SentenceTransformer
-
-            self._model = SentenceTransformer(
-                resolve_embedding_model(self.model_name), device=resolve_device(self.device)
-            )
+            self._model = _sentence_transformer(resolve_embedding_model(self.model_name), resolve_device(self.device))
         return self._model
 
     @property
