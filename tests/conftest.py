@@ -27,6 +27,16 @@ TINY_CONFIG = {
 }
 
 
+def pytest_configure(config) -> None:
+    """On a pytest-xdist worker: OpenMP threads (torch's, in this process and in the `lcp` processes it starts) are
+    the CPUs divided among the workers, unless OMP_NUM_THREADS is set. Two workers each running torch on every core
+    of a 2-core machine wait on each other's descheduled threads (tests/integration/test_transformers_backend.py
+    measured 15-21 s instead of 4-5 s for 32 tokens). Set before any test module imports torch."""
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if workers:
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(workers))))
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
