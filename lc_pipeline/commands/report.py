@@ -233,8 +233,14 @@ def _sections(tables: dict[str, Path], q) -> list[str]:
         extra = [c for c in ("ci_low", "ci_high") if c in board.columns]
         shares = [c for c in ("skipped_share", "truncated_share", "invalid_share", "n_unpaired") if c in board.columns]
         named = [c for c in ("protocol", "missing_groups") if c in board.columns]  # a published table's row
-        parts.append(html_table(board.select("metric", "model", "base_ability", "old_metric", "long_score", *extra,
-                                             "rank_old_metric", "rank_long_score", "n_instances", *shares, *named)))
+        shown = board.select("metric", "model", "base_ability", "old_metric", "long_score", *extra,
+                             "rank_old_metric", "rank_long_score", "n_instances", *shares, *named)
+        # A released benchmark's rows have no Base Ability / LongScore (one length): columns empty on every row
+        # are left out and named, instead of a column of n/a.
+        empty = [c for c in shown.columns if c not in ("metric", "model") and shown[c].null_count() == shown.height]
+        if empty and shown.height:
+            parts.append(f'<p class="note">Not applicable to this lake (empty on every row): {", ".join(empty)}.</p>')
+        parts.append(html_table(shown.drop(empty) if shown.height else shown))
     else:
         parts.append(_missing("leaderboard"))
 
@@ -242,11 +248,19 @@ def _sections(tables: dict[str, Path], q) -> list[str]:
     if "metric_scores" in tables:
         points = q("select model, metric, length, avg(score) * 100 as score, count(*) as n "
                    "from metric_scores group by all")
-        parts.append(_img(plots.score_vs_length(points, board), "score vs length"))
+        if points["length"].n_unique() > 1:
+            parts.append(_img(plots.score_vs_length(points, board), "score vs length"))
+        else:  # a released benchmark run at one length: a pooled mean over its tasks is none of its tables
+            parts.append('<p class="note">One context length in this lake: the scores are in the benchmark tables '
+                         "below (a mean pooled over every task would be none of them).</p>")
         parts.append("<h2>Evidence depth x context length</h2>")
         cells = q("select model, metric, length, depth, avg(score) as score "
                   "from metric_scores where depth is not null group by all")
-        parts.append(_img(plots.depth_length_heatmap(cells), "depth x length"))
+        if cells.height:
+            parts.append(_img(plots.depth_length_heatmap(cells), "depth x length"))
+        else:
+            parts.append('<p class="note">No instance has an evidence depth (records run as released are not '
+                         "placed at depths).</p>")
     else:
         parts.append(_missing("metric_scores"))
 

@@ -212,3 +212,43 @@ def test_report_opens_offline_in_chromium_with_every_plot_drawn(report_file):
     assert [alt for alt, ok in drawn if ok] == ["score vs length", "depth x length", "token length histogram",
                                                 "judge parse rate"]
     assert requests == [report_file.as_uri()], "the page fetched something besides itself"
+
+
+@pytest.fixture(scope="module")
+def released_lake(tmp_path_factory) -> Path:
+    """A lake of a benchmark run as released: one length ("all"), no evidence depths, leaderboard rows of the
+    published table (old metric and rank, no Base Ability or LongScore)."""
+    lake = tmp_path_factory.mktemp("report_released") / "data_lake"
+    ids = [f"rec-{i}" for i in range(6)]
+    write(lake, "instances", {"length": "all"}, pl.DataFrame({
+        "instance_id": ids, "depth": [None] * 6, "input_tokens": [900 + i for i in range(6)],
+        "target_tokens": [None] * 6, "variant": ["plain"] * 6}, schema_overrides={"depth": pl.Float64,
+                                                                                    "target_tokens": pl.Int64}))
+    board = []
+    for rank, (model, score) in enumerate((("strong-model", 0.8), ("weak-model", 0.3)), start=1):
+        write(lake, "metric_scores", {"length": "all", "model": model}, pl.DataFrame({
+            "instance_id": ids, "task": ["hotpotqa"] * 3 + ["trec"] * 3, "metric": ["f1"] * 6,
+            "depth": [None] * 6, "score": [score] * 6}, schema_overrides={"depth": pl.Float64}))
+        board.append({"metric": "longbench/en", "model": model, "old_metric": 100 * score, "rank_old_metric": rank,
+                      "n_instances": 6, "ci_low": 100 * score - 5, "ci_high": 100 * score + 5, "skipped_share": 0.0,
+                      "truncated_share": 0.0, "invalid_share": 0.0, "n_unpaired": 0, "protocol": "official@abc1234"})
+    frame = pl.DataFrame(board)
+    frame = frame.with_columns(pl.lit(None, dtype).alias(c) for c, dtype in schemas.TABLES["leaderboard"].items()
+                               if c not in frame.columns)
+    write(lake, "leaderboard", {}, schemas.conform(frame, "leaderboard"))
+    return lake
+
+
+def test_a_released_lake_shows_no_pooled_plot_no_empty_depth_panel_and_no_empty_columns(released_lake):
+    out = released_lake.parent / "report.html"
+    result = CliRunner().invoke(main, ["report", "--out", str(out)], env={"LCP_LAKE": str(released_lake)})
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    header = section_rows(page, "Leaderboard")[0]
+    assert header[:3] == ["metric", "model", "old_metric"] and "long_score" not in header
+    assert "base_ability" not in header and "rank_long_score" not in header
+    assert "Not applicable to this lake (empty on every row): base_ability, long_score, rank_long_score" in page
+    lengths = page.split("<h2>Score vs context length</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "<img" not in lengths and "One context length in this lake" in lengths
+    depths = page.split("<h2>Evidence depth x context length</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "<img" not in depths and "No instance has an evidence depth" in depths
