@@ -139,8 +139,15 @@ class LazyCommands(click.Group):
 
 
 @click.group(cls=LazyCommands, lazy_commands=LAZY_COMMANDS)
-def main() -> None:
+@click.option("--lake", default=None, metavar="DIR|URL",
+              help="The Parquet lake every command uses: a folder or a bucket URL (default: $LCP_LAKE, else "
+                   "./data_lake). Sets LCP_LAKE for the command and the runs it starts.")
+def main(lake: str | None) -> None:
     """Build long-context benchmarks and evaluate models on them (Dagster assets over a Parquet lake)."""
+    if lake is not None:
+        if not lake.strip():
+            raise click.BadParameter("empty", param_hint="--lake")
+        os.environ["LCP_LAKE"] = lake
 
 
 _CONFIG_HELP = "Benchmark config: packaged name (demo, default, longbench, ...) or YAML path."

@@ -23,3 +23,16 @@ def test_both_verbs_refuse_an_unknown_config_with_the_same_one_line_error(tmp_pa
         assert "Traceback" not in result.output
         outputs.append(result.output)
     assert outputs[0] == outputs[1] and outputs[0].startswith("Error: ")
+
+
+def test_lake_is_one_option_of_lcp_itself(tmp_path, monkeypatch):
+    """`lcp --lake DIR <command>`: the lake for every command (issue 32: --config was on 10 commands, the lake on
+    none); the same as LCP_LAKE."""
+    monkeypatch.setenv("LCP_LAKE", str(tmp_path / "from-the-environment"))  # restored after the test
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["--lake", str(tmp_path / "elsewhere"), "query", "select 1"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert str(tmp_path / "elsewhere") in result.output  # the lake it looked in: --lake wins over LCP_LAKE
+    assert "from-the-environment" not in result.output
+    empty = CliRunner().invoke(main, ["--lake", " ", "query", "select 1"])
+    assert empty.exit_code == 2 and "--lake" in empty.output
