@@ -1,7 +1,7 @@
 """The benchmarks group: ``benchmark_scores``, each benchmark's published table for one model (task, group
 and overall rows per table and length, aggregated as the benchmark's task file declares; spec
 released_benchmarks.md, helmet.md §6, lveval.md §9, loong.md §7). Wiring only: the table is
-score/benchmark_scores.py.
+score/benchmark_scores.py (from the lake's rows: score/lake_tables.py).
 
 Judging is optional (a judge server is needed only by benchmarks that report a judge): ``judge_scores`` is a
 dependency the asset does not load through the IO manager (a missing upstream would fail the run); when a
@@ -17,16 +17,11 @@ needs all three of its numbers.
 import dagster as dg
 import polars as pl
 
-from lc_pipeline import storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY, json_metadata, preview
-from lc_pipeline.lake_files import partition_path, read_partition
-from lc_pipeline.resources.parquet_io import read_judge_scores, read_model_partitions
 from lc_pipeline.fingerprints import stage_fingerprint
-from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, Partitions
+from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
-from lc_pipeline.score.benchmark_scores import (benchmark_table, judged_tasks, nli_tasks, selected_tasks,
-                                                with_citation_scores)
-from lc_pipeline.tasks.catalog import catalog_for
+from lc_pipeline.score.lake_tables import model_table
 
 
 def build(parts: Partitions) -> list:
@@ -98,74 +93,3 @@ def build(parts: Partitions) -> list:
         )
 
     return [benchmark_scores]
-
-
-def model_table(lake_dir, config, slug: str, metric_scores: pl.DataFrame, instances: pl.DataFrame,
-                only: set[str] | None = None, log=lambda message: None):
-    """``slug``'s published tables (score/benchmark_scores.benchmark_table) from its metric_scores and the instances,
-    with its judge verdicts, citation rows and generations read from the lake; ``only``: those instance ids alone
-    (every frame restricted to them: the leaderboard's common instances). Returns (the BenchmarkTable, what was
-    read: judged, cited, judgments, citations, generations)."""
-    catalog = catalog_for(config)
-    if only is not None:
-        ids = sorted(only)
-        instances = instances.filter(pl.col("instance_id").is_in(ids))
-        metric_scores = metric_scores.filter(pl.col("instance_id").is_in(ids))
-    lengths = instances["length"].unique().to_list()
-    judgments = citations = None
-    judged = judged_tasks(instances, catalog)
-    if judged:
-        judgments = read_judge_scores(lake_dir, slug).filter(pl.col(LENGTH_DIM).is_in(lengths))
-        if only is not None:
-            judgments = judgments.filter(pl.col("instance_id").is_in(ids))
-        log(f"judge-scored tasks {judged}: {judgments.height} verdicts of {slug} in the lake")
-    cited = nli_tasks(instances, catalog)
-    if cited:  # ALCE's citation metrics: NLI-judged rows of citation_scores
-        citations = read_model_partitions(lake_dir, "citation_scores", slug).filter(pl.col(LENGTH_DIM).is_in(lengths))
-        if only is not None:
-            citations = citations.filter(pl.col("instance_id").is_in(ids))
-        log(f"tasks with NLI metrics {cited}: {citations.height} citation_scores rows of {slug}")
-        metric_scores = with_citation_scores(metric_scores, citations)
-    # The model's generations (status, truncated) for the shares and status_counts of every row.
-    generations = read_model_partitions(lake_dir, "generations", slug).filter(pl.col(LENGTH_DIM).is_in(lengths))
-    if only is not None:
-        generations = generations.filter(pl.col("instance_id").is_in(ids))
-    result = benchmark_table(metric_scores, instances, catalog, slug, judgments, generations,
-                             selected=selected_tasks(config, catalog))
-    return result, {"judged": judged, "cited": cited, "judgments": judgments, "citations": citations,
-                    "generations": generations}
-
-
-def current_instances(lake_dir, config) -> pl.DataFrame | None:
-    """The config's instances in the lake (every length partition there, with ``length``), None when none is."""
-    lake = storage.lake_path(lake_dir)
-    frames = [read_partition(path, {LENGTH_DIM: lv}) for lv in config.lengths
-              for path in [partition_path(lake, "instances", {LENGTH_DIM: lv})] if path.exists()]
-    return pl.concat(frames, how="diagonal_relaxed") if frames else None
-
-
-def paired_tables(lake_dir, config, tables: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
-    """Every model's benchmark_scores (``tables``, with ``model``) on the instances every one of them was run on
-    (issue 31; the README's "rows on the common instances"): the config's current instances that each model has a
-    generation of. When every model covers exactly those, the stored tables are used; otherwise each model's
-    tables are computed again on the common instances (:func:`model_table` with ``only``). Returns (tables,
-    {model: n_unpaired}): the instances of the model left out, those some other model lacks and those no longer
-    among the current instances (records removed from the data since it ran)."""
-    instances = current_instances(lake_dir, config)
-    models = sorted(tables["model"].unique().to_list())
-    if instances is None or not models:
-        return tables, dict.fromkeys(models, 0)
-    current = set(instances["instance_id"].to_list())
-    covered = {m: set(read_model_partitions(lake_dir, "generations", m).filter(
-        pl.col(LENGTH_DIM).is_in(list(config.lengths)))["instance_id"].to_list()) for m in models}
-    common = set.intersection(current, *covered.values())
-    unpaired = {m: len(covered[m] - common) for m in models}
-    if all(covered[m] == common for m in models):
-        return tables, unpaired
-    frames = []
-    for m in models:
-        scores = read_model_partitions(lake_dir, "metric_scores", m).filter(
-            pl.col(LENGTH_DIM).is_in(list(config.lengths)))
-        result, _ = model_table(lake_dir, config, m, scores, instances, only=common)
-        frames.append(result.table.with_columns(model=pl.lit(m)))
-    return pl.concat(frames, how="diagonal_relaxed"), unpaired

@@ -17,6 +17,7 @@ from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource
 from lc_pipeline.score.board import ROW_COLUMNS, not_scored_cells, paired_board
+from lc_pipeline.score.lake_tables import current_instances, paired_tables
 from lc_pipeline.score.longscore import HEADLINE, JUDGE_METRIC_PREFIX, HeadlineUnavailable, headline_rows
 from lc_pipeline.score.per_model import config_headline_sources
 
@@ -79,8 +80,6 @@ def build(parts: Partitions, released: bool = False) -> list:
         config = benchmark.load()
         rows, headline_note = board_rows(lake.base_dir, config, long_scores, judge.rubric_overrides)
         statuses = read_generation_statuses(lake.base_dir)
-        from lc_pipeline.assets.benchmarks import current_instances
-
         instances = current_instances(lake.base_dir, config)  # rows of removed records are left out (issue 31)
         out, not_scored, left_out = paired_board(
             rows, config.base_lengths, config.long_lengths, dropped=lake_drops(lake.base_dir, rows["model"].unique()),
@@ -126,8 +125,6 @@ def released_leaderboard() -> dg.AssetsDefinition:
         "table's overall score averaged over its length partitions, per partition in scores_by_length, ranked",
     )
     def leaderboard(context: dg.AssetExecutionContext, benchmark: BenchmarkResource, lake: LakeResource):
-        from lc_pipeline.assets.benchmarks import paired_tables
-
         config = benchmark.load()
         tables = read_table(storage.lake_path(lake.base_dir) / "benchmark_scores")
         unpaired: dict[str, int] = {}
