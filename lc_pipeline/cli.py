@@ -390,13 +390,16 @@ def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str,
 
     from lc_pipeline.config import load_config
     from lc_pipeline.generate.registry import ModelRegistry, validate_model_slug
+    from lc_pipeline.lake import check_lake_config
     from lc_pipeline.partitions import MODEL_DIM
     from lc_pipeline.runner import BackfillError, launch_backfill, launch_model_backfill, wait_for_backfill
 
     try:
         validate_model_slug(model)
         ModelRegistry(s.models_file).get(model)
-        levels = lengths or list(load_config(s.config).lengths)
+        cfg = load_config(s.config)
+        levels = lengths or list(cfg.lengths)
+        check_lake_config(s.lake_url, cfg)  # another config's scored instances under these level labels (D5)
         instance = dg.DagsterInstance.get()
         if not instance.has_dynamic_partition(MODEL_DIM, model):
             instance.add_dynamic_partitions(MODEL_DIM, [model])

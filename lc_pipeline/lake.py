@@ -507,5 +507,6 @@ def check_lake_config(lake_dir, config) -> None:
         f"lake {storage.url(lake_dir)}: the instances at level(s) {sorted(clashes)} were built by config "
         f"{', '.join(map(repr, others))} and model(s) {models} are scored on them; config {config.name!r} uses the "
         f"same level label(s), so it would replace them (orphaning those scores) or be scored on another config's "
-        f"instances. Give each config its own lake (LCP_LAKE=<another folder> for config {config.name!r}), or "
+        f"instances. Give each config its own lake (`lcp --lake <another folder> ...` or LCP_LAKE=<another folder> "
+        f"for config {config.name!r}), or "
         f"empty this one first (`make clean-lake`, or remove {storage.url(lake_dir)})")

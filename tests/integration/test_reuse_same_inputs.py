@@ -162,7 +162,9 @@ def test_another_configs_scored_lake_is_refused_naming_it_by_import_backfill_and
 
     imported = import_predictions(project, "v2x", ["b-0", "b-1", "b-2"], config=config_b)
     assert imported.exit_code != 0 and "imported" not in imported.output.replace("nothing was imported", "")
+    # --url: refused here, before any server is asked (nothing listens on port 9 of the loopback).
     for refused in (imported, lcp("backfill", "--model", "ref", "--config", config_b, ok=False),
+                    lcp("backfill", "--model", "ref", "--config", config_b, "--url", "http://127.0.0.1:9", ok=False),
                     lcp("demo", "--config", config_b, "--model", "ref", ok=False)):
         assert refused.exit_code == 1, refused.output
         assert "were built by config 'lb'" in refused.output and "config 'lb-b'" in refused.output
