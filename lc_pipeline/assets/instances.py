@@ -24,9 +24,10 @@ from lc_pipeline.construct.instance_metadata import (
 )
 from lc_pipeline.construct.lveval_variants import inserted_tokens
 from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.lake import record_built_by
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.progress import Progress
-from lc_pipeline.resources import BenchmarkResource, TokenizerResource
+from lc_pipeline.resources import BenchmarkResource, LakeResource, TokenizerResource
 from lc_pipeline.tasks.catalog import catalog_for
 
 
@@ -51,26 +52,29 @@ def build(parts: Partitions, released: bool = False) -> list:
         @dg.asset(name="instances", **spec)
         def released_instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame,
                                source_documents: pl.DataFrame, benchmark: BenchmarkResource,
-                               tokenizer: TokenizerResource):
+                               tokenizer: TokenizerResource, lake: LakeResource):
             unused = [schemas.empty(t) for t in ("passages", "hard_negatives", "confusing_facts", "replacement_rules")]
-            yield from _instances(context, source_items, source_documents, *unused, benchmark, tokenizer)
+            yield from _instances(context, source_items, source_documents, *unused, benchmark, tokenizer, lake)
 
         return [released_instances]
 
     @dg.asset(**spec)
     def instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame, source_documents: pl.DataFrame,
                   passages: pl.DataFrame, hard_negatives: pl.DataFrame, confusing_facts: pl.DataFrame,
-                  replacement_rules: pl.DataFrame, benchmark: BenchmarkResource, tokenizer: TokenizerResource):
+                  replacement_rules: pl.DataFrame, benchmark: BenchmarkResource, tokenizer: TokenizerResource,
+                  lake: LakeResource):
         yield from _instances(context, source_items, source_documents, passages, hard_negatives, confusing_facts,
-                              replacement_rules, benchmark, tokenizer)
+                              replacement_rules, benchmark, tokenizer, lake)
 
     return [instances]
 
 
 def _instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame, source_documents: pl.DataFrame,
                passages: pl.DataFrame, hard_negatives: pl.DataFrame, confusing_facts: pl.DataFrame,
-               replacement_rules: pl.DataFrame, benchmark: BenchmarkResource, tokenizer: TokenizerResource):
-    """Build, check and write one level (both assets' body)."""
+               replacement_rules: pl.DataFrame, benchmark: BenchmarkResource, tokenizer: TokenizerResource,
+               lake: LakeResource):
+    """Build, check and write one level (both assets' body), then record which config built it (lake.built_by:
+    a run from the UI or a sensor records it as `lcp` does)."""
     config = benchmark.load()
     level = context.partition_key
     items, documents = source_frames(config, source_items, source_documents)
@@ -106,5 +110,6 @@ def _instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame, so
             # (~0.2 s); `lcp report` draws the figure (plots.token_length_histogram) from the lake.
             "token_length_histogram": dg.MetadataValue.md(length_histogram_markdown(summary)),
         })
+    record_built_by(lake.base_dir, level, config.name, stage_fingerprint("instances", config))  # after the data
     for result in checks.results():
         yield check_result(result)

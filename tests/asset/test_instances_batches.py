@@ -23,6 +23,9 @@ from lc_pipeline.construct.assembly import build_instances, fitting_items, selec
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.partitions import SOURCE_DIM
+from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.lake import built_by
+from lc_pipeline.resources import LakeResource
 from lc_pipeline.resources.parquet_io import HiveParquetIOManager, partition_path
 from lc_pipeline.settings import Settings
 
@@ -56,7 +59,8 @@ def build_level(pipeline, lake, items_per_batch: int, monkeypatch, scratch, edit
     (table, row groups, materialization metadata, {check: (passed, metadata)})."""
     monkeypatch.setattr(qa_suite, "ITEMS_PER_BATCH", items_per_batch)
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the asset stages its file
-    resources = {**pipeline.resources, "io_manager": HiveParquetIOManager(base_dir=str(lake))}
+    resources = {**pipeline.resources, "io_manager": HiveParquetIOManager(base_dir=str(lake)),
+                 "lake": LakeResource(base_dir=str(lake))}
     for upstream in ("source_documents", "source_items", "passages", "hard_negatives", "confusing_facts",
                      "replacement_rules"):
         src = pipeline.settings.lake_dir / upstream
@@ -94,6 +98,9 @@ def test_a_level_built_in_batches_is_the_level_built_at_once(project, tmp_path, 
             "instances_variant_cfi", "cfi_fact_tokens_max", "items_eligible", "instances_with_cross_domain_fillers"]
     assert {k: meta[k].value for k in same} == {k: whole_meta[k].value for k in same}
     assert list(scratch.iterdir()) == []  # the staged file was published, the scratch dir removed
+    # The asset itself records which config built the level (a run from the UI does as lcp does; issue 31 D5).
+    expected = {"config": project.config.name, "fingerprint": stage_fingerprint("instances", project.config)}
+    assert built_by(tmp_path / "batched", LEVEL) == built_by(tmp_path / "whole", LEVEL) == expected
 
     # The plain QA rows are build_instances' rows for the same inputs.
     config, lake = project.config, project.settings.lake_dir
