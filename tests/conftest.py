@@ -37,6 +37,21 @@ def pytest_configure(config) -> None:
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(workers))))
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test ends with the environment variables and working directory it started with. In-process `lcp`
+    commands set LCP_CONFIG, LCP_LAKE and DAGSTER_HOME in os.environ for the runs they start
+    (settings.cli_settings); without this they carry into whichever test runs next in that process, which under
+    xdist depends on how the modules were shared out."""
+    env, cwd = dict(os.environ), os.getcwd()
+    yield
+    if dict(os.environ) != env:
+        os.environ.clear()
+        os.environ.update(env)
+    if os.getcwd() != cwd:
+        os.chdir(cwd)
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
