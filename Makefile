@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 TEST_EXTRAS ?= dev,llamacpp,cluster,k8s,celery
 
-.PHONY: install install-test install-vllm demo test ui clean-lake
+.PHONY: install install-test install-vllm demo test test-fast ui clean-lake
 
 $(VENV)/.runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,13 @@ demo: install
 LCP_TEST_WORKERS ?= 2
 test: install-test
 	$(BIN)/python -m pytest -q -rs --durations=30 -n $(LCP_TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+
+# The quick tier, for the edit-test loop: tests/unit without the tests marked slow (the logic on small inputs:
+# configs, task files, sources, builders, metrics, the lake's files). Left to `make test` (what CI runs): the asset
+# graph in process (tests/asset), real models and servers (integration), faults and kills (reliability), the UI.
+test-fast: install-test
+	$(BIN)/python -m pytest -q -rs --durations=10 -n $(LCP_TEST_WORKERS) --dist loadscope --no-loadscope-reorder \
+	  -m "not slow" tests/unit
 
 ui: install
 	$(BIN)/lcp ui
