@@ -1,4 +1,6 @@
-"""A model's published tables from what the lake holds, and the leaderboard's pairing of them.
+"""A model's published tables from what the lake holds, and the leaderboard's pairing of them. Beside the assets,
+not in score/: it reads the lake's partitions through the IO manager's readers (resources.parquet_io), which the
+pure score package does not import.
 
 :func:`model_table` is the ``benchmark_scores`` asset's computation (score/benchmark_scores.benchmark_table over the
 model's metric_scores with its judge verdicts, citation rows and generations read from the lake);
