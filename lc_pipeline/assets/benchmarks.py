@@ -1,7 +1,7 @@
 """The benchmarks group: ``benchmark_scores``, each benchmark's published table for one model (task, group
 and overall rows per table and length, aggregated as the benchmark's task file declares; spec
 released_benchmarks.md, helmet.md §6, lveval.md §9, loong.md §7). Wiring only: the table is
-score/benchmark_scores.py (from the lake's rows: assets/benchmark_tables.py).
+score/benchmark_scores.py (from the lake's rows: score/lake_tables.py).
 
 Judging is optional (a judge server is needed only by benchmarks that report a judge): ``judge_scores`` is a
 dependency the asset does not load through the IO manager (a missing upstream would fail the run); when a
@@ -21,7 +21,7 @@ from lc_pipeline.assets.common import FINGERPRINT_KEY, json_metadata, preview
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
-from lc_pipeline.assets.benchmark_tables import model_table
+from lc_pipeline.score.lake_tables import model_table
 
 
 def build(parts: Partitions) -> list:

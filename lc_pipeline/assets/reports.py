@@ -17,7 +17,7 @@ from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource
 from lc_pipeline.score.board import ROW_COLUMNS, not_scored_cells, paired_board
-from lc_pipeline.assets.benchmark_tables import current_instances, paired_tables
+from lc_pipeline.score.lake_tables import current_instances, paired_tables
 from lc_pipeline.score.longscore import HEADLINE, JUDGE_METRIC_PREFIX, HeadlineUnavailable, headline_rows
 from lc_pipeline.score.per_model import config_headline_sources
 

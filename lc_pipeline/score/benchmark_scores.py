@@ -803,7 +803,7 @@ def benchmark_leaderboard(tables: pl.DataFrame, n_unpaired: Mapping[str, int] | 
     over the overall rows' instances of every partition (their status_counts); null when they are not known.
     ``n_unpaired``: the model's instances left out of its rows (``n_unpaired[model]``, 0 when not given): the
     caller pairs the models first, computing every model's tables on their common instances
-    (assets/benchmark_tables.paired_tables). A table written before the ``protocol`` and
+    (score/lake_tables.paired_tables). A table written before the ``protocol`` and
     ``missing_groups`` columns reads as protocol "ours", nothing missing."""
     overall = tables.filter((pl.col("level") == "overall") & ~pl.col("metric").is_in([SCORING_SUCCESS, PERFECT_RATE]))
     if overall.is_empty():

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
 import random
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import built_lakes
 import polars as pl
 import pytest
 import yaml
+from shared_files import OFFICIAL, official_offline, skip_unless
 
 from lc_pipeline.config import ConfigError, level_tokens, load_config
 from lc_pipeline.tasks.catalog import catalog_for, load_catalog
@@ -27,11 +27,8 @@ from lc_pipeline.tasks.catalog import catalog_for, load_catalog
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DATA = FIXTURES / "helmet_released" / "data"
 PROMPTS = FIXTURES / "helmet_released" / "prompts"
-SHARED = Path(os.environ.get("LCP_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
-OFFICIAL = SHARED.parent / "official"
 HELMET = OFFICIAL / "princeton-nlp+HELMET"
-pytestmark = pytest.mark.skipif(not (HELMET / "data.py").is_file(), reason=f"HELMET's data.py not found under "
-                                f"{HELMET} (set LCP_SHARED_DATA to the shared/data directory, beside shared/official)")
+pytestmark = skip_unless(HELMET / "data.py", "HELMET's data.py")
 
 RELEASED = ("nq", "popqa", "msmarco", "json_kv", "ruler_mk_needle", "ruler_mv")
 ALCE = ("asqa", "qampari")
@@ -119,16 +116,10 @@ def official_env(monkeypatch, tmp_path):
 def built(tmp_path_factory):
     """The fixture config's rows under official and under ours."""
     tmp = tmp_path_factory.mktemp("helmet_official")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("LCP_OFFICIAL", str(OFFICIAL))
-    mp.setenv("LCP_LOCAL_CACHE", str(tmp / "cache"))
-    mp.setenv("LCP_OFFLINE", "1")
-    try:
+    with official_offline(tmp / "cache"):
         official = load_config(config_file(tmp, "official"))
         ours = load_config(config_file(tmp, "ours"))
         return {"official": build(official), "ours": build(ours), "config": official}
-    finally:
-        mp.undo()
 
 
 # --------------------------------------------------------------------------- prompts

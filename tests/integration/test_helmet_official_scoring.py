@@ -11,13 +11,13 @@ LCP_OFFICIAL=../shared/official.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import built_lakes
 import polars as pl
 import pytest
 import yaml
+from shared_files import OFFICIAL, official_offline, skip_unless
 
 from lc_pipeline.config import load_config
 from lc_pipeline.score.benchmark_scores import benchmark_table, with_citation_scores
@@ -28,11 +28,8 @@ from lc_pipeline.tasks.catalog import catalog_for, load_catalog
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DATA = FIXTURES / "helmet_released" / "data"
 PROMPTS = FIXTURES / "helmet_released" / "prompts"
-SHARED = Path(os.environ.get("LCP_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
-OFFICIAL = SHARED.parent / "official"
 HELMET = OFFICIAL / "princeton-nlp+HELMET"
-pytestmark = pytest.mark.skipif(not (HELMET / "data.py").is_file(), reason=f"HELMET's data.py not found under "
-                                f"{HELMET} (set LCP_SHARED_DATA to the shared/data directory, beside shared/official)")
+pytestmark = skip_unless(HELMET / "data.py", "HELMET's data.py")
 ALCE = ("asqa", "qampari")
 LEVEL = "8k"
 
@@ -57,16 +54,10 @@ def config_file(tmp_path: Path, protocol: str) -> Path:
 def built(tmp_path_factory):
     """The ALCE rows at 8k under official and under ours, and the official config."""
     tmp = tmp_path_factory.mktemp("helmet_alce")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("LCP_OFFICIAL", str(OFFICIAL))
-    mp.setenv("LCP_LOCAL_CACHE", str(tmp / "cache"))
-    mp.setenv("LCP_OFFLINE", "1")
-    try:
+    with official_offline(tmp / "cache"):
         configs = {p: load_config(config_file(tmp, p)) for p in ("official", "ours")}
         rows = {p: built_lakes.build_instances(c, [LEVEL])[LEVEL] for p, c in configs.items()}
         return {**rows, "config": configs["official"]}
-    finally:
-        mp.undo()
 
 
 def scores(rows: pl.DataFrame, outputs: dict[str, str], fed: str, catalog) -> dict[str, float]:

@@ -1,6 +1,5 @@
-"""A model's published tables from what the lake holds, and the leaderboard's pairing of them. Beside the assets,
-not in score/: it reads the lake's partitions through the IO manager's readers (resources.parquet_io), which the
-pure score package does not import.
+"""A model's published tables from what the lake holds, and the leaderboard's pairing of them (the lake's
+partitions read through lc_pipeline.lake_files: no Dagster).
 
 :func:`model_table` is the ``benchmark_scores`` asset's computation (score/benchmark_scores.benchmark_table over the
 model's metric_scores with its judge verdicts, citation rows and generations read from the lake);
@@ -13,9 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from lc_pipeline import storage
-from lc_pipeline.lake_files import partition_path, read_partition
-from lc_pipeline.partitions import LENGTH_DIM
-from lc_pipeline.resources.parquet_io import read_judge_scores, read_model_partitions
+from lc_pipeline.lake_files import LENGTH_DIM, partition_path, read_judge_scores, read_model_partitions, read_partition
 from lc_pipeline.score.benchmark_scores import (
     benchmark_table,
     judged_tasks,
