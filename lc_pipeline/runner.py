@@ -334,8 +334,8 @@ class Runner:
             if self.has(asset):
                 self.step(asset, [asset], {asset: facts_fingerprint(asset, cfg, self.pipeline.resources["models"])})
         stale = set(self.missing_instances())  # the lake's own record wins over the Dagster instance's
+        fp = {"instances": stage_fingerprint("instances", cfg)}  # one per config: it hashes the input files
         for level in cfg.lengths:
-            fp = {"instances": stage_fingerprint("instances", cfg)}
             self.step(f"instances [{level}]", ["instances"], fp, level, {"length": level}, force=level in stale)
             record = built_by(self.lake, level)
             if record != {"config": cfg.name, "fingerprint": fp["instances"]}:

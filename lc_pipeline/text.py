@@ -1,5 +1,6 @@
-"""Text helpers shared by construction and scoring: answer normalization, the Chinese tokenizer; what the readers of user files (configs, source records, predictions) tell from bytes that are
-not UTF-8; and the one way a task's prompt template is filled (:func:`fill_template`).
+"""Text helpers shared by construction and scoring: answer normalization, the Chinese tokenizer; what the
+readers of user files (configs, source records, predictions) tell from bytes that are not UTF-8; and the one way
+a task's prompt template is filled (:func:`fill_template`).
 
 Answer normalization (does a passage contain the answer? does a prediction match it?) is
 the SQuAD / LongBench English normalization: lower-case, drop ASCII punctuation

@@ -20,13 +20,6 @@ def spec_error(spec: TaskSpec, field: str, problem: str) -> ValueError:
     return ValueError(f"task {spec.qualified_name!r}{where}: field {field!r}: {problem}")
 
 
-def template_placeholders(template: str) -> set[str]:
-    """The names a prompt template fills (``{question}`` -> "question"; ``{{`` is a literal brace). A field that is
-    not a plain name (``{context.x}``, ``{context[0]}``, ``{context!r}``, ``{context:>9}``) or a lone brace is a
-    ``TemplateError`` (a ValueError) naming it: such a field is never filled (text.fill_template)."""
-    return template_fields(template)
-
-
 def check_builder(spec: TaskSpec, builder: str, kinds: Mapping[str, Mapping[str, Collection[str]]],
                   optional: Mapping[str, Mapping[str, Collection[str] | None]] | None = None) -> str:
     """The spec's ``builder.options.kind``, checked: the builder's name, a known kind, each of the kind's
@@ -61,7 +54,7 @@ def check_prompt(spec: TaskSpec, placeholders: Collection[str]) -> str:
     if spec.prompt is None:
         raise spec_error(spec, "prompt", "missing; this builder needs the task's prompt template")
     try:
-        used = template_placeholders(spec.prompt)
+        used = template_fields(spec.prompt)
     except TemplateError as exc:  # a single "{", or a field that is not a plain name
         raise spec_error(spec, "prompt", str(exc)) from None
     unknown = sorted(used - set(placeholders))

@@ -41,7 +41,7 @@ from lc_pipeline.construct.assembly import derive_seed
 from lc_pipeline.construct.helmet.context import BuildContext, Row
 from lc_pipeline.construct.helmet.fitting import cut_to_tokens
 from lc_pipeline.construct.helmet.pools import QA_CATEGORIES, SUMMARIZATION_CATEGORY
-from lc_pipeline.construct.spec_checks import template_placeholders
+from lc_pipeline.text import template_fields
 
 OMITTED = " ... [the rest of the document is left out]"
 DEMO_PLACEHOLDER = "[document text]"
@@ -141,7 +141,7 @@ def _settings(ctx: BuildContext) -> tuple[str, int | None, bool]:
     if not isinstance(placeholder, bool):
         raise ValueError(f"task {ctx.task!r}: field 'builder.options.placeholder': expected true or false, "
                          f"got {placeholder!r}")
-    uses_options = "options" in template_placeholders(ctx.spec.prompt or "") if ctx.spec is not None else False
+    uses_options = "options" in template_fields(ctx.spec.prompt or "") if ctx.spec is not None else False
     if uses_options != (kind == CHOICE_ITEMS):
         raise ValueError(f"task {ctx.task!r}: field 'prompt': " + (
             "a multiple-choice task's prompt shows the options: it needs {options}" if kind == CHOICE_ITEMS
