@@ -19,13 +19,13 @@ ALL_SOURCES = dg.AssetIn(partition_mapping=dg.AllPartitionMapping(), metadata={"
 
 def configured_sources(df: pl.DataFrame, config: BenchmarkConfig, table: str) -> pl.DataFrame:
     """Rows of the config's sources only; a configured source with no rows is an error, not a gap — except
-    documents of a source whose items bring their own contexts (sources.loader.OWN_CONTEXT_KINDS: ALCE's passages
+    documents of a source whose items bring their own contexts (sources.loader.own_context_kinds(): ALCE's passages
     and ICL's labelled texts live in the items; such a source may have no document at all)."""
-    from lc_pipeline.sources.loader import OWN_CONTEXT_KINDS
+    from lc_pipeline.sources.loader import own_context_kinds
 
     wanted = [s.name for s in config.sources]
     present = set(df.get_column("source").unique().to_list())
-    may_lack = {s.name for s in config.sources if s.kind in OWN_CONTEXT_KINDS} if table == "source_documents" else set()
+    may_lack = {s.name for s in config.sources if s.kind in own_context_kinds()} if table == "source_documents" else set()
     missing = [s for s in wanted if s not in present and s not in may_lack]
     if missing:
         raise dg.Failure(f"{table}: sources {missing} of config {config.name!r} are not materialized", allow_retries=False)

@@ -498,3 +498,12 @@ def kilt_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationRepo
     passages = _input_option(options, "passages", source=config.name)
     qa = _input_option(options, "qa", source=config.name)
     return accepted(load_kilt(passages, qa, source=config.name, **options))
+
+
+def validate_kilt_files(paths: list[Path]) -> list[ValidationReport]:
+    """`lcp sources validate`: passages files and QA files (options ``passages`` and ``qa`` of a run); gold passages
+    are checked for shape, not looked up."""
+    passages = [p for p in paths if is_passages_file(p)]
+    qa = [p for p in paths if p not in passages]
+    return ((load_passages(passages, source="validate", on_error="reject")[2] if passages else [])
+            + (load_qa(qa, None, source="validate", on_error="reject")[1] if qa else []))

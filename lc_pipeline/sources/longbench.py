@@ -261,3 +261,7 @@ def longbench_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[Validatio
     paths = source_paths(options, source=config.name, kind="longbench")
     return accepted(load_longbench(paths, source=config.name, **options))
 
+
+def validate_longbench_files(paths: list[Path]) -> list[ValidationReport]:
+    """`lcp sources validate`: LongBench files loaded together as a run loads them, every record checked."""
+    return load_longbench(paths, source="validate", on_error="reject")[2]

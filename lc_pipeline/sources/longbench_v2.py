@@ -185,3 +185,8 @@ def longbench_v2_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[Valida
     options = dict(config.options)
     paths = source_paths(options, source=config.name, kind="longbench_v2")
     return accepted(load_longbench_v2(paths, source=config.name, **options))
+
+
+def validate_longbench_v2_files(paths: list[Path]) -> list[ValidationReport]:
+    """`lcp sources validate`: LongBench v2 files loaded together as a run loads them, every record checked."""
+    return load_longbench_v2(paths, source="validate", on_error="reject")[2]

@@ -456,3 +456,9 @@ def loong_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationRep
             raise ValueError(f"source {config.name!r} (loong): expected one items file, got {len(path)}")
         path = path[0]
     return accepted(load_loong(path, options.pop("documents_dir", None), source=config.name, **options))
+
+
+def validate_loong_files(paths: list[Path]) -> list[ValidationReport]:
+    """`lcp sources validate`: Loong item files, every record checked. Items only: a documents folder is a property
+    of a benchmark config, not of the file. A run loads one file."""
+    return [report for path in paths for report in load_loong(path, source="validate", on_error="reject")[2]]

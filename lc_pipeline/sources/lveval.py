@@ -236,3 +236,8 @@ def lveval_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationRe
     options = dict(config.options)
     paths = source_paths(options, source=config.name, kind="lveval")
     return accepted(load_lveval(paths, source=config.name, **options))
+
+
+def validate_lveval_files(paths: list[Path]) -> list[ValidationReport]:
+    """`lcp sources validate`: LV-Eval files loaded together as a run loads them, every record checked."""
+    return load_lveval(paths, source="validate", on_error="reject")[2]

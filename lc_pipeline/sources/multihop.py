@@ -369,3 +369,8 @@ def multihop_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[Validation
     options = dict(config.options)
     paths = source_paths(options, source=config.name, kind="multihop")
     return accepted(load_multihop(paths, source=config.name, **options))
+
+
+def validate_multihop_files(paths: list[Path]) -> list[ValidationReport]:
+    """`lcp sources validate`: HotpotQA, 2Wiki and MuSiQue files (the loader detects each file's format itself)."""
+    return load_multihop(paths, source="validate", on_error="reject")[2]

@@ -1,17 +1,24 @@
-"""Things registered by name and imported on first use: builders, metrics, judge rubrics.
+"""Things registered by name and imported on first use: builders, metrics, judge rubrics, source kinds, file kinds.
 
-A task file names what it uses (``builder: helmet.rag``, ``metrics: [longbench.qa_f1]``,
-``rubric: loong``); the registry turns a name into the object. Entries are ``"module:attribute"``
-strings, imported only when looked up, so loading the task files never imports torch, rouge or
-a model library, and no registry module imports the modules it names (no import cycles).
-This is lm-evaluation-harness's "metrics register by name" without decorators scattered
-through the code base: every registered name is listed here, in one place.
+A task file names what it uses (``builder: <name>``, ``metrics: [<name>]``, ``rubric: <name>``) and a config's
+source names its ``kind``; a registry turns the name into the object. Entries are ``"module:attribute"`` strings,
+imported only when looked up, so loading the task files never imports torch, rouge or a model library, and no
+registry module imports the modules it names (no import cycles).
+
+The generic entries are listed here. Each benchmark is a package under ``lc_pipeline/benchmarks/`` whose
+``__init__.py`` has ``register(registries)`` listing its names once (lm-evaluation-harness's "tasks register by
+name", without decorators scattered through the code base); packages installed by others join through the
+``lc_pipeline.benchmarks`` entry-point group with the same function. The packages are found on the first lookup
+(:func:`load_benchmark_packages`): this module names none of them.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
+import importlib.metadata
+import pkgutil
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -40,6 +47,7 @@ class Registry(Generic[T]):
 
     def get(self, name: str, where: str = "") -> T:
         """The object registered as ``name``; an unknown name is a ValueError listing the known ones."""
+        load_benchmark_packages()
         if name in self._loaded:
             return self._loaded[name]
         target = self._targets.get(name)
@@ -51,64 +59,155 @@ class Registry(Generic[T]):
         self._loaded[name] = obj
         return obj
 
+    def target(self, name: str) -> str | None:
+        """The ``"module:attribute"`` ``name`` was registered with (None for an object registered as itself)."""
+        load_benchmark_packages()
+        return self._targets.get(name)
+
     def __contains__(self, name: object) -> bool:
+        load_benchmark_packages()
         return name in self._targets or name in self._loaded
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
     def names(self) -> list[str]:
+        load_benchmark_packages()
         return sorted({*self._targets, *self._loaded})
 
 
-# Instance builders (construct/): callables ``build(request: BuildRequest) -> Iterator[pl.DataFrame]``.
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """A released file format `lcp sources validate` recognizes: the fields whose presence in a record identifies it
+    (when several kinds match, the one with the most fields wins) and the validator of a group of such files
+    (``"module:function"``, ``validate(paths) -> list[ValidationReport]``: the source's own loader in reject mode)."""
+
+    fields: frozenset[str]
+    validator: str
+
+
+# Instance builders: callables ``build(request: BuildRequest) -> Iterator[pl.DataFrame]``.
 BUILDERS: Registry = Registry("builder", {
-    "qa.assemble": "lc_pipeline.construct.builders:qa_assemble",
-    "lveval.factrecall": "lc_pipeline.construct.builders:lveval_factrecall",
-    "longbench100": "lc_pipeline.construct.builders:longbench100",
-    "helmet": "lc_pipeline.construct.builders:helmet",
     "released.records": "lc_pipeline.construct.released:released_records",  # a published benchmark as released
-    "loong.released": "lc_pipeline.construct.loong_released:loong_released",  # Loong's items, documents assembled
-    # HELMET on its released data: the released datasets' records, the others built as HELMET builds them
-    "helmet.released": "lc_pipeline.benchmarks.helmet.released_build:helmet_released",
 })
 
 # The builders that fill a task's prompt as a named-field template (text.fill_template: ``{context}``, ``{{`` a literal
-# brace): the catalog refuses, when it loads, a prompt of theirs with any other field (issue 31 D13). The QA-suite and
-# released-records builders put ``{context}`` and ``{question}`` in literally and leave every other brace as written
-# (construct/prompts.py QAPrompt).
-NAMED_FIELD_BUILDERS = frozenset({"helmet", "longbench100", "helmet.released"})
+# brace): the catalog refuses, when it loads, a prompt of theirs with any other field (issue 31 D13). The others put
+# ``{context}`` and ``{question}`` in literally and leave every other brace as written (construct/prompts.py QAPrompt).
+# A package adds its builders' names (:meth:`Registries.named_field_builder`).
+NAMED_FIELD_BUILDERS: set[str] = set()
 
 # Metrics (score/task_metrics.py): ``Metric`` objects, each writing one ``metric_scores.metric`` label.
 METRICS: Registry = Registry("metric", {
-    name: f"lc_pipeline.score.task_metrics:{attr}"
-    for name, attr in {
-        "subem": "SUBEM", "em": "EM", "f1": "F1",
-        "helmet.subem": "HELMET_SUBEM", "helmet.recall": "HELMET_RECALL", "helmet.ndcg10": "HELMET_NDCG10",
-        "helmet.rougel": "HELMET_ROUGEL", "helmet.mc": "HELMET_MC",
-        "helmet.label": "HELMET_LABEL",
-        "lb100.kv_retrieval": "LB100_KV_RETRIEVAL", "lb100.first_integer": "LB100_FIRST_INTEGER",
-        "lb100.qa_f1": "LB100_QA_F1", "lb100.rouge": "LB100_ROUGE",
-        "longbench.qa_f1": "LONGBENCH_QA_F1", "longbench.qa_f1_zh": "LONGBENCH_QA_F1_ZH",
-        "longbench.rouge": "LONGBENCH_ROUGE", "longbench.rouge_zh": "LONGBENCH_ROUGE_ZH",
-        "longbench.classification": "LONGBENCH_CLASSIFICATION", "longbench.retrieval": "LONGBENCH_RETRIEVAL",
-        "longbench.retrieval_zh": "LONGBENCH_RETRIEVAL_ZH", "longbench.count": "LONGBENCH_COUNT",
-        "longbench.code_sim": "LONGBENCH_CODE_SIM",
-        "lveval": "LVEVAL",
-    }.items()
+    "subem": "lc_pipeline.score.task_metrics:SUBEM",
+    "em": "lc_pipeline.score.task_metrics:EM",
+    "f1": "lc_pipeline.score.task_metrics:F1",
 })
-METRICS.register("longbench_v2.choice", "lc_pipeline.score.longbench_v2:CHOICE")
-# ALCE citation recall / precision (options style: asqa|qampari): NLI-judged, computed by citation_scores.
-METRICS.register("alce.citation_recall", "lc_pipeline.score.citations:CITATION_RECALL")
-METRICS.register("alce.citation_precision", "lc_pipeline.score.citations:CITATION_PRECISION")
-METRICS.register("helmet.str_em", "lc_pipeline.score.alce_correctness:STR_EM")  # ALCE ASQA
-METRICS.register("helmet.qampari_rec5", "lc_pipeline.score.alce_correctness:QAMPARI_REC5")  # ALCE QAMPARI
 
-# LLM-judge rubrics (score/judge.py).
-RUBRICS: Registry = Registry("rubric", {
-    name: f"lc_pipeline.score.judge:{attr}"
-    for name, attr in {
-        "helmet_longqa": "HELMET_LONGQA", "helmet_summ": "HELMET_SUMM", "loong": "LOONG",
-        "lb100_qa": "LB100_QA", "lb100_summ": "LB100_SUMM",
-    }.items()
+# LLM-judge rubrics (score/judge.py ``Rubric`` objects): every rubric belongs to the benchmark that defines it.
+RUBRICS: Registry = Registry("rubric")
+
+# Source adapters by ``kind`` (sources/loader.py): ``adapter(source: SourceConfig) -> (documents, items, reports)``.
+SOURCE_KINDS: Registry = Registry("source kind", {
+    "demo_corpus": "lc_pipeline.sources.demo_corpus:demo_corpus_source",
+    "generic": "lc_pipeline.sources.generic:generic_source",
+    "kilt": "lc_pipeline.sources.kilt:kilt_source",
+    "msmarco": "lc_pipeline.sources.msmarco:msmarco_source",
+    "multihop": "lc_pipeline.sources.multihop:multihop_source",
+    "demo_long_documents": "lc_pipeline.sources.demo_long_documents:demo_long_documents_source",
+    "icl": "lc_pipeline.sources.icl:icl_source",
+    "demo_labels": "lc_pipeline.sources.demo_labels:demo_labels_source",
+    "alce": "lc_pipeline.sources.alce:alce_source",
 })
+
+# Kinds whose items bring their own contexts (retrieved passages, BM25 candidates, whole books and case files,
+# labelled texts for in-context learning): their documents are not chunked into the retrieval corpus and their items
+# get no hard negatives, so they neither cost embedding time nor leak into other tasks' distractors.
+OWN_CONTEXT_SOURCE_KINDS: set[str] = {"alce", "msmarco", "demo_long_documents", "icl", "demo_labels"}
+
+# Released file formats `lcp sources validate` recognizes (:class:`FileKind`).
+FILE_KINDS: Registry = Registry("file kind")
+for _kind, _fields, _validator in (
+    # kind "kilt": its QA files (KILT or simple shape) and its passages file
+    ("kilt", {"id", "input", "output"}, "lc_pipeline.sources.kilt:validate_kilt_files"),
+    ("kilt_qa", {"id", "question", "answers", "positive_ids"}, "lc_pipeline.sources.kilt:validate_kilt_files"),
+    ("kilt_qa_gold_ids", {"id", "question", "answers", "gold_ids"}, "lc_pipeline.sources.kilt:validate_kilt_files"),
+    ("kilt_passages", {"id", "title", "text"}, "lc_pipeline.sources.kilt:validate_kilt_files"),
+    # kind "multihop": the validator detects the format itself
+    ("hotpotqa", {"question", "answer", "supporting_facts", "context"},
+     "lc_pipeline.sources.multihop:validate_multihop_files"),
+    ("2wikimqa", {"question", "answer", "supporting_facts", "context", "evidences"},
+     "lc_pipeline.sources.multihop:validate_multihop_files"),
+    ("musique", {"question", "answer", "paragraphs"}, "lc_pipeline.sources.multihop:validate_multihop_files"),
+):
+    FILE_KINDS.register(_kind, FileKind(frozenset(_fields), _validator))
+
+
+class Registries:
+    """What a benchmark package's ``register(registries)`` receives: each registry, and the flags that go with a name."""
+
+    builders = BUILDERS
+    metrics = METRICS
+    rubrics = RUBRICS
+    source_kinds = SOURCE_KINDS
+    file_kinds = FILE_KINDS
+
+    @staticmethod
+    def named_field_builder(name: str) -> None:
+        """Builder ``name`` fills its task's prompt as a named-field template (:data:`NAMED_FIELD_BUILDERS`)."""
+        NAMED_FIELD_BUILDERS.add(name)
+
+    @staticmethod
+    def own_context_source_kind(kind: str) -> None:
+        """Source kind ``kind`` brings its items' own contexts (:data:`OWN_CONTEXT_SOURCE_KINDS`)."""
+        OWN_CONTEXT_SOURCE_KINDS.add(kind)
+
+    @staticmethod
+    def file_kind(kind: str, fields: set[str] | frozenset[str], validator: str) -> None:
+        FILE_KINDS.register(kind, FileKind(frozenset(fields), validator))
+
+
+PACKAGES = "lc_pipeline.benchmarks"  # the namespace of the built-in benchmark packages
+ENTRY_POINT_GROUP = "lc_pipeline.benchmarks"  # where packages installed by others declare ``register``
+_loaded_packages: list[str] = []
+_state = {"loaded": False, "loading": False}
+
+
+def benchmark_packages() -> list[str]:
+    """The built-in benchmark packages' names (``lc_pipeline/benchmarks/<name>/``), sorted."""
+    namespace = importlib.import_module(PACKAGES)
+    return sorted(info.name for info in pkgutil.iter_modules(namespace.__path__) if info.ispkg)
+
+
+def load_benchmark_packages() -> list[str]:
+    """Call every benchmark package's ``register(Registries)`` once per process; the modules registered, in order.
+
+    The built-in packages come first (sorted), then the entry points of group ``lc_pipeline.benchmarks``; a name
+    registered twice is an error naming it. Registration only records names and ``"module:attribute"`` strings,
+    so this imports each package's ``__init__`` and nothing heavy."""
+    if _state["loaded"] or _state["loading"]:
+        return list(_loaded_packages)
+    _state["loading"] = True
+    try:
+        registers: list[tuple[str, Callable[[type[Registries]], None]]] = []
+        for name in benchmark_packages():
+            module = importlib.import_module(f"{PACKAGES}.{name}")
+            register = getattr(module, "register", None)
+            if register is not None:
+                registers.append((module.__name__, register))
+        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if entry.value.partition(":")[0].startswith(f"{PACKAGES}."):
+                continue  # a built-in package declared as an entry point too: registered above
+            registers.append((entry.value, entry.load()))
+        for where, register in registers:
+            try:
+                register(Registries)
+            except ValueError as exc:
+                raise ValueError(f"benchmark package {where}: {exc}") from exc
+            _loaded_packages.append(where)
+        _state["loaded"] = True
+    finally:
+        _state["loading"] = False
+    return list(_loaded_packages)

@@ -18,11 +18,11 @@ from lc_pipeline import schemas
 from lc_pipeline.config import SourceConfig
 from lc_pipeline.sources.kilt import kilt_source, load_kilt
 from lc_pipeline.sources.loader import (
-    SOURCE_KINDS,
     detect_kind,
     load_source,
     validate_path,
 )
+from lc_pipeline.tasks.registry import SOURCE_KINDS
 from lc_pipeline.sources.validation import RecordError
 
 # Passages as a KILT 100-word split stores them: page id and the paragraphs each one covers.

@@ -26,11 +26,11 @@ from lc_pipeline.score.longbench_v2 import (
 from lc_pipeline.score.benchmark_scores import benchmark_table
 from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.sources.loader import (
-    SOURCE_KINDS,
     detect_kind,
     load_source,
     validate_path,
 )
+from lc_pipeline.tasks.registry import SOURCE_KINDS
 from lc_pipeline.sources.longbench_v2 import load_longbench_v2
 from lc_pipeline.sources.validation import RecordError
 from lc_pipeline.tasks.catalog import benchmark_of_source_kind, load_catalog

@@ -18,11 +18,11 @@ from lc_pipeline.config import BenchmarkConfig, SourceConfig
 from lc_pipeline.construct.assembly import build_instances, filler_pool
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.sources.loader import (
-    SOURCE_KINDS,
     detect_kind,
     load_source,
     validate_path,
 )
+from lc_pipeline.tasks.registry import SOURCE_KINDS
 from lc_pipeline.sources.multihop import load_multihop, multihop_source, paragraph_text
 from lc_pipeline.sources.validation import RecordError
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from lc_pipeline.config import SourceConfig
-from lc_pipeline.sources.loader import SOURCE_KINDS, detect_kind, load_source, validate_path
+from lc_pipeline.sources.loader import detect_kind, load_source, validate_path
+from lc_pipeline.tasks.registry import SOURCE_KINDS
 
 SHARED = Path(os.environ.get("LCP_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
 

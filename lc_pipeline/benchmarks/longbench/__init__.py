@@ -1,1 +1,17 @@
 """LongBench v1 and LongBench-E (THUDM/LongBench): the benchmark's own package."""
+
+
+def register(registries) -> None:
+    """LongBench's metrics, source kind and file kind (tasks.registry)."""
+    metrics = {
+        "longbench.qa_f1": "LONGBENCH_QA_F1", "longbench.qa_f1_zh": "LONGBENCH_QA_F1_ZH",
+        "longbench.rouge": "LONGBENCH_ROUGE", "longbench.rouge_zh": "LONGBENCH_ROUGE_ZH",
+        "longbench.classification": "LONGBENCH_CLASSIFICATION", "longbench.retrieval": "LONGBENCH_RETRIEVAL",
+        "longbench.retrieval_zh": "LONGBENCH_RETRIEVAL_ZH", "longbench.count": "LONGBENCH_COUNT",
+        "longbench.code_sim": "LONGBENCH_CODE_SIM",
+    }
+    for name, attribute in metrics.items():
+        registries.metrics.register(name, f"lc_pipeline.score.task_metrics:{attribute}")
+    registries.source_kinds.register("longbench", "lc_pipeline.sources.longbench:longbench_source")
+    registries.file_kind("longbench", {"_id", "dataset", "context", "input", "answers"},
+                         "lc_pipeline.sources.longbench:validate_longbench_files")

@@ -1,1 +1,13 @@
 """100-LongBench (uservan/100-LongBench): the benchmark's own package."""
+
+
+def register(registries) -> None:
+    """100-LongBench's builder, metrics and judge rubrics (tasks.registry)."""
+    registries.builders.register("longbench100", "lc_pipeline.construct.builders:longbench100")
+    registries.named_field_builder("longbench100")
+    metrics = {"lb100.kv_retrieval": "LB100_KV_RETRIEVAL", "lb100.first_integer": "LB100_FIRST_INTEGER",
+               "lb100.qa_f1": "LB100_QA_F1", "lb100.rouge": "LB100_ROUGE"}
+    for name, attribute in metrics.items():
+        registries.metrics.register(name, f"lc_pipeline.score.task_metrics:{attribute}")
+    registries.rubrics.register("lb100_qa", "lc_pipeline.score.judge:LB100_QA")
+    registries.rubrics.register("lb100_summ", "lc_pipeline.score.judge:LB100_SUMM")

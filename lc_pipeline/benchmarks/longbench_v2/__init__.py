@@ -1,1 +1,9 @@
 """LongBench v2 (THUDM/LongBench): the benchmark's own package."""
+
+
+def register(registries) -> None:
+    """LongBench v2's metric, source kind and file kind (tasks.registry)."""
+    registries.metrics.register("longbench_v2.choice", "lc_pipeline.score.longbench_v2:CHOICE")
+    registries.source_kinds.register("longbench_v2", "lc_pipeline.sources.longbench_v2:longbench_v2_source")
+    registries.file_kind("longbench_v2", {"_id", "domain", "difficulty", "length", "question", "choice_A", "answer"},
+                         "lc_pipeline.sources.longbench_v2:validate_longbench_v2_files")

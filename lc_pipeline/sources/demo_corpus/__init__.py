@@ -99,3 +99,9 @@ def build_demo_corpus(n_entities: int = 240, seed: int = 7, source: str = "demo"
         },
     ).with_columns(pl.col("answers", "answer_keywords", "evidence_doc_ids").str.split(sep))
     return schemas.conform(docs, "source_documents"), schemas.conform(items, "source_items")
+
+
+def demo_corpus_source(source):
+    """Source kind ``demo_corpus``: the embedded offline corpus (options: :func:`build_demo_corpus`'s keywords)."""
+    documents, items = build_demo_corpus(source=source.name, **source.options)
+    return documents, items, []

@@ -1,0 +1,6 @@
+"""Our constructed QA suite: evidence documents, FAISS hard negatives and fillers assembled to each length level."""
+
+
+def register(registries) -> None:
+    """The QA suite's builder (tasks.registry)."""
+    registries.builders.register("qa.assemble", "lc_pipeline.construct.builders:qa_assemble")
