@@ -28,12 +28,12 @@ import yaml
 from click.testing import CliRunner
 
 from lc_pipeline import schemas
+from lc_pipeline.benchmarks.loong.sources import load_loong
 from lc_pipeline.cli import main
 from lc_pipeline.config import load_config
 from lc_pipeline.construct.builders import LevelInputs, level_batches
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.sources.loader import load_source
-from lc_pipeline.sources.loong import load_loong
 from lc_pipeline.sources.validation import RecordError
 from lc_pipeline.tasks import catalog_for
 from lc_pipeline.tasks.catalog import MAX_PROMPT_FILE_BYTES, TaskFileError, load_catalog

@@ -20,11 +20,11 @@ import pytest
 from click.testing import CliRunner
 from conftest import released_longbench_project
 
+from lc_pipeline.benchmarks.loong.sources import load_loong
 from lc_pipeline.cli import main
 from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.generate.registry import ModelRegistry
-from lc_pipeline.sources.loong import load_loong
 from lc_pipeline.sources.validation import read_records
 
 IDS = ["q-1", "q-2", "q-3"]

@@ -117,7 +117,7 @@ def _recount(counter: TokenCounter, texts) -> list[int]:
 
 def test_helmet_synthetic_fills_stay_under_the_level_in_the_hf_tokenizer_and_name_it(bos_counter, demo):
     from lc_pipeline.construct.chunking import chunk_documents
-    from lc_pipeline.construct.helmet import build_helmet
+    from lc_pipeline.benchmarks.helmet.construction import build_helmet
 
     config = load_config("helmet-demo")
     catalog = catalog_for(config)
@@ -206,7 +206,7 @@ def test_the_longbench100_probe_is_fed_raw_and_a_templated_task_keeps_its_templa
 def test_the_long_document_filter_counts_in_the_configured_tokenizer_with_its_bos(bos_counter, tmp_path):
     import json
 
-    from lc_pipeline.sources.helmet_longdoc import load_narrativeqa
+    from lc_pipeline.benchmarks.helmet.long_documents import load_narrativeqa
 
     story = "It was a dark and stormy night; the rain fell in torrents. " * 40
     test = tmp_path / "test.jsonl"

@@ -12,12 +12,12 @@ import polars as pl
 import pytest
 from pydantic import ValidationError
 
+from lc_pipeline.benchmarks.longbench_v2.sources import question_with_choices, released_question, split_question
 from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.generate.followup import Chain, fill_in_order, followup_key, record_values
 from lc_pipeline.generate.partition import plan_partition
 from lc_pipeline.generate.registry import BUILTIN_MODELS
-from lc_pipeline.sources.longbench_v2 import question_with_choices, released_question, split_question
 from lc_pipeline.tasks.catalog import load_catalog
 from lc_pipeline.tasks.spec import Followup
 

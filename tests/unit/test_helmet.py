@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from lc_pipeline.config import HelmetConfig
-from lc_pipeline.construct import helmet
+from lc_pipeline.benchmarks.helmet import construction as helmet
 from lc_pipeline.construct.chunking import chunk_documents
 from lc_pipeline.construct.embedding import Embedder
 from lc_pipeline.construct.retrieval import build_exact_index, select_hard_negatives
@@ -227,7 +227,7 @@ def test_demo_corpus_has_no_long_documents_for_longqa(demo, counter):
 
 @pytest.fixture(scope="module")
 def longbench(counter):
-    from lc_pipeline.sources.longbench import load_longbench
+    from lc_pipeline.benchmarks.longbench.sources import load_longbench
 
     documents, items, _ = load_longbench(SHARED / "longbench", source="lb")
     return documents, items

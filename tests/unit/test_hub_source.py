@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from lc_pipeline.benchmarks.longbench.sources import longbench_source
 from lc_pipeline.config import SourceConfig
 from lc_pipeline.sources.hub import HubError, hub_records, source_paths
-from lc_pipeline.sources.longbench import longbench_source
 
 SHARED = Path(os.environ.get("LCP_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lc_pipeline.benchmarks.longbench.sources import load_longbench
 from lc_pipeline.config import ConfigError, format_prompt, load_config
 from lc_pipeline.construct.spec_checks import check_prompt
-from lc_pipeline.sources.longbench import load_longbench
 from lc_pipeline.sources.validation import RecordError
 from lc_pipeline.tasks.catalog import TaskFileError, load_catalog
 from lc_pipeline.tasks.registry import NAMED_FIELD_BUILDERS

@@ -93,7 +93,7 @@ def longbench():
     root = _shared_data() / "longbench"
     if not root.is_dir():
         pytest.skip(f"shared LongBench data not found at {root} (set LCP_SHARED_DATA to its parent folder)")
-    from lc_pipeline.sources.longbench import load_longbench
+    from lc_pipeline.benchmarks.longbench.sources import load_longbench
 
     docs, items, _ = load_longbench(str(root), source="lb")
     return docs, items

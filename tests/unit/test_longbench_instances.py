@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 
 from lc_pipeline import schemas
+from lc_pipeline.benchmarks.longbench.sources import load_longbench
 from lc_pipeline.config import BenchmarkConfig, SourceConfig
 from lc_pipeline.construct.assembly import build_instances, filler_pool, fitting_items
 from lc_pipeline.construct.tokens import TokenCounter
-from lc_pipeline.sources.longbench import load_longbench
 
 SHARED = Path(os.environ.get("LCP_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
 needs_shared = pytest.mark.skipif(not (SHARED / "longbench").exists(),

@@ -12,14 +12,14 @@ import polars as pl
 import pytest
 
 from lc_pipeline import schemas
-from lc_pipeline.config import SourceConfig
-from lc_pipeline.sources.longbench import (
+from lc_pipeline.benchmarks.longbench.sources import (
     CATEGORIES,
     TASKS,
     load_longbench,
     longbench_source,
-    split_numbered,
 )
+from lc_pipeline.config import SourceConfig
+from lc_pipeline.sources.numbered_blocks import split_numbered
 from lc_pipeline.sources.validation import RecordError
 
 SHARED_DATA = Path(os.environ.get("LCP_SHARED_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"))

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from lc_pipeline import schemas
+from lc_pipeline.benchmarks.longbench_v2.sources import load_longbench_v2
 from lc_pipeline.cli import main
 from lc_pipeline.config import SourceConfig
 from lc_pipeline.score.longbench_v2 import (
@@ -31,7 +32,6 @@ from lc_pipeline.sources.loader import (
     validate_path,
 )
 from lc_pipeline.tasks.registry import SOURCE_KINDS
-from lc_pipeline.sources.longbench_v2 import load_longbench_v2
 from lc_pipeline.sources.validation import RecordError
 from lc_pipeline.tasks.catalog import benchmark_of_source_kind, load_catalog
 from lc_pipeline.tasks.registry import METRICS

@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 from lc_pipeline import schemas
+from lc_pipeline.benchmarks.loong.sources import LEVEL_TASKS, load_loong, loong_source
 from lc_pipeline.config import SourceConfig
-from lc_pipeline.sources.loong import LEVEL_TASKS, load_loong, loong_source
 from lc_pipeline.sources.validation import RecordError
 
 SHARED_DATA = Path(os.environ.get("LCP_SHARED_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"))

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from lc_pipeline import schemas
+from lc_pipeline.benchmarks.lveval.sources import load_lveval, lveval_source, split_name
 from lc_pipeline.config import SourceConfig
 from lc_pipeline.sources.hub import HubError
-from lc_pipeline.sources.lveval import load_lveval, lveval_source, split_name
 from lc_pipeline.sources.validation import RecordError
 
 CONTEXT = "### Passage 1\nAlpha was born in 1901.\n### Passage 2\nBeta lives in Paris.\n### Passage 3\nGamma.\n"

@@ -1,7 +1,7 @@
 """MiniLongBench on the released LongBench (issue 18, acceptance 5): the IRT model fitted on the shared
 training-model score matrix with the released 237-sample subset, and a model evaluated on that subset of
 the released LongBench estimated by the code the ``minilongbench_*`` assets run
-(score/minilongbench/pipeline.py: fit_subset, estimate_partition with ``released_subset``).
+(benchmarks/minilongbench/pipeline.py: fit_subset, estimate_partition with ``released_subset``).
 
 The evaluated model is one of the 20 real LLMs, held out of the fit: its released scores on the subset's
 samples play its metric_scores of the released instances (what scoring its generations writes), so its
@@ -22,11 +22,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from lc_pipeline.benchmarks.longbench.sources import load_longbench
 from lc_pipeline.construct import released_subset as rs
 from lc_pipeline.construct.released import SUITE
-from lc_pipeline.score import minilongbench as mlbm
-from lc_pipeline.score.minilongbench import pipeline as mlbp
-from lc_pipeline.sources.longbench import load_longbench
+from lc_pipeline.benchmarks import minilongbench as mlbm
+from lc_pipeline.benchmarks.minilongbench import pipeline as mlbp
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 MLB = SHARED / "minilongbench"

@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from lc_pipeline.benchmarks.longbench.sources import load_longbench
 from lc_pipeline.construct import released_subset as rs
-from lc_pipeline.sources.longbench import load_longbench
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 MLB = SHARED / "minilongbench"
@@ -162,7 +162,7 @@ def test_a_subset_may_be_a_json_list_or_a_fitted_minilongbench(tmp_path, monkeyp
     monkeypatch.setenv("LCP_DATA", str(tmp_path))
     assert rs.subset_sample_ids("$LCP_DATA/ids.json") == (0, 4150, 4151)
 
-    from lc_pipeline.score.minilongbench import MiniLongBench
+    from lc_pipeline.benchmarks.minilongbench import MiniLongBench
 
     n = 4750
     fitted = MiniLongBench(samples=np.arange(n), tasks=np.array(["t"] * n), categories=np.array(["c"] * n),

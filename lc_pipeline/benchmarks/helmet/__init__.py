@@ -27,7 +27,7 @@ def register(registries) -> None:
     # Long documents: whole books and case files, their items' own contexts
     for kind, function in {"narrativeqa": "narrativeqa_source", "infbench": "infbench_source",
                            "multi_lexsum": "multi_lexsum_source"}.items():
-        registries.source_kinds.register(kind, f"lc_pipeline.sources.helmet_longdoc:{function}")
+        registries.source_kinds.register(kind, f"lc_pipeline.benchmarks.helmet.long_documents:{function}")
         registries.own_context_source_kind(kind)
     # HELMET's released preprocessed files (data.tar.gz, its scripts/download_data.sh), one dataset per source;
     # the records carry their own contexts. The kind of each file is told by its fields.

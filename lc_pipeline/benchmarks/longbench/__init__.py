@@ -12,6 +12,6 @@ def register(registries) -> None:
     }
     for name, attribute in metrics.items():
         registries.metrics.register(name, f"lc_pipeline.score.task_metrics:{attribute}")
-    registries.source_kinds.register("longbench", "lc_pipeline.sources.longbench:longbench_source")
+    registries.source_kinds.register("longbench", "lc_pipeline.benchmarks.longbench.sources:longbench_source")
     registries.file_kind("longbench", {"_id", "dataset", "context", "input", "answers"},
-                         "lc_pipeline.sources.longbench:validate_longbench_files")
+                         "lc_pipeline.benchmarks.longbench.sources:validate_longbench_files")

@@ -4,6 +4,6 @@
 def register(registries) -> None:
     """LongBench v2's metric, source kind and file kind (tasks.registry)."""
     registries.metrics.register("longbench_v2.choice", "lc_pipeline.score.longbench_v2:CHOICE")
-    registries.source_kinds.register("longbench_v2", "lc_pipeline.sources.longbench_v2:longbench_v2_source")
+    registries.source_kinds.register("longbench_v2", "lc_pipeline.benchmarks.longbench_v2.sources:longbench_v2_source")
     registries.file_kind("longbench_v2", {"_id", "domain", "difficulty", "length", "question", "choice_A", "answer"},
-                         "lc_pipeline.sources.longbench_v2:validate_longbench_v2_files")
+                         "lc_pipeline.benchmarks.longbench_v2.sources:validate_longbench_v2_files")

@@ -47,6 +47,7 @@ from functools import cache
 from typing import Any
 
 from lc_pipeline.benchmarks.longbench_v2 import official_files
+from lc_pipeline.benchmarks.longbench_v2.sources import LETTERS, released_question
 from lc_pipeline.config import OfficialProtocol, files_found_here
 from lc_pipeline.construct.truncation import (
     PROMPT_MIDDLE,
@@ -54,7 +55,6 @@ from lc_pipeline.construct.truncation import (
     register_prompt_budget,
 )
 from lc_pipeline.generate.followup import fill_in_order
-from lc_pipeline.sources.longbench_v2 import LETTERS, released_question
 from lc_pipeline.tasks.spec import Followup
 
 BUDGET = "longbench_v2"

@@ -6,6 +6,6 @@ def register(registries) -> None:
     # Loong's items, their documents assembled
     registries.builders.register("loong.released", "lc_pipeline.construct.loong_released:loong_released")
     registries.rubrics.register("loong", "lc_pipeline.score.judge:LOONG")
-    registries.source_kinds.register("loong", "lc_pipeline.sources.loong:loong_source")
+    registries.source_kinds.register("loong", "lc_pipeline.benchmarks.loong.sources:loong_source")
     registries.file_kind("loong", {"id", "doc", "question", "instruction", "answer", "level", "type"},
-                         "lc_pipeline.sources.loong:validate_loong_files")
+                         "lc_pipeline.benchmarks.loong.sources:validate_loong_files")

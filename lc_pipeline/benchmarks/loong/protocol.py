@@ -48,12 +48,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lc_pipeline.benchmarks.loong import official_files
+from lc_pipeline.benchmarks.loong.sources import LoongDocuments, documents_folder
 from lc_pipeline.config import OfficialProtocol, files_found_here
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.construct.truncation import DROP_DOCUMENTS, drop_documents
 from lc_pipeline.official import OfficialFileError, read_official_text
 from lc_pipeline.settings import Settings
-from lc_pipeline.sources.loong import LoongDocuments, documents_folder
 
 MAX_LENGTH = 128_000  # run.sh --max_length for a 128K model (module docstring)
 TOKENIZER = "cl100k_base"  # token_length.py: tiktoken.encoding_for_model("gpt-3.5-turbo")

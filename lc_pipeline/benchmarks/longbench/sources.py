@@ -28,6 +28,7 @@ from pathlib import Path
 import polars as pl
 
 from lc_pipeline.sources.hub import source_paths
+from lc_pipeline.sources.numbered_blocks import split_numbered
 from lc_pipeline.sources.validation import (
     OnError,
     Record,
@@ -41,7 +42,7 @@ from lc_pipeline.sources.validation import (
 )
 
 __all__ = ["CATEGORIES", "CLASSIFICATION", "LONGBENCH_E_TASKS", "MULTI_HOP", "TASKS", "load_longbench",
-           "longbench_source", "split_numbered"]
+           "longbench_source"]
 
 # LongBench's own grouping (paper Table 1), named as our items' ``category``.
 CATEGORIES: dict[str, str] = {
@@ -91,24 +92,6 @@ class _Doc:
     n: int  # passage number in the record (0 = text before the first header)
     title: str
     text: str
-
-
-def split_numbered(context: str, header: re.Pattern[str]) -> list[tuple[int, str]] | None:
-    """(number, body) per header found in sequence; None when there is no header 1."""
-    starts: list[re.Match[str]] = []
-    for m in header.finditer(context):
-        if int(m.group("n")) == len(starts) + 1:
-            starts.append(m)
-    if not starts:
-        return None
-    blocks = []
-    preamble = context[: starts[0].start()].strip()
-    if preamble:  # not seen in LongBench; kept (as passage 0) rather than dropped
-        blocks.append((0, preamble))
-    for i, m in enumerate(starts):
-        end = starts[i + 1].start() if i + 1 < len(starts) else len(context)
-        blocks.append((i + 1, context[m.end() : end].strip()))
-    return blocks
 
 
 def _title_and_text(task: str, body: str) -> tuple[str, str]:

@@ -38,7 +38,7 @@ from pathlib import Path
 import polars as pl
 
 from lc_pipeline.sources.hub import source_paths
-from lc_pipeline.sources.longbench import split_numbered
+from lc_pipeline.sources.numbered_blocks import split_numbered
 from lc_pipeline.sources.validation import (
     OnError,
     Record,

@@ -7,7 +7,7 @@ metric or judge needs in ``record_fields``: ``options`` (∞Bench MC), ``key_poi
 extracted key points: ∞Bench Sum's key-points file, Multi-LexSum's ``summary/short_keypoints``),
 ``reference_summary`` (Multi-LexSum's long summary: the judge's expert summary for precision, §4.2
 step 4). Items of a train split only serve as demonstrations: ``record_fields.split = "train"``, no
-documents (construct/helmet/long_document.py never makes them test items).
+documents (benchmarks/helmet/construction/long_document.py never makes them test items).
 
 ``kind: narrativeqa`` (Hugging Face ``deepmind/narrativeqa`` layout; JSONL / Parquet dumps of its splits)::
 
@@ -60,8 +60,8 @@ from typing import Any
 
 import polars as pl
 
-from lc_pipeline.construct.helmet.long_document import LONG_DOCUMENT_QA, TRAIN_SPLIT
-from lc_pipeline.construct.helmet.pools import SUMMARIZATION_CATEGORY
+from lc_pipeline.benchmarks.helmet.construction.long_document import LONG_DOCUMENT_QA, TRAIN_SPLIT
+from lc_pipeline.benchmarks.helmet.construction.pools import SUMMARIZATION_CATEGORY
 from lc_pipeline.sources.hub import HUB_OPTIONS, hub_to_file
 from lc_pipeline.sources.validation import (
     OnError,
@@ -105,7 +105,7 @@ class _Lengths:
             return True
         if key not in self._counts:
             if self._counter is None:
-                from lc_pipeline.construct.helmet.fitting import COUNTS_SPECIAL_TOKENS
+                from lc_pipeline.benchmarks.helmet.construction.fitting import COUNTS_SPECIAL_TOKENS
                 from lc_pipeline.construct.tokens import TokenCounter
 
                 self._counter = TokenCounter.load(self.tokenizer, fallback=self.fallback).counting_special_tokens(
