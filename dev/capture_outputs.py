@@ -1,0 +1,386 @@
+"""Capture what the packaged configs produce, to compare two versions of the code (issue 30: behaviour kept).
+
+    python dev/capture_outputs.py --out DIR [--configs a,b,...] [--python-path ROOT] [--timeout S]
+    python dev/capture_outputs.py --compare BASE_DIR NEW_DIR
+
+Capture: for each packaged config (ROOT/lc_pipeline/configs/*.yaml), in a fresh project folder DIR/<config>/project
+(its own lake, registry, Dagster home, local cache; LCP_DATA and LCP_OFFICIAL at ../shared as the tests use them,
+offline), everything goes through the `lcp` CLI of the code at ROOT (PYTHONPATH=ROOT, the entry point read from
+ROOT/pyproject.toml), so nothing here depends on where modules live:
+
+- `lcp plan --config NAME` builds the instances (sources, retrieval, instances; nothing generated);
+- a config that runs a benchmark as released (`released:`) is scored without a model: predictions made from its
+  instances are imported (`lcp import-predictions`) as model `gold` (each record's first gold answer) and `half`
+  (gold for every other record in record-id order, WRONG otherwise), then `lcp backfill --model gold|half`.
+  Judge-scored tasks stay unjudged (no judge is configured), which the log records;
+- every Parquet table of the lake (a folder's parquet files read together; the table is the folder's path under
+  the lake, hive partitions included) is normalized: volatile columns dropped (VOLATILE), the project folder and
+  the code root in strings replaced by <project> / <code>, rows sorted by the table's key column (KEYS) or by the
+  whole row; then DIR/<config>/digest.json holds per table its rows, columns+dtypes and a sha256 per column, and
+  DIR/<config>/tables/<table>.parquet the normalized table. DIR/<config>/commands.log has every command, its exit
+  code, time and output tail. A config that cannot be built (missing data, a time-out) is recorded with the reason.
+
+Compare: per config, table and column what differs (status, tables or columns added/removed, row counts, dtypes,
+column hashes with a few example rows by key); exit 1 when anything differs, 0 when nothing does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import polars as pl
+import yaml
+
+HERE = Path(__file__).resolve().parents[1]
+SHARED = HERE.parent / "shared"
+WRONG = "xq-capture-wrong-answer"
+# Columns that differ between two captures of the same code (found by capturing twice and comparing):
+# {table name prefix ("" for every table): [columns]}.
+VOLATILE: dict[str, list[str]] = {
+    "": ["latency_s"],
+}
+# The column rows are sorted by and differences are shown by, first one present that is unique in the table.
+KEYS = ("score_id", "generation_id", "instance_id", "passage_id", "fact_id", "rule_id", "item_id", "doc_id",
+        "record_id", "sample_id")
+
+
+def fail(msg: str) -> None:
+    print(f"capture_outputs: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+# --------------------------------------------------------------------------------------------------- capture
+
+
+def lcp_entry(root: Path) -> list[str]:
+    """The python command running ROOT's `lcp` ([project.scripts] lcp = "module:function")."""
+    pyproject = root / "pyproject.toml"
+    try:
+        target = tomllib.loads(pyproject.read_text())["project"]["scripts"]["lcp"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
+        fail(f"{pyproject}: no [project.scripts] lcp entry ({exc})")
+    module, func = target.split(":")
+    return [sys.executable, "-c", f"import sys; sys.argv[0] = 'lcp'; from {module} import {func}; {func}()"]
+
+
+class Project:
+    """One config's project folder and the log of the commands run in it."""
+
+    def __init__(self, out: Path, config: str, root: Path, timeout: float):
+        self.dir = out / config
+        if self.dir.exists():
+            shutil.rmtree(self.dir)
+        self.project = self.dir / "project"
+        (self.project / ".dagster").mkdir(parents=True)
+        if (root / "dagster.yaml").exists():
+            shutil.copy(root / "dagster.yaml", self.project / "dagster.yaml")
+        self.root, self.config, self.timeout = root, config, timeout
+        self.lake = self.project / "lake"
+        self.log = (self.dir / "commands.log").open("w")
+        self.entry = lcp_entry(root)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("LCP_", "DAGSTER_", "OPENAI_"))}
+        self.env.update(
+            PYTHONPATH=str(root), LCP_PROJECT_DIR=str(self.project), LCP_LAKE=str(self.lake),
+            LCP_MODELS=str(self.project / "models.yaml"), DAGSTER_HOME=str(self.project / ".dagster"),
+            LCP_LOCAL_CACHE=str(self.project / "cache"), LCP_DATA=str(SHARED / "data"),
+            LCP_OFFICIAL=str(SHARED / "official"), LCP_OFFLINE="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+            TOKENIZERS_PARALLELISM="false")
+
+    def run(self, args: list[str], lcp: bool = True) -> tuple[int, str, float]:
+        """Run `lcp ARGS` (or ARGS) in the project folder; log command, exit code, seconds and output tail."""
+        cmd = self.entry + args if lcp else args
+        shown = ("lcp " + " ".join(args)) if lcp else " ".join(args)
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=self.project, env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            output, _ = proc.communicate(timeout=self.timeout)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                output, _ = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                output, _ = proc.communicate()
+            rc = "timeout"
+            output = (output or "") + f"\n[killed after {self.timeout:.0f} s]"
+        took = time.monotonic() - start
+        tail = "\n".join(output.splitlines()[-40:])
+        self.log.write(f"$ {shown}\n[exit {rc}, {took:.1f} s]\n{tail}\n\n")
+        self.log.flush()
+        print(f"  {self.config}: {shown} -> exit {rc} ({took:.1f} s)", flush=True)
+        return (rc if isinstance(rc, int) else 124), output, took
+
+
+def missing_data(config_file: Path) -> list[str]:
+    """The $LCP_DATA files and folders the config's sources name that are not in ../shared/data."""
+    cfg = yaml.safe_load(config_file.read_text())
+    missing = []
+    for source in cfg.get("sources") or []:
+        for value in source.values():
+            for v in value if isinstance(value, list) else [value]:
+                if isinstance(v, str) and v.startswith("$LCP_DATA/"):
+                    path = SHARED / "data" / v.removeprefix("$LCP_DATA/")
+                    if not path.exists():
+                        missing.append(str(path))
+    return sorted(set(missing))
+
+
+def predictions(lake: Path) -> dict[str, list[dict]]:
+    """Predictions for models gold and half from the lake's instances (one per record id, first gold answer)."""
+    frames = [pl.read_parquet(p, columns=["record_id", "answers"]) for p in sorted(lake.glob("instances/*/*.parquet"))]
+    if not frames:
+        return {}
+    rows = pl.concat(frames).filter(pl.col("record_id").is_not_null()).unique("record_id").sort("record_id")
+    gold, half = [], []
+    for i, (rid, answers) in enumerate(rows.iter_rows()):
+        answer = answers[0] if answers else ""
+        gold.append({"_id": rid, "prediction": answer})
+        half.append({"_id": rid, "prediction": answer if i % 2 == 0 else WRONG})
+    return {"gold": gold, "half": half}
+
+
+def packaged_configs(root: Path) -> dict[str, Path]:
+    """The packaged configs of the code at ROOT: lc_pipeline/configs/*.yaml (else any configs/ folder under
+    lc_pipeline, should a move have put them elsewhere)."""
+    files = sorted((root / "lc_pipeline" / "configs").glob("*.yaml")) or sorted(
+        (root / "lc_pipeline").rglob("configs/*.yaml"))
+    return {f.stem: f for f in files}
+
+
+def capture_config(out: Path, name: str, config_file: Path, root: Path, timeout: float) -> dict:
+    p = Project(out, name, root, timeout)
+    started = time.monotonic()
+    status: dict = {"config": name, "code_root": str(root), "steps": []}
+    rc, output, _ = p.run([sys.executable, "-c", "import lc_pipeline; print(lc_pipeline.__file__)"], lcp=False)
+    status["lc_pipeline"] = output.strip().replace(str(root), "<code>")
+    if rc != 0 or not output.strip().startswith(str(root)):
+        status.update(state="error", reason=f"lc_pipeline is not imported from {root}: {output.strip()}")
+        return finish(p, status, started)
+    missing = missing_data(config_file)
+    if missing:
+        status.update(state="missing_data", reason="not in ../shared/data: " + ", ".join(
+            m.replace(str(SHARED), "../shared") for m in missing))
+        return finish(p, status, started)
+    rc, output, took = p.run(["plan", "--config", name, "--format", "json"])
+    status["steps"].append({"step": "plan", "exit": rc, "seconds": round(took, 1)})
+    if rc != 0:
+        status.update(state="build_failed" if rc != 124 else "build_timeout",
+                      reason="\n".join(output.strip().splitlines()[-5:]))
+        return finish(p, status, started)
+    released = "released" in (yaml.safe_load(config_file.read_text()) or {})
+    status["state"] = "built"
+    if not released:
+        status["scoring"] = "not scored: a constructed benchmark, scored only by generating with a model"
+    else:
+        preds = predictions(p.lake)
+        status["scoring"] = {}
+        for model, rows in preds.items():
+            file = p.dir / f"{model}.jsonl"
+            file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+            rc, output, took = p.run(["import-predictions", str(file), "--model", model, "--config", name])
+            status["steps"].append({"step": f"import-predictions {model}", "exit": rc, "seconds": round(took, 1)})
+            if rc == 0:
+                rc, output, took = p.run(["backfill", "--model", model, "--config", name])
+                status["steps"].append({"step": f"backfill {model}", "exit": rc, "seconds": round(took, 1)})
+            status["scoring"][model] = {"records": len(rows), "exit": rc,
+                                        "unjudged": [line.strip() for line in output.splitlines()
+                                                     if "judge" in line.lower()][:5]}
+        status["state"] = "scored" if all(v["exit"] == 0 for v in status["scoring"].values()) else "score_failed"
+    return finish(p, status, started)
+
+
+def finish(p: Project, status: dict, started: float) -> dict:
+    status["seconds"] = round(time.monotonic() - started, 1)
+    status["tables"] = digest_lake(p) if p.lake.exists() else {}
+    p.log.close()
+    (p.dir / "digest.json").write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
+    print(f"{status['config']}: {status['state']} in {status['seconds']} s, {len(status['tables'])} tables"
+          + (f" ({status['reason'][:200]})" if status.get("reason") else ""), flush=True)
+    return status
+
+
+# ---------------------------------------------------------------------------------------------------- digest
+
+
+def volatile(table: str) -> list[str]:
+    return sorted({c for prefix, cols in VOLATILE.items() if table.startswith(prefix) for c in cols})
+
+
+def canonical(value, subs: list[tuple[str, str]]) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    for old, new in subs:
+        text = text.replace(old, new)
+    return text
+
+
+def normalize(frame: pl.DataFrame, table: str, subs: list[tuple[str, str]]) -> tuple[pl.DataFrame, str | None]:
+    """Volatile columns dropped, paths in strings replaced, rows sorted by the key (or the whole row)."""
+    frame = frame.drop([c for c in volatile(table) if c in frame.columns])
+    for col, dtype in frame.schema.items():
+        for old, new in subs:
+            if dtype == pl.String:
+                frame = frame.with_columns(pl.col(col).str.replace_all(old, new, literal=True))
+            elif dtype == pl.List(pl.String):
+                frame = frame.with_columns(pl.col(col).list.eval(pl.element().str.replace_all(old, new, literal=True)))
+    key = next((k for k in KEYS if k in frame.columns and frame[k].null_count() == 0 and frame[k].is_unique().all()),
+               None)
+    if key is not None:
+        return frame.sort(key), key
+    rows = [canonical(r, subs) for r in frame.iter_rows()]
+    order = sorted(range(len(rows)), key=rows.__getitem__)
+    return frame[order] if len(frame) else frame, None
+
+
+def digest_lake(p: Project) -> dict:
+    subs = [(str(p.project), "<project>"), (str(p.root), "<code>")]
+    tables: dict[str, list[Path]] = {}
+    for f in sorted(p.lake.rglob("*.parquet")):
+        tables.setdefault(f.parent.relative_to(p.lake).as_posix(), []).append(f)
+    out = {}
+    store = p.dir / "tables"
+    store.mkdir(exist_ok=True)
+    for table, files in sorted(tables.items()):
+        try:
+            frame = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+        except (OSError, pl.exceptions.PolarsError) as exc:  # an unreadable table is a finding, recorded
+            out[table] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
+        frame, key = normalize(frame, table, subs)
+        frame.write_parquet(store / (table.replace("/", "__") + ".parquet"))
+        out[table] = {
+            "files": len(files), "rows": len(frame), "key": key, "dropped": [c for c in volatile(table)],
+            "columns": {c: str(t) for c, t in frame.schema.items()},
+            "sha256": {c: hashlib.sha256("\n".join(canonical(v, subs) for v in frame[c].to_list()).encode())
+                       .hexdigest() for c in frame.columns},
+        }
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- compare
+
+
+def short(value, n: int = 160) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= n else text[:n] + f"... ({len(text)} chars)"
+
+
+def examples(base_dir: Path, new_dir: Path, table: str, col: str, key: str | None, n: int = 3) -> list[str]:
+    name = table.replace("/", "__") + ".parquet"
+    try:
+        a, b = pl.read_parquet(base_dir / "tables" / name), pl.read_parquet(new_dir / "tables" / name)
+    except OSError as exc:
+        return [f"(normalized table unreadable: {exc})"]
+    if key and key in a.columns and key in b.columns:
+        joined = a.select(key, col).join(b.select(key, col), on=key, how="full", suffix="__new", coalesce=True)
+        lines = []
+        for row in joined.iter_rows(named=True):
+            if canonical(row[col], []) != canonical(row[col + "__new"], []):
+                lines.append(f"{key}={row[key]}: {short(row[col])} -> {short(row[col + '__new'])}")
+                if len(lines) == n:
+                    break
+        return lines
+    lines = []
+    for i, (x, y) in enumerate(zip(a[col].to_list(), b[col].to_list(), strict=False)):
+        if canonical(x, []) != canonical(y, []):
+            lines.append(f"row {i} (no key; sorted by the whole row): {short(x)} -> {short(y)}")
+            if len(lines) == n:
+                break
+    return lines
+
+
+def compare(base: Path, new: Path) -> int:
+    differ = 0
+    names = sorted({d.name for d in base.iterdir() if (d / "digest.json").exists()}
+                   | {d.name for d in new.iterdir() if (d / "digest.json").exists()})
+    for name in names:
+        fa, fb = base / name / "digest.json", new / name / "digest.json"
+        if not fa.exists() or not fb.exists():
+            print(f"[{name}] captured only in {'base' if fa.exists() else 'new'}")
+            differ += 1
+            continue
+        a, b = json.loads(fa.read_text()), json.loads(fb.read_text())
+        lines = []
+        if a.get("state") != b.get("state"):
+            lines.append(f"state: {a.get('state')} -> {b.get('state')} ({b.get('reason', '')[:300]})")
+        for model in sorted(set(a.get("scoring") or {}) | set(b.get("scoring") or {})
+                            if isinstance(a.get("scoring"), dict) and isinstance(b.get("scoring"), dict) else []):
+            sa, sb = a["scoring"].get(model, {}), b["scoring"].get(model, {})
+            if (sa.get("records"), sa.get("exit")) != (sb.get("records"), sb.get("exit")):
+                lines.append(f"scoring {model}: records/exit {sa.get('records')}/{sa.get('exit')} -> "
+                             f"{sb.get('records')}/{sb.get('exit')}")
+        ta, tb = a.get("tables", {}), b.get("tables", {})
+        for t in sorted(set(ta) - set(tb)):
+            lines.append(f"table removed: {t} ({ta[t].get('rows')} rows)")
+        for t in sorted(set(tb) - set(ta)):
+            lines.append(f"table added: {t} ({tb[t].get('rows')} rows)")
+        for t in sorted(set(ta) & set(tb)):
+            x, y = ta[t], tb[t]
+            if "error" in x or "error" in y:
+                if x.get("error") != y.get("error"):
+                    lines.append(f"{t}: unreadable {x.get('error')} -> {y.get('error')}")
+                continue
+            if x["rows"] != y["rows"]:
+                lines.append(f"{t}: rows {x['rows']} -> {y['rows']}")
+            ca, cb = x["columns"], y["columns"]
+            if set(ca) - set(cb):
+                lines.append(f"{t}: columns removed {sorted(set(ca) - set(cb))}")
+            if set(cb) - set(ca):
+                lines.append(f"{t}: columns added {sorted(set(cb) - set(ca))}")
+            for c in sorted(set(ca) & set(cb)):
+                if ca[c] != cb[c]:
+                    lines.append(f"{t}.{c}: dtype {ca[c]} -> {cb[c]}")
+                if x["sha256"][c] != y["sha256"][c]:
+                    lines.append(f"{t}.{c}: values differ")
+                    key = x["key"] if x["key"] == y["key"] else None
+                    lines += ["    " + e for e in examples(base / name, new / name, t, c, key)]
+        if lines:
+            differ += 1
+            print(f"[{name}] {len([ln for ln in lines if not ln.startswith('    ')])} differences")
+            print("\n".join("  " + ln for ln in lines))
+        else:
+            print(f"[{name}] same ({a.get('state')}, {len(ta)} tables)")
+    print(f"{differ} of {len(names)} configs differ")
+    return 1 if differ else 0
+
+
+# ------------------------------------------------------------------------------------------------------ main
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, help="the capture folder (one subfolder per config)")
+    ap.add_argument("--configs", help="comma-separated packaged config names (default: all)")
+    ap.add_argument("--python-path", type=Path, default=HERE, help="the code root to run (default: this checkout)")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds one lcp command may take")
+    ap.add_argument("--compare", nargs=2, type=Path, metavar=("BASE_DIR", "NEW_DIR"))
+    args = ap.parse_args()
+    if args.compare:
+        sys.exit(compare(*args.compare))
+    if not args.out:
+        ap.error("--out DIR or --compare BASE_DIR NEW_DIR")
+    root = args.python_path.resolve()
+    available = packaged_configs(root)
+    names = args.configs.split(",") if args.configs else sorted(available)
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        fail(f"no packaged config {unknown} in {root}/lc_pipeline/configs (there: {sorted(available)})")
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        capture_config(args.out.resolve(), name, available[name], root, args.timeout)
+
+
+if __name__ == "__main__":
+    main()
