@@ -7,7 +7,7 @@ X in A-D; no match is no answer. A record is correct when that letter is the gol
 
 The table: accuracy x 100 overall, on the easy and hard records, and on the short, medium and long
 ones; rounded to one decimal only when displayed. The classes are the record's own fields, kept in the
-instances' ``record_fields`` (sources/longbench_v2.py); the direct mode (task ``longbench_v2``) and the
+instances' ``record_fields`` (benchmarks/longbench_v2/sources.py); the direct mode (task ``longbench_v2``) and the
 chain-of-thought mode (task ``cot``) are tables apart (:func:`v2_tables`).
 """
 
@@ -96,7 +96,7 @@ def v2_table(rows: Iterable[tuple[str, str, float]] | pl.DataFrame) -> pl.DataFr
 def v2_rows(metric_scores: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFrame:
     """(task, difficulty, length, correct) per LongBench v2 row of METRIC_SCORES (metric ``longbench_v2``), the
     classes read from its instance's ``record_fields`` (the record's own ``difficulty`` and ``length``, kept by
-    sources/longbench_v2.py). Give it one model's scores; ``task`` tells the direct and the CoT mode apart.
+    benchmarks/longbench_v2/sources.py). Give it one model's scores; ``task`` tells the direct and the CoT mode apart.
 
     An instance without a score row, or a score whose instance is missing or lacks the classes, is an error
     naming the instance and the field."""

@@ -2,7 +2,7 @@
 placeholders replaced in the declared order with the first call's reply and the released record's fields (each
 stripped when ``strip``), the document left out when the template omits it; declarations that cannot work are
 refused when the task file loads, and a record lacking a named field is an error naming the instance. LongBench
-v2's merged question gives back the released question and choices (sources/longbench_v2.py)."""
+v2's merged question gives back the released question and choices (benchmarks/longbench_v2/sources.py)."""
 
 from __future__ import annotations
 

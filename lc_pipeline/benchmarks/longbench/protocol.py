@@ -65,7 +65,7 @@ register_prompt_budget(BUDGET, budget)
 
 def record_of(item: Mapping[str, Any]) -> dict[str, Any]:
     """The released record's fields, as ``pred.py`` hands them to ``str.format``, from a ``source_items`` row
-    (sources/longbench.py keeps ``context`` and ``input`` verbatim, ``_id``, ``dataset`` and ``length``).
+    (sources.py keeps ``context`` and ``input`` verbatim, ``_id``, ``dataset`` and ``length``).
     Fields the adapter does not keep as released (``language`` of code records) are left out, so a template naming
     one fails naming it rather than filling in another value."""
     fields = json.loads(item.get("record_fields") or "{}")

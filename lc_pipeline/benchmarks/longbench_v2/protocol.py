@@ -106,7 +106,7 @@ def official_left_out(task: str, output: str) -> bool:
 def record_of(item: Mapping[str, Any]) -> dict[str, Any]:
     """The released record's fields ``pred.py`` fills its templates with (``context``, ``question``, ``choice_A`` ..
     ``choice_D``, each as released but stripped) and its table's fields, from a ``source_items`` or ``instances``
-    row (sources/longbench_v2.py: the context verbatim, the question and choices given back by
+    row (sources.py: the context verbatim, the question and choices given back by
     ``released_question``)."""
     try:
         record: dict[str, Any] = released_question(item["question"], item.get("record_fields") or "{}")

@@ -103,8 +103,8 @@ def released_question(question: str, record_fields: str | dict) -> dict[str, str
     parts = split_question(question)
     if parts is None:
         raise ValueError("field 'question': not a LongBench v2 question with its choices (A)-(D) "
-                         "(sources/longbench_v2.py question_with_choices), and record_fields keeps no released "
-                         "question and choices")
+                         "(benchmarks/longbench_v2/sources.py question_with_choices), and record_fields keeps no "
+                         "released question and choices")
     return parts
 
 

@@ -3,7 +3,7 @@ prompt, and how their judge scores it (issue 30; fidelity audit LO2..LO6).
 
 Read from their files at the pinned commit (official_files.py), never copied here; the item's own template,
 instruction, question and answer come from the release (``loong.jsonl``), its documents from the release's
-``doc/`` folder, read as ``get_content`` reads them (sources/loong.py ``LoongDocuments.as_released``: whole
+``doc/`` folder, read as ``get_content`` reads them (sources.py ``LoongDocuments.as_released``: whole
 files, nothing stripped; a legal judgment's ``result`` directly after its ``content``, withheld only where
 ``get_content``'s own condition holds, read from their file by :func:`legal_result_rule`; on the released data
 it never does, since the words it looks for sit in the question, not the instruction).

@@ -48,7 +48,7 @@ register_prompt_budget(BUDGET, budget)
 
 def record_of(item: Mapping[str, Any]) -> dict[str, Any]:
     """The released record's fields, as ``prediction.py`` hands them to ``str.format``, from a ``source_items`` row
-    (sources/lveval.py keeps ``context`` and ``input`` verbatim, ``answers``, ``language``, ``length``; ``dataset``
+    (sources.py keeps ``context`` and ``input`` verbatim, ``answers``, ``language``, ``length``; ``dataset``
     is the record's dataset with its level, e.g. ``cmrc_mixup_16k``, as in the release)."""
     fields = json.loads(item.get("record_fields") or "{}")
     record: dict[str, Any] = {"context": item["context"], "input": item["question"], "answers": list(item["answers"]),
