@@ -250,7 +250,7 @@ def msmarco_source(config) -> tuple[pl.DataFrame, pl.DataFrame, list[ValidationR
         return accepted(load_msmarco_jsonl(data, source=config.name, **options))
     missing = [k for k in ("queries", "qrels", "candidates") if k not in trec]
     if missing:
-        raise ValueError(f"source {config.name!r} (msmarco): options {missing} are required (or 'data': HELMET's "
-                         f"JSONL)")
+        raise ValueError(f"source {config.name!r} (msmarco): options {missing} are required (or 'data': the "
+                         f"preprocessed re-rank JSONL)")
     return accepted(load_msmarco_trec(trec["queries"], trec["qrels"], trec["candidates"], source=config.name,
                                       **options))
