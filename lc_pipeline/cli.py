@@ -154,27 +154,52 @@ _CONFIG_HELP = "Benchmark config: packaged name (demo, default, longbench, ...) 
 _MODELS_HELP = "Models to evaluate (default: the config's models)."
 
 
+_TASKS_HELP = "Only these of the config's tasks, comma-separated (default: all)."
+_LIMIT_HELP = "At most N instances per task and length level, to try a config out (default: all)."
+
+
+def _selection_options(command):
+    """``--tasks`` and ``--limit`` (lm-evaluation-harness's): a run of part of the config (config.RunSelection)."""
+    command = click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N", help=_LIMIT_HELP)(command)
+    return click.option("--tasks", default=None, metavar="T,...", help=_TASKS_HELP)(command)
+
+
 @main.command("run")
 @click.option("--config", default=None, help=_CONFIG_HELP)
 @click.option("--model", "models", multiple=True, help=_MODELS_HELP)
-def run_command(config: str | None, models: tuple[str, ...]) -> None:
+@_selection_options
+def run_command(config: str | None, models: tuple[str, ...], tasks: str | None, limit: int | None) -> None:
     """Build the config's benchmark and evaluate its models: every step not already done (finished partitions are
-    reused), then print the leaderboard."""
-    _run_graph("run", config, models)
+    reused), then print the leaderboard. With --tasks / --limit, only that part of the config (its instances are
+    another config's: use its own --lake)."""
+    _run_graph("run", config, models, tasks, limit)
 
 
 @main.command()
 @click.option("--config", default=None, help=_CONFIG_HELP)
 @click.option("--model", "models", multiple=True, help=_MODELS_HELP)
-def demo(config: str | None, models: tuple[str, ...]) -> None:
+@_selection_options
+def demo(config: str | None, models: tuple[str, ...], tasks: str | None, limit: int | None) -> None:
     """The same as `lcp run` (its earlier name; `make demo` runs it on the embedded default)."""
-    _run_graph("demo", config, models)
+    _run_graph("demo", config, models, tasks, limit)
 
 
-def _run_graph(verb: str, config: str | None, models: tuple[str, ...]) -> None:
+def _select(tasks: str | None, limit: int | None) -> str:
+    """Set LCP_TASKS / LCP_LIMIT for this command and the runs it starts (settings.Settings); the options to repeat
+    when resuming."""
+    if tasks is not None:
+        os.environ["LCP_TASKS"] = ",".join(t.strip() for t in tasks.split(",") if t.strip())
+    if limit is not None:
+        os.environ["LCP_LIMIT"] = str(limit)
+    return (f" --tasks {shlex.quote(tasks)}" if tasks else "") + (f" --limit {limit}" if limit else "")
+
+
+def _run_graph(verb: str, config: str | None, models: tuple[str, ...], tasks: str | None = None,
+               limit: int | None = None) -> None:
+    selected = _select(tasks, limit)
     s = _settings(config)
     resume = f"lcp {verb}" + (f" --config {shlex.quote(config)}" if config else "") + \
-        "".join(f" --model {shlex.quote(m)}" for m in models)
+        "".join(f" --model {shlex.quote(m)}" for m in models) + selected
     with _graph_run(resume) as state:
         runner = state["runner"] = _runner(s)
         runner.preflight()  # what would fail only after generation fails here (D17)

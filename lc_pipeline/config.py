@@ -463,9 +463,28 @@ class ReleasedConfig(_Model):
         return self
 
 
-_SECTIONS = ("longbench100", "prior_knowledge", "lveval", "helmet", "minilongbench", "released")
+class RunSelection(_Model):
+    """A run of part of the config, to try it out (``lcp run --tasks T,... --limit N``, lm-evaluation-harness's
+    ``--tasks`` / ``--limit``): only these of the config's tasks (empty: all), at most ``limit`` instances per task
+    and length level (None: all), the first ones in the order the builders make them. Part of the config's
+    fingerprint, so the instances of a selection never pass for the whole config's."""
+
+    tasks: tuple[StrictStr, ...] = ()
+    limit: StrictInt | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> RunSelection:
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"only.limit must be >= 1, got {self.limit}")
+        if len(set(self.tasks)) != len(self.tasks):
+            raise ConfigError(f"only.tasks names a task twice: {list(self.tasks)}")
+        return self
+
+
+_SECTIONS = ("longbench100", "prior_knowledge", "lveval", "helmet", "minilongbench", "released", "only")
 # Fields added after configs had fingerprints: hashed only when set, so existing ids stay as they were.
-_NEW_FIELDS = ("task_files", "task_files_sha256", "tasks", "released", "nli", "protocol", "tokenizer_fallback")
+_NEW_FIELDS = ("task_files", "task_files_sha256", "tasks", "released", "nli", "protocol", "tokenizer_fallback",
+               "only")
 
 
 class BenchmarkConfig(_Model):
@@ -513,6 +532,8 @@ class BenchmarkConfig(_Model):
     # the authors' files are on this machine (:meth:`official_protocol`), else ours. Rows say which (instances'
     # ``protocol``).
     protocol: StrictStr | None = None
+    # Only part of the config (RunSelection: ``lcp run --tasks/--limit``); unset: all of it.
+    only: RunSelection | None = None
     _task_files_sha256: str = PrivateAttr("")
     _protocol: tuple[OfficialProtocol | None] | None = PrivateAttr(None)
 
@@ -686,6 +707,21 @@ class BenchmarkConfig(_Model):
             if unknown:
                 raise ConfigError(f"released.tasks: unknown {unknown}; {self.released.benchmark} declares {known}")
             self._check_released_builders(catalog)
+        if self.only is not None:
+            self._check_selection(catalog)
+
+    def _check_selection(self, catalog) -> None:
+        """``only.tasks`` names tasks the task files declare (of the benchmark run as released, within its
+        ``released.tasks`` when given); whether this config builds them is known when a level is built, which fails
+        naming a selected task that got no instance."""
+        if self.released is not None:
+            known = list(self.released.tasks) or [t.name for t in catalog.tasks(self.released.benchmark)]
+        else:
+            known = [t.name for t in catalog]
+        unknown = [t for t in self.only.tasks if t not in known]
+        if unknown:
+            raise ConfigError(f"config {self.name!r}: only.tasks (--tasks): unknown {unknown}; known tasks are "
+                              f"{known}")
 
     def _check_released_builders(self, catalog) -> None:
         """A benchmark run as released builds every task with ``released.builder``: a task file of this config that
@@ -831,8 +867,9 @@ def describe(exc: ValidationError, data: Any, model: type[BaseModel]) -> str:
     return "; ".join(problems)
 
 
-def load_config(path: str | Path) -> BenchmarkConfig:
-    """Load a config by path, or by the name of a packaged config (``demo``, ``default``)."""
+def load_config(path: str | Path, only: RunSelection | None = None) -> BenchmarkConfig:
+    """Load a config by path, or by the name of a packaged config (``demo``, ``default``); ``only``: run just part
+    of it (:class:`RunSelection`, replacing the file's own ``only``)."""
     p = Path(path)
     if not p.exists() and (PACKAGED_CONFIGS / f"{path}.yaml").exists():
         p = PACKAGED_CONFIGS / f"{path}.yaml"
@@ -843,10 +880,20 @@ def load_config(path: str | Path) -> BenchmarkConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: expected a mapping at the top level")
     raw.setdefault("sources", [])
+    if only is not None:
+        raw["only"] = only.model_dump()
     try:
         return BenchmarkConfig.model_validate(raw, context={"config_dir": p.parent})
     except ValidationError as exc:
         raise ConfigError(f"{p}: {describe(exc, raw, BenchmarkConfig)}") from None
+
+
+def settings_config(settings) -> BenchmarkConfig:
+    """The config ``settings`` (settings.Settings) name, narrowed to their ``tasks`` / ``limit`` (``lcp run --tasks
+    --limit``; :class:`RunSelection`) when they set any."""
+    only = (RunSelection(tasks=settings.tasks, limit=settings.limit)
+            if settings.tasks or settings.limit is not None else None)
+    return load_config(settings.config, only=only)
 
 
 def packaged_config_names() -> list[str]:

@@ -35,7 +35,7 @@ from lc_pipeline.assets import (
     sources,
 )
 from lc_pipeline.assets import judge as judge_assets
-from lc_pipeline.config import BenchmarkConfig, ConfigError, load_config
+from lc_pipeline.config import BenchmarkConfig, ConfigError, settings_config
 from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import (
@@ -186,7 +186,7 @@ def _assets(parts: Partitions, released: bool) -> list:
 
 
 def build_pipeline(settings: Settings) -> Pipeline:
-    config = load_config(settings.config)
+    config = settings_config(settings)
     parts = Partitions(config.lengths)
     released = config.released is not None
     with quiet_partition_mapping_warnings():
@@ -198,7 +198,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
     resources = {
         "io_manager": HiveParquetIOManager(base_dir=lake),
         "lake": LakeResource(base_dir=lake),
-        "benchmark": BenchmarkResource(config=settings.config),
+        "benchmark": BenchmarkResource(config=settings.config, tasks=list(settings.tasks), limit=settings.limit),
         "tokenizer": TokenizerResource(name=config.tokenizer, fallback=config.tokenizer_fallback),
         "embedder": EmbedderResource(model=config.embedding_model),
         "vector_index": VectorIndexResource(path=f"{lake}/passage_index/index.faiss"),

@@ -59,7 +59,8 @@ INSTANCE_CONTENT_FIELDS = _NEGATIVES + ("seed", "length_tolerance", "max_new_tok
                                         "length_unit")
 # The task files (the config's own; the packaged ones are versioned with the code), the extra tasks, and the
 # protocol in force (config.official_protocol: hashed only when official, with the authors' commit).
-_TASKS = ("task_files_sha256", "tasks", "released", "protocol")
+# ``only``: part of the config (lcp run --tasks / --limit), hashed only when set.
+_TASKS = ("task_files_sha256", "tasks", "released", "protocol", "only")
 _INSTANCES = INSTANCE_CONTENT_FIELDS + ("lengths", "depths", "items_per_length", "longbench100", "helmet") + _TASKS
 # LV-Eval variants: facts and rules are made for the items the QA suite selects.
 # The QA items they are made for depend on each item's prompt, hence on the task files too.

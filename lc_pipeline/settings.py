@@ -14,6 +14,8 @@ LCP_OFFICIAL_URL host of the authors' files at pinned commits: <url>/<owner>/<re
                                                                   [https://raw.githubusercontent.com]
 LCP_DATA         where the released benchmarks' files live: ``$LCP_DATA`` in a source option
                  (the packaged configs read $LCP_DATA/<config>/)                           [./data]
+LCP_TASKS        run only these of the config's tasks, comma-separated (`lcp run --tasks`)  [all]
+LCP_LIMIT        at most this many instances per task and length level (`lcp run --limit`) [all]
 
 A bucket's credentials are not settings: s3fs / gcsfs read them from the environment
 (see :mod:`lc_pipeline.storage`).
@@ -45,6 +47,10 @@ class Settings:
     executor_config: Path | None = None
     official_dir: Path | None = None  # the authors' checkouts (LCP_OFFICIAL); None: cache, then network
     official_url: str = DEFAULT_OFFICIAL_URL
+    # Part of the config (``lcp run --tasks`` / ``--limit``, config.RunSelection): its tasks (empty: all) and the
+    # most instances per task and level (None: all). lcp sets LCP_TASKS / LCP_LIMIT for the runs it starts.
+    tasks: tuple[str, ...] = ()
+    limit: int | None = None
 
     @classmethod
     def from_env(cls, project_dir: str | Path | None = None) -> Settings:
@@ -69,6 +75,8 @@ class Settings:
             executor_config=path("LCP_EXECUTOR_CONFIG", "") if env("LCP_EXECUTOR_CONFIG") else None,
             official_dir=path("LCP_OFFICIAL", "") if env("LCP_OFFICIAL") else None,
             official_url=(env("LCP_OFFICIAL_URL") or DEFAULT_OFFICIAL_URL).rstrip("/"),
+            tasks=tuple(t.strip() for t in (env("LCP_TASKS") or "").split(",") if t.strip()),
+            limit=_positive_int("LCP_LIMIT", env("LCP_LIMIT")),
         )
 
     @property
@@ -86,6 +94,18 @@ class Settings:
         if self.lake_is_local:
             return Path(self.lake_dir) / "_cache" / "judge.sqlite"
         return Path(self.local_cache_dir) / "judge.sqlite"
+
+
+def _positive_int(var: str, value: str | None) -> int | None:
+    if value is None or not value.strip():
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"${var}={value!r}: expected a whole number >= 1")
+    return number
 
 
 def cli_settings(config: str | None) -> Settings:

@@ -5,7 +5,7 @@ sample index**: LongBench v1's 21 tasks concatenated in the order of its score m
 table of global index ranges: 2wikimqa 0-199, dureader 200-399, ..., vcsum 4550-4749), each
 task's records in the order of its released file. A record's index is therefore its task's
 offset plus its 0-based position in its task file, which the LongBench adapter keeps in
-``record_fields`` (``{"dataset", "index"}``; benchmarks/longbench/sources.py).
+``record_fields`` (``{"dataset", "index"}``; sources/longbench.py).
 
 ``released.subset`` may be:
 
