@@ -19,11 +19,70 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 from lc_pipeline.construct.truncation import MIDDLE, validate_policy
 from lc_pipeline.generate.registry import ModelSpec
+
+SERVER_DEFAULT = "server default"  # what a row records for a field left to the API server (ApiDecoding)
+
+
+@dataclass(frozen=True)
+class ApiDecoding:
+    """How an official protocol's requests go to an API server (the ``openai`` backend), where the authors' API
+    script differs from what we send by default (``max_tokens`` = the request's ``max_new_tokens``, temperature 0,
+    the model's own system prompt): declared by a benchmark's protocol module (``official_api_decoding(task)``,
+    generate/partition.py), never by a branch on its name.
+
+    ``send_max_tokens`` False: no ``max_tokens`` (the server's default: it may answer up to the window);
+    ``send_temperature`` False: no ``temperature`` (the server's default, 1.0 on OpenAI's API) instead of 0, so the
+    server samples; ``system``: a system turn before the prompt, in place of the model's ``system_prompt`` (None:
+    the model's). ``source``: where the authors do so (repository, file, commit), recorded in the row.
+    ``read_system``: reads the system turn from the authors' file when it is needed (:meth:`resolved`: only for a
+    request that goes to a server), so a run on a local engine does not need that file.
+
+    Local engines (transformers, llama.cpp, vLLM) leave it aside: they need a cap, and decode greedily up to
+    ``max_new_tokens`` as the authors' local scripts do; generate/partition.py notes that in their rows."""
+
+    send_max_tokens: bool = True
+    send_temperature: bool = True
+    system: str | None = None
+    source: str = ""
+    read_system: Callable[[], str] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def changes(self) -> bool:
+        """Whether it changes anything we send (else a request carries none)."""
+        return not (self.send_max_tokens and self.send_temperature and self.system is None
+                    and self.read_system is None)
+
+    def resolved(self) -> ApiDecoding:
+        """This decoding with its system turn read (``read_system``), ready to go into requests."""
+        if self.read_system is None:
+            return self
+        system = self.read_system()
+        if not isinstance(system, str):
+            raise ValueError(f"API decoding of {self.source or 'an official protocol'}: the system turn read is a "
+                             f"{type(system).__name__}, not a string")
+        return replace(self, system=system, read_system=None)
+
+    def params(self) -> dict:
+        """What it adds to a row's sampling params (and through them to the cache key): the fields left to the
+        server as :data:`SERVER_DEFAULT`, the system turn and the source; {} when it changes nothing."""
+        if not self.changes:
+            return {}
+        if self.read_system is not None:
+            raise ValueError(f"API decoding of {self.source or 'an official protocol'}: its system turn is not read "
+                             "yet (ApiDecoding.resolved)")
+        out: dict = {"api_decoding": self.source or "official protocol"}
+        if not self.send_max_tokens:
+            out["max_tokens"] = SERVER_DEFAULT
+        if not self.send_temperature:
+            out.update(decoding=SERVER_DEFAULT, temperature=SERVER_DEFAULT)
+        if self.system is not None:
+            out["system_prompt"] = self.system
+        return out
 
 
 @dataclass
@@ -54,6 +113,10 @@ class GenerationRequest:
     # max_new_tokens, official protocol, fidelity review HE8): the fit cuts to min(it, window - max_new_tokens).
     # None: the window's budget.
     input_budget: int | None = None
+    # An official protocol's API decoding (:class:`ApiDecoding`: no max_tokens, the server's temperature, a system
+    # turn), set only for a generator that honours it (``honours_api_decoding``: the openai backend); local engines
+    # get None and cap the answer at ``max_new_tokens``, which every request keeps.
+    api: ApiDecoding | None = None
 
     def __post_init__(self) -> None:
         validate_policy(self.truncation, f"request {self.key!r}")
@@ -66,11 +129,19 @@ class GenerationRequest:
             raise ValueError(f"request {self.key!r}: seed must be in [0, 2^31), got {self.seed}")
         if self.input_budget is not None and self.input_budget < 2:
             raise ValueError(f"request {self.key!r}: input_budget must be >= 2 tokens, got {self.input_budget}")
+        if self.api is not None and self.temperature is not None and not self.api.send_temperature:
+            raise ValueError(f"request {self.key!r}: a sampling temperature ({self.temperature}) and the API "
+                             f"decoding's server-default temperature ({self.api.source}) contradict each other")
 
     @property
     def sampled(self) -> bool:
         """Whether the request samples (``temperature`` set) rather than decoding greedily."""
         return self.temperature is not None
+
+    @property
+    def system(self) -> str | None:
+        """The protocol's system turn (:class:`ApiDecoding`), None: the model's own."""
+        return self.api.system if self.api is not None else None
 
 
 @dataclass
@@ -158,11 +229,13 @@ def sampling_seed(instance_id: str) -> int:
 
 
 def request_decoding(request: GenerationRequest) -> dict:
-    """What a sampled request adds to the generator's ``sampling_params`` (its row records them): ``decoding``
-    "sample", ``temperature``, ``top_p`` 1.0, ``top_k`` 0 (none) and ``seed``; {} for a greedy request."""
-    if request.temperature is None:
-        return {}
-    return {"decoding": "sample", "temperature": request.temperature, "top_p": 1.0, "top_k": 0, "seed": request.seed}
+    """What a request adds to the generator's ``sampling_params`` (its row records them, its cache key hashes
+    them): a sampled one ``decoding`` "sample", ``temperature``, ``top_p`` 1.0, ``top_k`` 0 (none) and ``seed``;
+    an API decoding's fields (:meth:`ApiDecoding.params`); {} for a greedy request without one."""
+    out = request.api.params() if request.api is not None else {}
+    if request.temperature is not None:
+        out.update(decoding="sample", temperature=request.temperature, top_p=1.0, top_k=0, seed=request.seed)
+    return out
 
 
 def sampling_params_json(params: dict) -> str:

@@ -54,6 +54,13 @@ the same record while its count (``usage.prompt_tokens``) agrees with ours, and 
 template is ours either way (``chat_template_source`` "model", "file:..." or "none"). In chat mode the server
 renders the prompt (``chat_template_source`` "server", no hash, BOS count unknown).
 
+**An official protocol's API decoding** (``GenerationRequest.api``, base.ApiDecoding, declared by the benchmark's
+protocol module): the request goes out without ``max_tokens`` and / or ``temperature`` where the authors' API
+script sends none (the server's defaults; :func:`request_body`), with the protocol's system turn before the prompt
+in place of the model's ``system_prompt`` (in completions mode, rendered into the template). The prompt is still
+fitted with ``max_new_tokens`` reserved for the answer, and a reply is checked against the window instead of the
+cap (:meth:`OpenAIGenerator.reply_cap`).
+
 A reasoning model's thoughts (``thinking: {location: field}``), which the server returns apart from the answer
 in a chat completion's message (``reasoning_content``: vLLM, llama.cpp's server, DeepSeek; ``reasoning``:
 OpenRouter, newer vLLM), go into ``GenerationResult.thinking`` (:func:`reasoning_field`); generate/thinking.py
@@ -166,6 +173,23 @@ def finish_reason(choice: Any) -> str:
     """The row's finish reason in the table's terms: "length" when the server says the answer was cut at
     max_tokens, else "stop" (a missing, odd or 5,000-character value included)."""
     return "length" if getattr(choice, "finish_reason", None) == "length" else "stop"
+
+
+def request_body(req: GenerationRequest) -> dict:
+    """The decoding fields of ``req``'s body: ``max_tokens`` (its ``max_new_tokens``), ``temperature`` 0 (or an
+    official protocol's sampling temperature with ``top_p`` 1 and the request's seed), ``seed`` 0 and no penalties;
+    an official protocol's API decoding (``req.api``, base.ApiDecoding) leaves out ``max_tokens`` and / or
+    ``temperature``, so the server's defaults apply, as the authors' API scripts send them."""
+    body: dict = {"max_tokens": req.max_new_tokens, "temperature": 0.0, "seed": 0, "frequency_penalty": 0.0,
+                  "presence_penalty": 0.0}
+    if req.sampled:  # an official protocol's sampling (GenerationRequest.temperature), seeded per instance
+        body.update(temperature=req.temperature, top_p=1.0, seed=req.seed)
+    if req.api is not None:
+        if not req.api.send_max_tokens:
+            del body["max_tokens"]
+        if not req.api.send_temperature:
+            del body["temperature"]
+    return body
 
 
 def _backoff_s(attempt: int) -> float:
@@ -385,6 +409,7 @@ def _close_sessions(sessions: list[_Session]) -> None:
 class OpenAIGenerator:
     backend = "openai"
     streams_results = True  # generate() hands every result to on_result as it arrives
+    honours_api_decoding = True  # an official protocol's ApiDecoding reaches the server (generate/partition.py)
 
     def __init__(self, spec: ModelSpec) -> None:
         if spec.backend != "openai":
@@ -460,10 +485,11 @@ class OpenAIGenerator:
 
     # ------------------------------------------------------------------ prompts
 
-    def render(self, user_text: str) -> list[int]:
+    def render(self, user_text: str, system: str | None = None) -> list[int]:
+        """The ids a chat request should be fed (``system``: the request's system turn, base.ApiDecoding)."""
         tok = self.prompt_tokenizer
         if self.spec.api == "chat" and self.spec.chat_template:
-            ids = chat_ids(self.spec, tok, user_text)  # the template rendered once
+            ids = chat_ids(self.spec, tok, user_text, system)  # the template rendered once
             if ids is None:  # no local template (e.g. tiktoken for an API model): the user text plus a margin
                 return tok.encode(user_text) + [0] * getattr(tok, "CHAT_OVERHEAD", 16)
             return ids
@@ -495,11 +521,13 @@ class OpenAIGenerator:
         if self.api_for(request) == "completions":
             return fit_request(self.spec, tok, request)
         if prompt_budget_name(request.truncation) is not None:
-            return fit_prompt_budget(self.spec, tok, request, render=lambda text, chat: self.render(text))
+            return fit_prompt_budget(self.spec, tok, request,
+                                     render=lambda text, chat: self.render(text, request.system))
         budget = self.spec.max_model_len - request.max_new_tokens
         if request.input_budget is not None:  # an official protocol's budget below the window's (prompting.fit_request)
             budget = min(budget, request.input_budget)
-        return fit_prompt(request.prompt, budget, render=self.render, encode=tok.encode, decode=tok.decode,
+        return fit_prompt(request.prompt, budget, render=lambda text: self.render(text, request.system),
+                          encode=tok.encode, decode=tok.decode,
                           policy=request.truncation, context=request.context, key=request.key)
 
     def sampling_params(self) -> dict:
@@ -631,7 +659,7 @@ class OpenAIGenerator:
         fed = self.fed_fields(req, fit, api)
         prompt_tokens = self._count(usage, "prompt_tokens", 2 * max(self.spec.max_model_len, len(fit.ids)),
                                     lambda: len(fit.ids), req.key)
-        completion_tokens = self._count(usage, "completion_tokens", token_limit(req.max_new_tokens),
+        completion_tokens = self._count(usage, "completion_tokens", token_limit(self.reply_cap(req)),
                                         lambda: len(self.prompt_tokenizer.encode(thoughts + text)), req.key)
         if as_text and usage is not None and prompt_tokens != len(fit.ids):
             log.warning(
@@ -705,14 +733,12 @@ class OpenAIGenerator:
         """(reply text, finish reason, usage, the server's separate reasoning: "" for text completions), from the
         endpoint ``api`` (default: the model's)."""
         api = api or self.spec.api
-        common = {"model": self.api_model, "max_tokens": req.max_new_tokens, "temperature": 0.0, "seed": 0,
-                  "frequency_penalty": 0.0, "presence_penalty": 0.0}
-        if req.sampled:  # an official protocol's sampling (GenerationRequest.temperature), seeded per instance
-            common.update(temperature=req.temperature, top_p=1.0, seed=req.seed)
+        common = {"model": self.api_model, **request_body(req)}
         if self.spec.extra_body:
             common["extra_body"] = self.spec.extra_body
         if api == "chat":
-            resp = await client.chat.completions.create(messages=messages_for(self.spec, fit.text), **common)
+            resp = await client.chat.completions.create(messages=messages_for(self.spec, fit.text, req.system),
+                                                        **common)
         else:
             prompt = self.prompt_tokenizer.decode(fit.ids) if as_text else fit.ids
             resp = await client.completions.create(prompt=prompt, **common)
@@ -729,19 +755,27 @@ class OpenAIGenerator:
         self._check_length(req, text + thoughts)
         return text, finish_reason(choice), resp.usage, thoughts
 
+    def reply_cap(self, req: GenerationRequest) -> int:
+        """The most tokens a reply to ``req`` should have: its ``max_new_tokens``, or the model's window where the
+        request sends no ``max_tokens`` (an official protocol's API decoding: the server's default)."""
+        return req.max_new_tokens if req.api is None or req.api.send_max_tokens else self.spec.max_model_len
+
     def _check_length(self, req: GenerationRequest, text: str) -> None:
         """A reply far longer than the ``max_tokens`` asked for (more than :func:`token_limit`, counted with our
         tokenizer; characters first, so that 40 MB is not tokenized) is not a completion of the request (issue 31
-        D8: a server ignoring max_tokens had its 40 MB answer stored and scored)."""
-        limit = token_limit(req.max_new_tokens)
+        D8: a server ignoring max_tokens had its 40 MB answer stored and scored). Without ``max_tokens``, the
+        window bounds it (:meth:`reply_cap`)."""
+        cap = self.reply_cap(req)
+        limit = token_limit(cap)
+        capped = req.api is None or req.api.send_max_tokens
+        asked = (f"{cap} tokens asked for (max_tokens ignored?)" if capped
+                 else f"{cap}-token window of the model (no max_tokens was sent)")
         if len(text) > limit * MAX_CHARS_PER_TOKEN:
-            raise MalformedReply(f"the reply has {len(text)} characters, far more than the {req.max_new_tokens} tokens "
-                                 "asked for (max_tokens ignored?)")
+            raise MalformedReply(f"the reply has {len(text)} characters, far more than the {asked}")
         if len(text) > limit:
             count = len(self.prompt_tokenizer.encode(text))
             if count > limit:
-                raise MalformedReply(f"the reply has {count} tokens, far more than the {req.max_new_tokens} asked for "
-                                     "(max_tokens ignored?)")
+                raise MalformedReply(f"the reply has {count} tokens, far more than the {asked}")
 
     def _count(self, usage: Any, name: str, upper: int, local: Callable[[], int], key: str) -> int:
         """``usage.<name>`` when it is an int in [0, ``upper``], else (with a warning naming the value) ``local()``:

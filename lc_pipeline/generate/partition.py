@@ -26,6 +26,7 @@ import polars as pl
 from lc_pipeline import schemas
 from lc_pipeline.construct.truncation import policy_for_task
 from lc_pipeline.generate.base import (
+    ApiDecoding,
     GenerationRequest,
     GenerationResult,
     Generator,
@@ -83,6 +84,10 @@ RECORD_COLUMNS = ("question", "answers", "language", "record_fields")
 # ``record_fields`` key of an instance's input budget (the authors' limit on the rendered input; HELMET: L -
 # max_new_tokens), both read for instances of an official protocol (``protocol`` "official@<commit>") only.
 TEMPERATURE_HOOK = "official_temperature"
+# The protocol module's function giving how the authors' API script decodes a task (base.ApiDecoding: no max_tokens,
+# the server's temperature, a system turn; None: as we send it), applied on a generator that honours it
+# (``honours_api_decoding``: the openai backend), noted in the rows of the others.
+API_DECODING_HOOK = "official_api_decoding"
 BUDGET_FIELD = "protocol_budget"
 
 
@@ -107,6 +112,28 @@ def official_temperature(benchmark: str, task: str) -> float | None:
         return None
     hook = getattr(_protocol_module(benchmark, "the official temperature is read"), TEMPERATURE_HOOK, None)
     return None if hook is None else hook(task)
+
+
+def official_api_decoding(benchmark: str, task: str) -> ApiDecoding | None:
+    """How the authors' API script decodes ``task`` (its protocol module's ``official_api_decoding(task)``,
+    base.ApiDecoding), None when it sends what we send or the module declares nothing."""
+    from lc_pipeline.config import has_official_protocol, protocol_module
+
+    if not has_official_protocol(benchmark):
+        return None
+    hook = getattr(_protocol_module(benchmark, "the official API decoding is read"), API_DECODING_HOOK, None)
+    value = None if hook is None else hook(task)
+    if value is not None and not isinstance(value, ApiDecoding):
+        raise ValueError(f"benchmark {benchmark!r}, task {task!r}: {protocol_module(benchmark)}.{API_DECODING_HOOK} "
+                         f"returned a {type(value).__name__}, expected an ApiDecoding or None")
+    return value if value is not None and value.changes else None
+
+
+def local_engine_note(api: ApiDecoding, backend: str, max_new_tokens: int) -> str:
+    """What a row of an engine that needs a cap says under a protocol whose API decoding it does not apply."""
+    return (f"the protocol's API decoding ({api.source or 'official protocol'}) applies to API servers (backend "
+            f"openai); backend {backend!r} decodes greedily up to max_new_tokens {max_new_tokens}, without its "
+            "system turn")
 
 
 def protocol_budget(row: Mapping) -> int | None:
@@ -189,6 +216,7 @@ def plan_partition(
     fp = spec.fingerprint()
     by_record = bool(getattr(generator, "keyed_by_record", False))
     plain_route = str(getattr(generator, "plain_prompt_route", "") or "")
+    honours_api = bool(getattr(generator, "honours_api_decoding", False))
     check_location(spec.slug, spec.thinking_settings, spec.backend, spec.api)
     plan = PartitionPlan(generator.backend, generator.model_id, sp_json, sp_hash, thinking=spec.thinking_settings)
     if "record_id" not in instances.columns:
@@ -203,6 +231,7 @@ def plan_partition(
     extra += [c for c in RECORD_COLUMNS if c in instances.columns and c not in (*needed, "record_id")]
     extra.append("protocol")
     temperatures: dict[tuple[str, str], float | None] = {}
+    api_decodings: dict[tuple[str, str], ApiDecoding | None] = {}
     for row in instances.sort("instance_id").select(*needed, "record_id", "target_tokens", *extra).iter_rows(named=True):
         for col in needed:
             if row[col] is None:
@@ -223,25 +252,31 @@ def plan_partition(
         # An official protocol's decoding and input budget (module docstring of base.GenerationRequest): each enters
         # the row's identity only when it changes what is generated, so every other row keeps its key and id.
         official = (row["protocol"] or "").startswith("official") and not by_record
-        temperature = None
+        temperature = api = None
         if official:
             where = (row["benchmark"], task.name)
             if where not in temperatures:
                 temperatures[where] = official_temperature(*where)
-            temperature = temperatures[where]
+                api_decodings[where] = official_api_decoding(*where)
+                if honours_api and api_decodings[where] is not None:  # the system turn read: it goes to the server
+                    api_decodings[where] = api_decodings[where].resolved()
+            temperature, api = temperatures[where], api_decodings[where]
         budget = protocol_budget(row) if official else None
         window_budget = spec.max_model_len - new_tokens
         input_budget = budget if budget is not None and budget < window_budget else None
         row_params = dict(params)
         if budget is not None and budget > window_budget:
             row_params["protocol_note"] = window_note(budget, window_budget, spec, new_tokens)
+        if api is not None and not honours_api:  # a local engine needs its cap: the row says so
+            row_params["api_decoding_note"] = local_engine_note(api, generator.backend, new_tokens)
+            api = None
         request = GenerationRequest(row["instance_id"], row["prompt"], new_tokens, policy, row["context"],
                                     chat_template=not plain, stop=task.stop, record_id=record_id,
                                     counted_tokens=row["input_tokens"] if counted else None,
                                     counted_with=(row["tokenizer"] or "") if counted else "",
                                     temperature=temperature,
                                     seed=sampling_seed(row["instance_id"]) if temperature is not None else 0,
-                                    input_budget=input_budget)
+                                    input_budget=input_budget, api=api)
         decoding = request_decoding(request)
         row_params.update(decoding)
         row_json, row_hash = ((sampling_params_json(row_params), sampling_params_hash(row_params))

@@ -254,26 +254,31 @@ def hf_tokenizer(spec: ModelSpec, name: str) -> HFTokenizer:
     return HFTokenizer(tok, name, chat_template=spec.chat_template_text())
 
 
-def messages_for(spec: ModelSpec, user_text: str) -> list[dict[str, str]]:
+def messages_for(spec: ModelSpec, user_text: str, system: str | None = None) -> list[dict[str, str]]:
+    """The chat of one user prompt: a system turn first when there is one (``system``, a request's own from an
+    official protocol's API decoding, in place of the model's ``system_prompt``)."""
     messages = []
-    if spec.system_prompt is not None:
-        messages.append({"role": "system", "content": spec.system_prompt})
+    system = system if system is not None else spec.system_prompt
+    if system is not None:
+        messages.append({"role": "system", "content": system})
     messages.append({"role": "user", "content": user_text})
     return messages
 
 
-def chat_ids(spec: ModelSpec, tok: PromptTokenizer, user_text: str) -> list[int] | None:
-    """Token ids of one user prompt in the chat template (rendered once), None when the tokenizer has none."""
-    text = tok.chat_text(messages_for(spec, user_text))
+def chat_ids(spec: ModelSpec, tok: PromptTokenizer, user_text: str, system: str | None = None) -> list[int] | None:
+    """Token ids of one user prompt in the chat template (rendered once), None when the tokenizer has none;
+    ``system`` as in :func:`messages_for`."""
+    text = tok.chat_text(messages_for(spec, user_text, system))
     return None if text is None else tok.encode(text)  # the template wrote the special tokens: add none
 
 
-def render_ids(spec: ModelSpec, tok: PromptTokenizer, user_text: str, chat: bool = True) -> list[int]:
+def render_ids(spec: ModelSpec, tok: PromptTokenizer, user_text: str, chat: bool = True,
+               system: str | None = None) -> list[int]:
     """Token ids of the full model input for one user prompt; ``chat=False`` (the task's switch) feeds a
-    chat model the plain prompt, as a base model gets it."""
+    chat model the plain prompt, as a base model gets it; ``system`` as in :func:`messages_for` (chat only)."""
     if not (spec.chat_template and chat):
         return tok.encode_plain_prompt(user_text)
-    ids = chat_ids(spec, tok, user_text)
+    ids = chat_ids(spec, tok, user_text, system)
     if ids is None:
         raise ValueError(
             f"model {spec.slug!r}: the tokenizer {tok.name!r} has no chat template; set chat_template: false "
@@ -320,7 +325,7 @@ def fit_request(spec: ModelSpec, tok: PromptTokenizer, request: GenerationReques
     return fit_prompt(
         request.prompt,
         budget,
-        render=lambda text: render_ids(spec, tok, text, request.chat_template),
+        render=lambda text: render_ids(spec, tok, text, request.chat_template, request.system),
         encode=tok.encode,
         decode=tok.decode,
         policy=request.truncation,
@@ -344,7 +349,7 @@ def fit_prompt_budget(spec: ModelSpec, tok: PromptTokenizer, request: Generation
     backend's chat mode gives the ids the server's template should produce)."""
     if render is None:
         def render(text: str, chat: bool) -> list[int]:
-            return render_ids(spec, tok, text, chat)
+            return render_ids(spec, tok, text, chat, request.system)
     rule = prompt_budget(request.truncation, request.key)
     budget = rule.tokens(spec.slug, spec.max_model_len)
     text, cut = cut_prompt_middle(request.prompt, budget, encode=tok.encode_plain_prompt, decode=tok.decode_text,

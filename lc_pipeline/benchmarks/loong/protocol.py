@@ -21,10 +21,13 @@ it never does, since the words it looks for sit in the question, not the instruc
   its own generator, seeded with ``"<SEED>:<item id>"``, drawn in the same sequence (first shuffle, then second);
 - **set** (``step4_cal_metric``, LO4): the item's released ``set`` field (``set<n>``), not our prompt's
   token count;
-- **answer length** (LO6): the authors send no ``max_tokens`` (the API's default). A local model needs a cap:
-  the config's ``max_new_tokens`` (the packaged loong config: 1,024) stays that cap, and generation cuts the
-  prompt further (whole documents, ``drop_documents``, the model's window - that cap) only where the model's
-  window is below the authors' 128,000 cl100k tokens plus the answer: :data:`MAX_NEW_TOKENS` is empty;
+- **answer length** (LO6): the authors send no ``max_tokens`` (the API's default) to any model, their
+  vLLM-served open ones included, at temperature 0 (``config/models/*.yaml`` ``run_args``): :data:`API_DECODING`,
+  applied to requests of the ``openai`` backend (no ``max_tokens`` in the body; generate/partition.py). A local
+  engine needs a cap: the config's ``max_new_tokens`` (the packaged loong config: 1,024) stays that cap (the row
+  says so), and generation cuts the prompt further (whole documents, ``drop_documents``, the model's window - that
+  cap, for API models too) only where the model's window is below the authors' 128,000 cl100k tokens plus the
+  answer: :data:`MAX_NEW_TOKENS` is empty;
 - **chat**: one user turn (every task through the chat template), as their ``generate.py`` sends it;
 - **judge** (LO2, LO3): their prompt and settings (benchmarks/loong/judging.py), switched on with this protocol
   (score/judge.py ``official_rubric``), the gold answer as Python's ``str()`` of the released answer, read
@@ -52,6 +55,7 @@ from lc_pipeline.benchmarks.loong.sources import LoongDocuments, documents_folde
 from lc_pipeline.config import OfficialProtocol, files_found_here
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.construct.truncation import DROP_DOCUMENTS, drop_documents
+from lc_pipeline.generate.base import ApiDecoding
 from lc_pipeline.official import OfficialFileError, read_official_text
 from lc_pipeline.settings import Settings
 
@@ -60,6 +64,10 @@ TOKENIZER = "cl100k_base"  # token_length.py: tiktoken.encoding_for_model("gpt-3
 SEED = 1000000007  # args.py --seed
 TRUNCATION = DROP_DOCUMENTS  # generation, only where a model's window is below the authors' prompt
 MAX_NEW_TOKENS: dict[str, int] = {}  # the authors send no max_tokens: the config's cap applies
+# How src/utils/generate.py calls an OpenAI-compatible server (type openai or vllm, LO6): messages, model and
+# temperature (0.0 in every config/models/*.yaml), no max_tokens: the server's default.
+API_DECODING = ApiDecoding(send_max_tokens=False, source=f"{official_files.REPO} "
+                           f"{official_files.GENERATE.path}@{official_files.COMMIT[:7]}")
 READS = (official_files.PROMPT,)  # the judge prompt and get_content's rule
 CONTENT_FUNCTION = "get_content"
 
@@ -200,6 +208,11 @@ class LoongProtocol(OfficialProtocol):
             rng.shuffle(kept)
         context = "".join(blocks[i] for i in kept)
         return Assembled(template.replace("{docs}", context), context, kept, len(blocks) - len(kept))
+
+
+def official_api_decoding(task: str) -> ApiDecoding:
+    """How the authors send every task's request to an API server (:data:`API_DECODING`; generate/partition.py)."""
+    return API_DECODING
 
 
 def _no_released_context(task: str, item: Mapping[str, Any]) -> str:

@@ -8,6 +8,9 @@ never imported). Readers (call once per run):
 - :func:`dataset_max_new_tokens`: ``DATASET_MAXGEN``, dataset -> tokens generated.
 - :func:`datasets`: ``DATASET_SELECTED``, the datasets the authors run, in their order.
 - :func:`length_levels`: ``DATASET_LENGTH_LEVEL``, the length levels (``16k`` .. ``256k``).
+- :func:`api_system_turn`: the system turn ``prediction_gpt.py`` (their API models' script) sends before every
+  prompt: the ``content`` of the one ``{"role": "system", "content": <string>}`` message in its ``get_pred()``
+  (parsed with ``ast``, never run).
 
 The prompt budget is not in ``config.py``: ``prediction.py`` takes it as ``--model-max-length`` (pinned here to be
 read, never run). ``DATASET_METRIC`` maps to the authors' functions, so it is not a literal and has no reader.
@@ -15,10 +18,13 @@ read, never run). ``DATASET_METRIC`` maps to the authors' functions, so it is no
 
 from __future__ import annotations
 
+import ast
+
 from lc_pipeline.official import (
     OfficialFile,
     OfficialFileError,
     mapping_of,
+    read_official_text,
     read_python_literal,
 )
 from lc_pipeline.settings import Settings
@@ -30,8 +36,11 @@ CONFIG = OfficialFile(REPO, COMMIT, "config.py", "7c278132c6cd744e3a57dc87947a20
 PREDICTION = OfficialFile(REPO, COMMIT, "prediction.py",
                           "82f568dae42fdff58438fb206c9afa5bedbf1c85457076947f3777e2b099f1bd")
 UTILS = OfficialFile(REPO, COMMIT, "utils.py", "653f2854f4a20ffecadb265b93f068009327cf91678ac8241ab39594bd3ed96b")
+PREDICTION_GPT = OfficialFile(REPO, COMMIT, "prediction_gpt.py",
+                              "c5b6f0f42204ad3eaefdf597e49494d10d995ed64e97187d78e376522bd8da34")
 
-FILES = (CONFIG, PREDICTION, UTILS)
+FILES = (CONFIG, PREDICTION, UTILS, PREDICTION_GPT)
+API_FUNCTION = "get_pred"  # prediction_gpt.py's function that sends each prompt
 
 
 def _str_list(name: str, settings: Settings | None) -> list[str]:
@@ -59,3 +68,33 @@ def datasets(*, settings: Settings | None = None) -> list[str]:
 def length_levels(*, settings: Settings | None = None) -> list[str]:
     """``DATASET_LENGTH_LEVEL``: the length levels, shortest first."""
     return _str_list("DATASET_LENGTH_LEVEL", settings)
+
+
+def api_system_turn(*, settings: Settings | None = None, file: OfficialFile = PREDICTION_GPT) -> str:
+    """The system turn of the authors' API script: the string ``content`` of the one message whose ``role`` is
+    ``"system"`` in ``get_pred()`` of ``prediction_gpt.py`` (module docstring); ``file``: another pin of a file
+    of that shape."""
+    try:
+        tree = ast.parse(read_official_text(file, settings=settings), filename=str(file))
+    except SyntaxError as exc:
+        raise OfficialFileError(f"{file}: does not parse as Python ({exc})") from None
+    funcs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == API_FUNCTION]
+    if len(funcs) != 1:
+        raise OfficialFileError(f"{file}: expected one function {API_FUNCTION}(), found {len(funcs)}")
+    turns = []
+    for node in ast.walk(funcs[0]):
+        if not isinstance(node, ast.Dict) or any(k is None for k in node.keys):
+            continue
+        fields = {k.value: v for k, v in zip(node.keys, node.values, strict=True)
+                  if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        role = fields.get("role")
+        if isinstance(role, ast.Constant) and role.value == "system":
+            content = fields.get("content")
+            if not (isinstance(content, ast.Constant) and isinstance(content.value, str)):
+                raise OfficialFileError(f"{file}: the system message in {API_FUNCTION}() (line {node.lineno}) has no "
+                                        "string literal 'content'")
+            turns.append(content.value)
+    if len(turns) != 1:
+        raise OfficialFileError(f"{file}: expected one {{'role': 'system', 'content': '...'}} message in "
+                                f"{API_FUNCTION}(), found {len(turns)}")
+    return turns[0]

@@ -12,7 +12,12 @@ Read from their ``config.py`` at the pinned commit (official_files.py, parsed as
   :data:`WINDOW_RESERVE` (issue 30, fidelity review LV2), policy ``prompt_middle:lveval``;
 - **chat template**: ``build_chat`` wraps every dataset's prompt after the cut (its own wrapper per model family);
   a model here gets its own chat template on every task (no task goes without it);
-- **decoding**: greedy. Not reproduced: ``model.chat`` for models that have one (ChatGLM), ``post_process``.
+- **decoding**: greedy, as ``prediction.py`` decodes local models. API models (the ``openai`` backend) as their
+  ``prediction_gpt.py`` sends them (fidelity review LV3, :func:`official_api_decoding`): no ``max_tokens`` and no
+  ``temperature`` (the API's defaults), and a system turn before the prompt, its text read from that file at run
+  time (official_files.api_system_turn, only when a request goes to a server). The prompt is still cut to the
+  budget below, as ``prediction_gpt.py`` cuts it (``--model-max-length``, tiktoken there, the model's tokenizer
+  here). Not reproduced: ``model.chat`` for models that have one (ChatGLM), ``post_process``.
 """
 
 from __future__ import annotations
@@ -29,11 +34,17 @@ from lc_pipeline.construct.truncation import (
     PromptBudget,
     register_prompt_budget,
 )
+from lc_pipeline.generate.base import ApiDecoding
 
 BUDGET = "lveval"
 TRUNCATION = f"{PROMPT_MIDDLE}:{BUDGET}"
 WINDOW_RESERVE = 500
 READS = (official_files.CONFIG,)  # DATASET_PROMPT and DATASET_MAXGEN
+# How prediction_gpt.py calls an API model (LV3): chat.completions.create(model, messages) and nothing else, so the
+# API's own max_tokens and temperature; its system turn read from the file when a request goes to a server.
+API_DECODING = ApiDecoding(
+    send_max_tokens=False, send_temperature=False, read_system=official_files.api_system_turn,
+    source=f"{official_files.REPO} {official_files.PREDICTION_GPT.path}@{official_files.COMMIT[:7]}")
 
 
 @cache
@@ -44,6 +55,11 @@ def budget() -> PromptBudget:
 
 
 register_prompt_budget(BUDGET, budget)
+
+
+def official_api_decoding(task: str) -> ApiDecoding:
+    """How the authors' API script sends every task's request (:data:`API_DECODING`; generate/partition.py)."""
+    return API_DECODING
 
 
 def record_of(item: Mapping[str, Any]) -> dict[str, Any]:
