@@ -350,6 +350,32 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
 
 
 @main.command()
+@click.option("--model", "models", multiple=True, help="Models whose generations to judge (default: the config's).")
+@click.option("--length", "lengths", multiple=True, help="Only these length levels (default: all).")
+@click.option("--config", default=None, help=_CONFIG_HELP)
+def judge(models: tuple[str, ...], lengths: tuple[str, ...], config: str | None) -> None:
+    """Judge generations: the LLM judge on the tasks its task files score so (LCP_JUDGE_MODEL, OPENAI_BASE_URL) and
+    the NLI judge on citation tasks, then refresh the benchmark tables and the leaderboard. Replies are cached: a
+    rerun asks nothing twice. `lcp run` does the same after generating; this runs it alone (e.g. after setting a
+    judge)."""
+    s = _settings(config)
+    resume = "lcp judge" + (f" --config {shlex.quote(config)}" if config else "") + \
+        "".join(f" --model {shlex.quote(m)}" for m in models) + "".join(f" --length {lv}" for lv in lengths)
+    with _graph_run(resume) as state:
+        runner = state["runner"] = _runner(s)
+        unknown = [lv for lv in lengths if lv not in runner.config.lengths]
+        if unknown:
+            raise click.ClickException(f"--length {unknown}: not a length level of config {s.config!r} "
+                                       f"(its levels: {list(runner.config.lengths)})")
+        judged = {slug: runner.judge_model(slug, list(lengths) or None) for slug in models or runner.config.models}
+        board = runner.leaderboard() if any(judged.values()) else None
+    for slug, steps in judged.items():
+        click.echo(f"{slug}: {', '.join(steps) if steps else 'nothing to judge (see above)'}", err=True)
+    if board is not None:
+        _print_leaderboard(board)
+
+
+@main.command()
 @click.option("--model", "model", required=True, help="The model whose partitions to materialize.")
 @click.option("--length", "lengths", multiple=True, help="Only these length levels (default: all).")
 @click.option("--url", default=lambda: os.environ.get("LCP_DAGSTER_URL"),

@@ -479,6 +479,34 @@ class Runner:
                       length_model_key(level, slug), {"length": level, MODEL_DIM: slug}, force=True)
         return True
 
+    def judge_model(self, slug: str, lengths: list[str] | None = None) -> list[str]:
+        """``lcp judge``: the LLM judge and the NLI citation judge on ``slug``'s generations (the steps
+        :meth:`evaluate_model` runs after generation), then its per-model tables and the leaderboard when a judge
+        gave verdicts. The generations must be there (``lcp run`` / ``lcp backfill`` first); replies are cached, so a
+        rerun asks the judges nothing twice. The steps that ran, by name ([] when no task of the instances is
+        judged or no judge is configured, which is said)."""
+        self.register_models([slug])
+        self.check_lake()
+        levels = lengths or list(self.config.lengths)
+        root = storage.lake_path(self.lake)
+        missing = [lv for lv in levels if not readable_parquet(partition_path(
+            root, "generations", {"length": lv, MODEL_DIM: slug}))]
+        if missing:
+            raise RuntimeError(f"model {slug!r} has no generations at lengths {missing}: run `lcp run --model "
+                               f"{slug}` (or `lcp backfill --model {slug}`) first")
+        with self.releasing_engines():
+            judged = self.judge_headline_tasks(slug, levels)
+            cited = self.score_citations(slug, levels)
+        steps = [name for name, ran in (("judge_scores", judged), ("citation_scores", cited)) if ran]
+        if steps:
+            spec_fp = self.pipeline.resources["models"].spec(slug).fingerprint()
+            per_model = [a for a in ("prior_knowledge", "long_scores", "lveval_ablation", "benchmark_scores")
+                         if self.has(a)]
+            self.step(f"{' + '.join(per_model)} [{slug}]", per_model,
+                      {a: stage_fingerprint(a, self.config, spec_fp) for a in per_model}, slug, {MODEL_DIM: slug},
+                      force=True)  # new verdicts: the tables read them
+        return steps
+
     def _instance_tasks(self) -> pl.DataFrame:
         root = storage.lake_path(self.lake)
         paths = [partition_path(root, "instances", {"length": lv}) for lv in self.config.lengths]
