@@ -182,8 +182,24 @@ def relative_links() -> list[tuple[str, str, Path]]:
     return links
 
 
+def anchors(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings: lower case, punctuation dropped, spaces to hyphens."""
+    text = FENCE.sub("", path.read_text(encoding="utf-8"))
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in re.findall(r"^#{1,6} (.+)$", text, flags=re.MULTILINE)}
+
+
 def test_every_relative_link_points_to_a_file():
     links = relative_links()
     assert any(name == "README.md" and target == "docs/index.md" for name, target, _ in links)
     broken = [f"{name}: ({target})" for name, target, resolved in links if not resolved.exists()]
+    assert broken == [], broken
+
+
+def test_every_anchor_names_a_heading():
+    with_anchor = [(name, target, resolved) for name, target, resolved in relative_links()
+                   if "#" in target and resolved.suffix == ".md"]
+    assert with_anchor  # the README and the guides link sections, e.g. getting-started.md#tests
+    broken = [f"{name}: ({target})" for name, target, resolved in with_anchor
+              if target.split("#", 1)[1] not in anchors(resolved)]
     assert broken == [], broken
