@@ -493,7 +493,7 @@ class OpenAIGenerator:
             if ids is None:  # no local template (e.g. tiktoken for an API model): the user text plus a margin
                 return tok.encode(user_text) + [0] * getattr(tok, "CHAT_OVERHEAD", 16)
             return ids
-        return render_ids(self.spec, tok, user_text)
+        return render_ids(self.spec, tok, user_text, system=system)
 
     @property
     def plain_prompt_route(self) -> str:
