@@ -9,7 +9,7 @@ The default (2,000 epochs) takes ~20-30 min on 2 shared cores with the IRT fits 
 Data: ``../shared/data/minilongbench/`` (per-sample LongBench scores of MiniLongBench's 20 training
 LLMs, the released PCA-10 sample representations, the released 237-sample subset).
 
-The protocol is :func:`lc_pipeline.score.minilongbench.validation.leave_models_out`, the one the
+The protocol is :func:`lc_pipeline.benchmarks.minilongbench.validation.leave_models_out`, the one the
 ``minilongbench_subset`` asset runs on its own training models: the 20 models split into ``--folds``
 folds (2: train on 10, estimate the other 10, then the other way round), ``--splits`` times with
 different seeds; on each fold's training models the threshold and the IRT model (alpha initialized
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from lc_pipeline.score import minilongbench as mlbm
+from lc_pipeline.benchmarks import minilongbench as mlbm
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "minilongbench"

@@ -41,15 +41,15 @@ import numpy as np
 import polars as pl
 from scipy.stats import rankdata
 
-from lc_pipeline.score import irt
-from lc_pipeline.score import minilongbench as mlbm
-from lc_pipeline.score.minilongbench.baseline import random_stratified_subset
-from lc_pipeline.score.minilongbench.fitting import (
+from lc_pipeline.benchmarks import minilongbench as mlbm
+from lc_pipeline.benchmarks.minilongbench.baseline import random_stratified_subset
+from lc_pipeline.benchmarks.minilongbench.fitting import (
     choose_subset,
     from_parameters,
     given_subset,
 )
-from lc_pipeline.score.minilongbench.validation import with_selection
+from lc_pipeline.benchmarks.minilongbench.validation import with_selection
+from lc_pipeline.score import irt
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "minilongbench"
@@ -217,7 +217,7 @@ def load(data: Path):
 def released_parameters(matrix):
     """The authors' α/β in the matrix's sample order and the released subset (positions, ids)."""
     from lc_pipeline.benchmarks.minilongbench.released_irt import item_parameters
-    from lc_pipeline.construct.released_subset import released_sample_ids
+    from lc_pipeline.benchmarks.minilongbench.subset import released_sample_ids
 
     ids = list(released_sample_ids())
     alpha, beta = item_parameters(matrix.samples)

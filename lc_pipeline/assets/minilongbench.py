@@ -1,6 +1,6 @@
 """minilongbench_subset, minilongbench_estimates: MiniLongBench inside the pipeline.
 
-``minilongbench_subset`` (unpartitioned) fits MiniLongBench (:mod:`lc_pipeline.score.minilongbench`)
+``minilongbench_subset`` (unpartitioned) fits MiniLongBench (:mod:`lc_pipeline.benchmarks.minilongbench`)
 on a score matrix and writes the selected samples with their IRT parameters; the whole fitted
 model is saved beside the tables in ``<lake>/_minilongbench/`` (the ``lcp minilongbench fit``
 format, so ``lcp minilongbench estimate --model-dir <lake>/_minilongbench`` works on it too).
@@ -19,12 +19,12 @@ documented by :class:`lc_pipeline.score.minilongbench.options.MiniLongBenchOptio
 embeddings, texts, estimate_scores, train_models, metrics, representation, ratio, dims, seed,
 epochs, baseline_draws, subset_candidates, mode, validation_*); relative paths are resolved against the config
 file's folder. What the assets run (reading the matrix, fitting, saving the model in the lake,
-the tables and their metadata) is :mod:`lc_pipeline.score.minilongbench.pipeline`; this module
+the tables and their metadata) is :mod:`lc_pipeline.benchmarks.minilongbench.pipeline`; this module
 is the Dagster wiring. The subset's metadata carries the honest baseline the paper omits (spec
 §7): the training models' Spearman from the subset beside the median over ``baseline_draws``
 random stratified subsets (in-sample for both), and the leave-models-out validation of every mode
 on held-out training models beside its own random median (``validation_*``, ``validated_mode_*``;
-:mod:`lc_pipeline.score.minilongbench.validation`; ``benchmarks/minilongbench_cv.py`` runs it at
+:mod:`lc_pipeline.benchmarks.minilongbench.validation`; ``benchmarks/minilongbench_cv.py`` runs it at
 full size on the 20 real LLMs).
 """
 
@@ -39,7 +39,7 @@ from lc_pipeline.fingerprints import short_id
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, EmbedderResource, LakeResource
 from lc_pipeline.resources.parquet_io import read_table
-from lc_pipeline.score.minilongbench import pipeline as mlbp
+from lc_pipeline.benchmarks.minilongbench import pipeline as mlbp
 from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
 
 CODE_VERSION = "2"  # 2: weighted and blend estimates; the subset chosen among K-Means candidates

@@ -13,7 +13,7 @@ global_sample, score``; score in [0, 1]) and sample representations: ``--embeddi
 neither, alpha starts at 0 (no text signal; the paper's ablation says this costs accuracy). It
 writes ``DIR/subset.parquet`` (``global_sample, task, category`` and the cluster of each sample)
 and the fitted parameters (``items.parquet``, ``abilities.parquet``, ``meta.json``; the format is
-described in :mod:`lc_pipeline.score.minilongbench.persistence`) and prints a JSON summary. Beside the subset
+described in :mod:`lc_pipeline.benchmarks.minilongbench.persistence`) and prints a JSON summary. Beside the subset
 it reports the honest baseline (``DIR/baseline.json``): per mode, the training models' Spearman
 from the subset against the median of ``--baseline-draws`` random subsets with the same per-task
 counts (in-sample for both), and the leave-models-out validation (``--validation-*``; meta.json's
@@ -33,7 +33,7 @@ worst case over 16 refit units; no mode beats a random stratified subset reliabl
 how far each can be trusted). The fit's own validation (``validation.choice`` in meta.json) judges
 the modes on the models it was fitted on, by their margin over their own random median.
 
-``estimate`` checks its input first (issue 22; :mod:`lc_pipeline.score.minilongbench.estimate_input`): no rows,
+``estimate`` checks its input first (issue 22; :mod:`lc_pipeline.benchmarks.minilongbench.estimate_input`): no rows,
 a score outside [0, 1] or not a number, or an unknown sample is an error naming the row (the CSV line); two rows
 for one model and sample with different scores are an error naming both (identical ones are collapsed, said on
 stderr). Every model must have a score on every subset sample; otherwise it exits non-zero naming each model's
@@ -50,8 +50,8 @@ from pathlib import Path
 import click
 import polars as pl
 
-from lc_pipeline.score import minilongbench as mlbm
-from lc_pipeline.score.minilongbench import estimate_input
+from lc_pipeline.benchmarks import minilongbench as mlbm
+from lc_pipeline.benchmarks.minilongbench import estimate_input
 
 
 def read_table(path: str | Path) -> pl.DataFrame:
@@ -112,13 +112,13 @@ def fit_cmd(scores_path, emb_path, texts_path, ratio, dims, seed, epochs, candid
         matrix = mlbm.ScoreMatrix.from_frame(read_table(scores_path))
         given = None
         if subset_name:
-            from lc_pipeline.construct.released_subset import subset_sample_ids
+            from lc_pipeline.benchmarks.minilongbench.subset import subset_sample_ids
 
             given = list(subset_sample_ids(subset_name))
         if irt == "released":
             from lc_pipeline.benchmarks.minilongbench import released_irt
+            from lc_pipeline.benchmarks.minilongbench.fitting import from_parameters
             from lc_pipeline.official import OfficialFileError
-            from lc_pipeline.score.minilongbench.fitting import from_parameters
 
             try:
                 alpha, beta = released_irt.item_parameters(matrix.samples)
@@ -157,7 +157,7 @@ def _fit_and_validate(matrix, emb_path, texts_path, ratio, dims, seed, epochs, c
         click.echo("no --embeddings/--texts: alpha starts at 0 (no text signal)", err=True)
     mlb = mlbm.fit(matrix, reps, ratio=ratio, dims=dims, seed=seed, epochs=epochs, representation=label,
                    candidates=candidates, subset_ids=given)
-    from lc_pipeline.score.minilongbench.pipeline import validate
+    from lc_pipeline.benchmarks.minilongbench.pipeline import validate
 
     opts = mlbm.MiniLongBenchOptions(ratio=ratio, dims=dims, epochs=epochs, subset_candidates=candidates,
                                      validation_splits=validation_splits, validation_folds=validation_folds,

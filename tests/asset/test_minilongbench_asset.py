@@ -24,7 +24,7 @@ from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.lake import query
 from lc_pipeline.partitions import MODEL_DIM
 from lc_pipeline.resources.parquet_io import partition_path, write_parquet_atomic
-from lc_pipeline.score import minilongbench as mlbm
+from lc_pipeline.benchmarks import minilongbench as mlbm
 from lc_pipeline.settings import Settings
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "minilongbench"

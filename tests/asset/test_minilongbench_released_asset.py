@@ -6,7 +6,7 @@ The shared LongBench files hold 136 of the subset's 237 records (12 of the 21 ta
 task's subset records); the model is OLMo-1B, one of the 20 real LLMs, held out of the IRT fit, whose
 released per-sample scores stand in for scoring its generations (a generation run of 136 long prompts
 does not fit a test). Its sample of each record is derived here from the record's id and the paper's
-Appendix A table, independently of construct/released_subset.py.
+Appendix A table, independently of benchmarks/minilongbench/subset.py.
 """
 
 from __future__ import annotations
@@ -18,12 +18,16 @@ import polars as pl
 import pytest
 import yaml
 
+from lc_pipeline.benchmarks import minilongbench as mlbm
+from lc_pipeline.benchmarks.minilongbench.subset import OFFSETS, RELEASED_SUBSET
 from lc_pipeline.config import PACKAGED_CONFIGS
-from lc_pipeline.construct.released_subset import OFFSETS, RELEASED_SUBSET
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.partitions import MODEL_DIM, SOURCE_DIM
-from lc_pipeline.resources.parquet_io import partition_path, read_table, write_parquet_atomic
-from lc_pipeline.score import minilongbench as mlbm
+from lc_pipeline.resources.parquet_io import (
+    partition_path,
+    read_table,
+    write_parquet_atomic,
+)
 from lc_pipeline.settings import Settings
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"

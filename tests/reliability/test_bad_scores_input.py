@@ -21,9 +21,14 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
+from lc_pipeline.benchmarks.minilongbench import MiniLongBench
+from lc_pipeline.benchmarks.minilongbench.subset import (
+    N_SAMPLES,
+    TASK_ORDER,
+    released_sample_ids,
+    task_of_sample,
+)
 from lc_pipeline.cli import main
-from lc_pipeline.construct.released_subset import N_SAMPLES, TASK_ORDER, released_sample_ids, task_of_sample
-from lc_pipeline.score.minilongbench import MiniLongBench
 
 LONG = ("8k", "16k", "32k", "64k", "128k")
 TASKS = tuple(f"task{i}" for i in range(8))

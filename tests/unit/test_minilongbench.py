@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from lc_pipeline.score import irt
-from lc_pipeline.score import minilongbench as mlbm
-from lc_pipeline.score.minilongbench import pipeline as mlbp
+from lc_pipeline.benchmarks import minilongbench as mlbm
+from lc_pipeline.benchmarks.minilongbench import pipeline as mlbp
 from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "minilongbench"
@@ -301,7 +301,7 @@ def test_text_representations_with_a_stub_embedder():
 
 
 # ---------------------------------------------------------------------------------------------
-# The config's minilongbench section and what the assets run (score/minilongbench/pipeline.py)
+# The config's minilongbench section and what the assets run (benchmarks/minilongbench/pipeline.py)
 # ---------------------------------------------------------------------------------------------
 
 

@@ -34,7 +34,7 @@ def _script():
 
 
 def test_default_mode_is_the_stored_validations_choice():
-    from lc_pipeline.score import minilongbench as mlbm
+    from lc_pipeline.benchmarks import minilongbench as mlbm
 
     stored = json.loads(RESULTS.read_text())
     v = _script()
@@ -51,7 +51,7 @@ def test_default_mode_is_the_stored_validations_choice():
                     or not (OFFICIAL / "MilkThink-Lab+MiniLongBench").is_dir(),
                     reason=f"needs the shared MiniLongBench data ({DATA}) and the authors' files ({OFFICIAL})")
 def test_a_small_validation_run_agrees_with_the_package_and_the_stored_run(monkeypatch, tmp_path):
-    from lc_pipeline.score import minilongbench as mlbm
+    from lc_pipeline.benchmarks import minilongbench as mlbm
 
     monkeypatch.setenv("LCP_OFFICIAL", str(OFFICIAL))
     monkeypatch.setenv("LCP_LOCAL_CACHE", str(tmp_path / "cache"))

@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 
 from lc_pipeline.benchmarks.longbench.sources import load_longbench
-from lc_pipeline.construct import released_subset as rs
+from lc_pipeline.benchmarks.minilongbench import subset as rs
 from lc_pipeline.construct.released import SUITE
 from lc_pipeline.benchmarks import minilongbench as mlbm
 from lc_pipeline.benchmarks.minilongbench import pipeline as mlbp

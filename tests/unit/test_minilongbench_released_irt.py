@@ -66,10 +66,10 @@ def _authors_estimate(subset_scores: np.ndarray, subset_pos: np.ndarray, params:
 
 
 def test_released_parameters_estimate_as_the_authors_do(official_env):
+    from lc_pipeline.benchmarks import minilongbench as mlbm
     from lc_pipeline.benchmarks.minilongbench import released_irt
-    from lc_pipeline.construct.released_subset import released_sample_ids
-    from lc_pipeline.score import minilongbench as mlbm
-    from lc_pipeline.score.minilongbench.fitting import from_parameters
+    from lc_pipeline.benchmarks.minilongbench.fitting import from_parameters
+    from lc_pipeline.benchmarks.minilongbench.subset import released_sample_ids
 
     matrix = mlbm.ScoreMatrix.from_frame(pl.read_parquet(SCORES))
     alpha, beta = released_irt.item_parameters(matrix.samples)
@@ -97,7 +97,7 @@ def test_released_parameters_refuse_a_sample_the_file_lacks(official_env):
 
 
 def test_fit_subset_with_irt_released_writes_the_released_model(official_env, tmp_path):
-    from lc_pipeline.score.minilongbench import pipeline
+    from lc_pipeline.benchmarks.minilongbench import pipeline
     from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
 
     opts = MiniLongBenchOptions.parse({"scores": str(SCORES), "irt": "released", "baseline_draws": 2})
@@ -115,8 +115,8 @@ def test_fit_subset_with_irt_released_writes_the_released_model(official_env, tm
 
 
 def test_cli_fit_irt_released_then_estimate(official_env, tmp_path):
+    from lc_pipeline.benchmarks.minilongbench.subset import released_sample_ids
     from lc_pipeline.commands.minilongbench import minilongbench
-    from lc_pipeline.construct.released_subset import released_sample_ids
 
     out = tmp_path / "mlb"
     r = CliRunner().invoke(minilongbench, ["fit", "--scores", str(SCORES), "--irt", "released", "--subset",

@@ -1,4 +1,4 @@
-"""MiniLongBench's validation (lc_pipeline/score/minilongbench/validation.py): every estimate mode
+"""MiniLongBench's validation (lc_pipeline/benchmarks/minilongbench/validation.py): every estimate mode
 judged by its margin over random subsets scored the same way, on held-out models."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from test_minilongbench import synthetic_frame
 
-from lc_pipeline.score import minilongbench as mlbm
-from lc_pipeline.score.minilongbench import options, validation
+from lc_pipeline.benchmarks import minilongbench as mlbm
+from lc_pipeline.benchmarks.minilongbench import validation
+from lc_pipeline.score.minilongbench import options
 
 
 def test_margins_compare_each_mode_with_the_median_of_its_own_random_draws():

@@ -6,7 +6,7 @@ predicted by the 2PL), ``direct`` (the paper's App. G: the mean of its subset sc
 ``weighted`` (each subset score weighted by the share of the benchmark its K-Means cluster
 stands for; tinyBenchmarks' anchor-point estimate) and ``blend`` (``BLEND_WEIGHT`` x weighted +
 the rest predict). All aggregate task -> category -> overall. Saving and loading are
-:mod:`lc_pipeline.score.minilongbench.persistence`.
+:mod:`lc_pipeline.benchmarks.minilongbench.persistence`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import numpy as np
 import polars as pl
 
 from lc_pipeline.score import irt
-from lc_pipeline.score.minilongbench import persistence
-from lc_pipeline.score.minilongbench.matrix import SAMPLE, Estimate, aggregate
-from lc_pipeline.score.minilongbench.selection import representative_weights
+from lc_pipeline.benchmarks.minilongbench import persistence
+from lc_pipeline.benchmarks.minilongbench.matrix import SAMPLE, Estimate, aggregate
+from lc_pipeline.benchmarks.minilongbench.selection import representative_weights
 
 MODES = ("predict", "direct", "weighted", "blend")
 # The default estimate: the mode with the highest median held-out Spearman in

@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lc_pipeline.score.minilongbench.baseline import random_stratified_subset
-from lc_pipeline.score.minilongbench.fitting import choose_subset, given_subset
-from lc_pipeline.score.minilongbench.matrix import ScoreMatrix, aggregate, spearman
-from lc_pipeline.score.minilongbench.model import BLEND_WEIGHT, MODES, MiniLongBench
-from lc_pipeline.score.minilongbench.selection import Selection
+from lc_pipeline.benchmarks.minilongbench.baseline import random_stratified_subset
+from lc_pipeline.benchmarks.minilongbench.fitting import choose_subset, given_subset
+from lc_pipeline.benchmarks.minilongbench.matrix import ScoreMatrix, aggregate, spearman
+from lc_pipeline.benchmarks.minilongbench.model import BLEND_WEIGHT, MODES, MiniLongBench
+from lc_pipeline.benchmarks.minilongbench.selection import Selection
 
 __all__ = [
     "Validation",

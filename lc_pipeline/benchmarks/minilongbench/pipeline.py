@@ -18,7 +18,7 @@ or, for a model fitted on our own tables, ``metric_scores``.
 score matrix and takes the subset as given (the released 237 samples; spec Appendix A), not
 re-selected by K-Means; ``minilongbench_estimates`` reads the model's own ``metric_scores`` of
 the released instances, keyed back to LongBench's global sample index through the instances'
-items (construct/released_subset.py, the rule the builder chose the records by) and scores the
+items (benchmarks/minilongbench/subset.py, the rule the builder chose the records by) and scores the
 model from them (:func:`released_scores`). A subset partly present (only some LongBench task
 files) is estimated from the samples that ran, and the table says how many of the subset's did.
 
@@ -38,17 +38,17 @@ import numpy as np
 import polars as pl
 
 from lc_pipeline import schemas, storage
-from lc_pipeline.score.minilongbench import persistence
-from lc_pipeline.score.minilongbench.baseline import baseline_report
-from lc_pipeline.score.minilongbench.fitting import fit
-from lc_pipeline.score.minilongbench.matrix import SAMPLE, Estimate, ScoreMatrix
-from lc_pipeline.score.minilongbench.model import DEFAULT_MODE, MODES, MiniLongBench, estimate_frame
+from lc_pipeline.benchmarks.minilongbench import persistence
+from lc_pipeline.benchmarks.minilongbench.baseline import baseline_report
+from lc_pipeline.benchmarks.minilongbench.fitting import fit
+from lc_pipeline.benchmarks.minilongbench.matrix import SAMPLE, Estimate, ScoreMatrix
+from lc_pipeline.benchmarks.minilongbench.model import DEFAULT_MODE, MODES, MiniLongBench, estimate_frame
 from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
-from lc_pipeline.score.minilongbench.representations import (
+from lc_pipeline.benchmarks.minilongbench.representations import (
     representations_from_frame,
     text_representations,
 )
-from lc_pipeline.score.minilongbench.validation import leave_models_out
+from lc_pipeline.benchmarks.minilongbench.validation import leave_models_out
 
 __all__ = [
     "MODEL_DIR",
@@ -308,7 +308,7 @@ def _released_subset_run(opts: MiniLongBenchOptions, scores: pl.DataFrame, sourc
     """:func:`fit_subset` with ``irt: released``: the authors' item parameters, not refitted (MI1); the score
     matrix gives the samples' tasks and categories and the baseline; no leave-models-out validation (the
     released parameters have seen every training model: benchmarks/minilongbench_validation.py measures them)."""
-    from lc_pipeline.score.minilongbench.fitting import from_parameters
+    from lc_pipeline.benchmarks.minilongbench.fitting import from_parameters
 
     if source == "metric_scores":
         raise MiniLongBenchError("minilongbench_subset: minilongbench.irt: released needs minilongbench.scores, a "
@@ -339,7 +339,7 @@ def _released_subset_run(opts: MiniLongBenchOptions, scores: pl.DataFrame, sourc
 def validate(opts: MiniLongBenchOptions, matrix: ScoreMatrix, reps: np.ndarray | None, *, seed: int,
              subset_ids: Sequence | None = None, label: str | None = None) -> dict | None:
     """The leave-models-out validation of every mode against its own random median
-    (:func:`lc_pipeline.score.minilongbench.validation.leave_models_out`) on the training models,
+    (:func:`lc_pipeline.benchmarks.minilongbench.validation.leave_models_out`) on the training models,
     fitted and selected as the subset itself is; ``None`` when ``validation_splits`` is 0. With
     too few models (< 2 per fold and 4 in all) the result says so instead of figures."""
     if not opts.validation_splits:
@@ -366,7 +366,7 @@ def _released_subset_ids(released_subset: str | None, matrix: ScoreMatrix | None
     """The given subset's sample ids (None: K-Means selects one); the matrix must be LongBench's."""
     if not released_subset:
         return None
-    from lc_pipeline.construct.released_subset import subset_sample_ids
+    from lc_pipeline.benchmarks.minilongbench.subset import subset_sample_ids
 
     if matrix is None or source == "metric_scores" or not np.issubdtype(matrix.samples.dtype, np.integer):
         raise MiniLongBenchError(
@@ -445,13 +445,13 @@ def released_scores(
     subset's tasks with samples no record stood for (task -> count).
 
     An instance is keyed to LongBench's global sample index through its item, by the rule the
-    builder chose the records by (:func:`lc_pipeline.construct.released_subset.sample_index` over
+    builder chose the records by (:func:`lc_pipeline.benchmarks.minilongbench.subset.sample_index` over
     the sources' items). Its score is its task's metric (a released LongBench task declares one);
     an instance scored by several metrics takes the first of ``metrics`` it has, else it is an
     error naming the instance. A sample run more than once (two levels) scores their mean.
     ``(None, missing)`` when the model has no score on a subset sample."""
     from lc_pipeline.construct.released import SUITE
-    from lc_pipeline.construct.released_subset import sample_index, task_of_sample
+    from lc_pipeline.benchmarks.minilongbench.subset import sample_index, task_of_sample
 
     if source_items is None or instances is None:
         raise MiniLongBenchError(f"minilongbench_estimates {model}: released.subset {subset!r} needs the lake's "

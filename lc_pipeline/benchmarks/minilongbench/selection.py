@@ -2,7 +2,7 @@
 weights, and K-Means on [alpha, beta] with the nearest free sample per centroid.
 
 Pure logic (numpy, scikit-learn); no Dagster. Which of several K-Means runs is kept is
-:func:`lc_pipeline.score.minilongbench.fitting.choose_subset`.
+:func:`lc_pipeline.benchmarks.minilongbench.fitting.choose_subset`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lc_pipeline.score.minilongbench.matrix import group_index, task_categories
+from lc_pipeline.benchmarks.minilongbench.matrix import group_index, task_categories
 
 
 def n_selected(n_samples: int, ratio: float) -> int:

@@ -25,10 +25,10 @@ import numpy as np
 import polars as pl
 
 from lc_pipeline import storage
-from lc_pipeline.score.minilongbench.matrix import SAMPLE
+from lc_pipeline.benchmarks.minilongbench.matrix import SAMPLE
 
 if TYPE_CHECKING:
-    from lc_pipeline.score.minilongbench.model import MiniLongBench
+    from lc_pipeline.benchmarks.minilongbench.model import MiniLongBench
 
 FORMAT = "lc_pipeline.minilongbench/1"
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from lc_pipeline.score import irt
-from lc_pipeline.score.minilongbench.matrix import ScoreMatrix, aggregate
-from lc_pipeline.score.minilongbench.model import SELECTION_MODE, MiniLongBench
-from lc_pipeline.score.minilongbench.selection import (
+from lc_pipeline.benchmarks.minilongbench.matrix import ScoreMatrix, aggregate
+from lc_pipeline.benchmarks.minilongbench.model import SELECTION_MODE, MiniLongBench
+from lc_pipeline.benchmarks.minilongbench.selection import (
     Selection,
     balance_weights,
     n_selected,

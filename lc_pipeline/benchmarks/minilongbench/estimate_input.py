@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from lc_pipeline.score.minilongbench.matrix import SAMPLE, Estimate
-from lc_pipeline.score.minilongbench.model import MiniLongBench
+from lc_pipeline.benchmarks.minilongbench.matrix import SAMPLE, Estimate
+from lc_pipeline.benchmarks.minilongbench.model import MiniLongBench
 
 __all__ = ["MIN_COVERAGE", "Coverage", "check_coverage", "clean_scores", "coverage", "partial_json"]
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from lc_pipeline.score.minilongbench.matrix import SAMPLE
+from lc_pipeline.benchmarks.minilongbench.matrix import SAMPLE
 
 
 def pca_reduce(vectors: np.ndarray, d: int) -> np.ndarray:

@@ -11,13 +11,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from lc_pipeline.score.minilongbench.matrix import (
+from lc_pipeline.benchmarks.minilongbench.matrix import (
     ScoreMatrix,
     group_index,
     aggregate,
     spearman,
 )
-from lc_pipeline.score.minilongbench.model import DEFAULT_MODE, MODES, MiniLongBench
+from lc_pipeline.benchmarks.minilongbench.model import DEFAULT_MODE, MODES, MiniLongBench
 
 
 def random_stratified_subset(tasks: np.ndarray, counts: Mapping[str, int], rng: np.random.Generator) -> np.ndarray:
