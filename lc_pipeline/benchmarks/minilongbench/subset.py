@@ -5,7 +5,7 @@ sample index**: LongBench v1's 21 tasks concatenated in the order of its score m
 table of global index ranges: 2wikimqa 0-199, dureader 200-399, ..., vcsum 4550-4749), each
 task's records in the order of its released file. A record's index is therefore its task's
 offset plus its 0-based position in its task file, which the LongBench adapter keeps in
-``record_fields`` (``{"dataset", "index"}``; sources/longbench.py).
+``record_fields`` (``{"dataset", "index"}``; benchmarks/longbench/sources.py).
 
 ``released.subset`` may be:
 
@@ -144,12 +144,14 @@ def subset_sample_ids(subset: str) -> tuple[int, ...]:
     """The global sample indices ``subset`` names (module docstring), ascending."""
     if subset == MINILONGBENCH:
         return released_sample_ids()
-    from lc_pipeline.settings import expand_data_dir  # $LCP_DATA, a setting (no sources import)
+    from lc_pipeline.settings import (
+        expand_data_dir,  # $LCP_DATA, a setting (no sources import)
+    )
 
     path = Path(expand_data_dir(subset)).expanduser()
     where = f"released.subset {subset!r}"
     if path.is_dir():
-        from lc_pipeline.score.minilongbench.persistence import read_model_fields
+        from lc_pipeline.benchmarks.minilongbench.persistence import read_model_fields
 
         try:
             fields = read_model_fields(path)
