@@ -31,6 +31,7 @@ import click
 # commands of lc_pipeline/commands/ are imported only when invoked (LazyCommands). tests/unit/test_cli_imports.py
 from lc_pipeline.construct.truncation import POLICIES as TRUNCATION_POLICIES
 from lc_pipeline.generate.backends import GENERATORS
+from lc_pipeline.settings import env, variables_help
 
 if TYPE_CHECKING:
     from lc_pipeline.settings import Settings
@@ -62,7 +63,7 @@ def cli_run_instance():
     import dagster as dg
     from dagster._core.instance.ref import InstanceRef
 
-    home = os.environ.get("DAGSTER_HOME")
+    home = env("DAGSTER_HOME")
     if not home:  # lcp sets it (settings); without it, Dagster's own error
         return dg.DagsterInstance.get()
     no_capture = {"module": "dagster._core.storage.noop_compute_log_manager", "class": "NoOpComputeLogManager"}
@@ -138,7 +139,8 @@ class LazyCommands(click.Group):
             raise
 
 
-@click.group(cls=LazyCommands, lazy_commands=LAZY_COMMANDS)
+@click.group(cls=LazyCommands, lazy_commands=LAZY_COMMANDS,
+             epilog="Environment variables (docs/environment.md):\n\n\b\n" + variables_help())
 @click.option("--lake", default=None, metavar="DIR|URL",
               help="The Parquet lake every command uses: a folder or a bucket URL (default: $LCP_LAKE, else "
                    "./data_lake). Sets LCP_LAKE for the command and the runs it starts.")
@@ -378,7 +380,7 @@ def judge(models: tuple[str, ...], lengths: tuple[str, ...], config: str | None)
 @main.command()
 @click.option("--model", "model", required=True, help="The model whose partitions to materialize.")
 @click.option("--length", "lengths", multiple=True, help="Only these length levels (default: all).")
-@click.option("--url", default=lambda: os.environ.get("LCP_DAGSTER_URL"),
+@click.option("--url", default=lambda: env("LCP_DAGSTER_URL"),
               help="A running `lcp ui` (e.g. http://127.0.0.1:3000, or $LCP_DAGSTER_URL): launch a Dagster asset "
                    "backfill there (shown in the UI, executed by its daemon) instead of running in this process.")
 @click.option("--wait/--no-wait", default=True, show_default=True, help="With --url: wait for the backfill to end.")

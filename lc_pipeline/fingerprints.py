@@ -114,9 +114,9 @@ _dirty: list[bool] = []  # entries added to _memo since the cache file was writt
 
 
 def _cache_path() -> Path:
-    from lc_pipeline.settings import DEFAULT_LOCAL_CACHE
+    from lc_pipeline.settings import DEFAULT_LOCAL_CACHE, env
 
-    return Path(os.environ.get("LCP_LOCAL_CACHE") or DEFAULT_LOCAL_CACHE) / INPUT_CACHE_FILE
+    return Path(env("LCP_LOCAL_CACHE") or DEFAULT_LOCAL_CACHE) / INPUT_CACHE_FILE
 
 
 def _load_cache() -> None:

@@ -26,7 +26,6 @@ import ast
 import hashlib
 import io
 import json
-import os
 import re
 import urllib.error
 import urllib.parse
@@ -36,7 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lc_pipeline import storage
-from lc_pipeline.settings import Settings
+from lc_pipeline.settings import Settings, first_switched_on
 
 __all__ = [
     "FETCH_TIMEOUT_S",
@@ -54,7 +53,6 @@ __all__ = [
 
 FETCH_TIMEOUT_S = 30.0
 OFFLINE_VARS = ("LCP_OFFLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")  # the project's Hub switches, and ours
-_TRUE = {"1", "true", "yes", "on"}
 _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
 _HEX = {40: re.compile(r"[0-9a-f]{40}"), 64: re.compile(r"[0-9a-f]{64}")}
 _MUTATORS = {"update", "append", "extend", "insert", "pop", "popitem", "clear", "setdefault", "remove",
@@ -102,7 +100,7 @@ class OfficialFile:
 
 
 def _offline_var() -> str | None:
-    return next((v for v in OFFLINE_VARS if os.environ.get(v, "").strip().lower() in _TRUE), None)
+    return first_switched_on(OFFLINE_VARS)
 
 
 def _inside(root: Path, file: OfficialFile) -> Path:

@@ -31,6 +31,7 @@ from lc_pipeline.generate.registry import validate_model_slug
 from lc_pipeline.lake import built_by, check_lake_config, record_built_by
 from lc_pipeline.partitions import MODEL_DIM, SOURCE_DIM, length_model_key, validate_source_name
 from lc_pipeline.resources.parquet_io import partition_path
+from lc_pipeline.settings import env
 
 
 class StepFailed(RuntimeError):
@@ -572,7 +573,7 @@ def gpu_pool_slots() -> int:
     else 1 (on a CPU, generation steps are CPU bound and gain nothing from running side by side)."""
     from lc_pipeline.gpus import visible_gpus
 
-    raw = os.environ.get(GPU_POOL_ENV)
+    raw = env(GPU_POOL_ENV)
     if raw:
         try:
             n = int(raw)

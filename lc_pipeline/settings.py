@@ -30,6 +30,72 @@ from typing import Any
 
 from lc_pipeline import storage
 
+# Every environment variable the package reads, with what it sets (issue 32 "settings in one place"): read through
+# :func:`env` (or :func:`key_in`, for the key variable a model or judge names), listed by `lcp --help`, documented in
+# docs/environment.md. No other module reads os.environ (tests/unit/test_environment_documented.py).
+VARIABLES: dict[str, str] = {
+    "LCP_CONFIG": "the benchmark config of a command without --config (packaged name or YAML path)",
+    "LCP_LAKE": "the Parquet lake: a folder or an fsspec URL (lcp --lake sets it)",
+    "LCP_MODELS": "the model registry file",
+    "LCP_DATA": "where released benchmarks' files live ($LCP_DATA in a source path)",
+    "LCP_PROJECT_DIR": "the folder relative defaults are taken from",
+    "LCP_LOCAL_CACHE": "node-local cache (the authors' fetched files, the judge's cache for a bucket lake)",
+    "LCP_CACHE_DIR": "where GGUF models converted for transformers / vLLM are kept",
+    "DAGSTER_HOME": "the Dagster instance (run and event storage)",
+    "LCP_TASKS": "run only these of the config's tasks, comma-separated (lcp run --tasks)",
+    "LCP_LIMIT": "at most this many instances per task and level (lcp run --limit)",
+    "LCP_EXECUTOR": "how a run's steps execute: multiprocess | k8s | celery",
+    "LCP_EXECUTOR_CONFIG": "that executor's YAML config",
+    "LCP_GPU_POOL_SLOTS": "generation steps that run at once (the gpu pool)",
+    "CUDA_VISIBLE_DEVICES": "read to count the GPUs for the gpu pool",
+    "LCP_DAGSTER_URL": "a running lcp ui that lcp backfill --url launches on",
+    "LCP_VLLM_SERVER_START_S": "how long a managed vllm serve may take to answer",
+    "LCP_VLLM_SERVER_API_KEY": "the key sent to the vllm serve the project manages",
+    "LCP_LLAMACPP_EXTRA_BUFTS": "1 keeps llama.cpp's repacked extra buffer types",
+    "OPENAI_BASE_URL": "the server of an openai model without --base-url, and of the LLM judge",
+    "OPENAI_API_KEY": "the key sent to those servers (never printed, logged or stored)",
+    "LCP_JUDGE_MODEL": "the LLM judge's model",
+    "LCP_NLI_BACKEND": "the NLI judge of citation metrics",
+    "LCP_NLI_MODEL": "that NLI judge's model",
+    "LCP_OFFICIAL": "a folder of the benchmark authors' checkouts (<owner>+<repo>/<path>)",
+    "LCP_OFFICIAL_URL": "the host the authors' files are fetched from at pinned commits",
+    "LCP_OFFLINE": "1: never fetch the authors' files",
+    "HF_HUB_OFFLINE": "the Hugging Face switch: no download when set",
+    "HF_DATASETS_OFFLINE": "the same for datasets",
+}
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+def env(name: str) -> str | None:
+    """Environment variable ``name`` as set (None when unset); ``name`` must be one of :data:`VARIABLES`."""
+    if name not in VARIABLES:
+        raise KeyError(f"{name}: not a setting of the package (settings.VARIABLES)")
+    return os.environ.get(name)
+
+
+def env_flag(name: str) -> bool:
+    """Whether switch ``name`` is on (``1``, ``true``, ``yes``, ``on``, any case)."""
+    return (env(name) or "").strip().lower() in _TRUE
+
+
+def first_switched_on(names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` that is on (:func:`env_flag`), else None (e.g. the Hugging Face offline switches)."""
+    return next((name for name in names if env_flag(name)), None)
+
+
+def key_in(variable: str) -> str | None:
+    """The API key held by environment variable ``variable``: the name a model's or the judge's ``api_key_env``
+    gives (the user chooses it, so it is not in :data:`VARIABLES`). The value is a secret: callers send it and
+    never print, log or store it."""
+    return os.environ.get(variable) or None
+
+
+def variables_help() -> str:
+    """:data:`VARIABLES` as lines for `lcp --help`."""
+    width = max(map(len, VARIABLES))
+    return "\n".join(f"{name.ljust(width)}  {what}" for name, what in VARIABLES.items())
+
+
 DEFAULT_LOCAL_CACHE = Path("~/.cache/lc_pipeline").expanduser()
 DEFAULT_OFFICIAL_URL = "https://raw.githubusercontent.com"
 DATA_DIR_VARIABLE = "LCP_DATA"  # where the released benchmarks' files live (default ./data)
@@ -54,8 +120,7 @@ class Settings:
 
     @classmethod
     def from_env(cls, project_dir: str | Path | None = None) -> Settings:
-        root = Path(project_dir or os.environ.get("LCP_PROJECT_DIR") or Path.cwd()).resolve()
-        env = os.environ.get
+        root = Path(project_dir or env("LCP_PROJECT_DIR") or Path.cwd()).resolve()
 
         def path(var: str, default: str) -> Path:
             p = Path(env(var) or default)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lc_pipeline.generate.registry import ModelSpec, ModelSpecError, resolve_model_path
+from lc_pipeline.settings import env
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ _CACHE_FORMAT = 1  # bump when the layout of a cached model directory changes
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or "~/.cache/lc_pipeline").expanduser()
+    return Path(env(CACHE_ENV) or "~/.cache/lc_pipeline").expanduser()
 
 
 @functools.lru_cache(maxsize=16)

@@ -27,6 +27,7 @@ from lc_pipeline.construct.truncation import (
 )
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, ids_hash
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
+from lc_pipeline.settings import env
 
 
 class PromptTokenizer(Protocol):
@@ -184,7 +185,7 @@ def disable_llamacpp_extra_buffer_types() -> None:
     ``Llama`` exposes no switch for ``use_extra_bufts``, so the default model parameters are
     wrapped once per process. ``LCP_LLAMACPP_EXTRA_BUFTS=1`` keeps llama.cpp's default.
     """
-    if os.environ.get(EXTRA_BUFTS_ENV) == "1":
+    if env(EXTRA_BUFTS_ENV) == "1":
         return
     import llama_cpp.llama_cpp as capi
 

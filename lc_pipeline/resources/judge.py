@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +41,7 @@ from lc_pipeline.generate.openai_backend import (
     scrub,
 )
 from lc_pipeline.score.judge import OURS, PROTOCOLS, SYSTEM_PROMPT, JudgeCall
+from lc_pipeline.settings import env, key_in
 
 JUDGE_BACKOFF_CAP_S = 8.0  # the openai client's longest wait between two attempts
 
@@ -122,7 +122,7 @@ class JudgeClient:
         return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
 
     def _api_key(self) -> str:
-        key = os.environ.get(self.api_key_env)
+        key = key_in(self.api_key_env)
         if key:
             return key
         if self.base_url is None:
@@ -230,11 +230,11 @@ class JudgeResource(dg.ConfigurableResource):
         return OURS if config is None or config.protocol_label() == OURS else "official"
 
     def resolved_model(self) -> str | None:
-        return self.model or os.environ.get(MODEL_ENV) or None
+        return self.model or env(MODEL_ENV) or None
 
     def client(self) -> JudgeClient:
         return JudgeClient(
-            self.resolved_model() or "", self.base_url or os.environ.get("OPENAI_BASE_URL") or None, self.api_key_env,
+            self.resolved_model() or "", self.base_url or env("OPENAI_BASE_URL") or None, self.api_key_env,
             cache=JudgeCache(self.cache_path) if self.cache_path else None, max_concurrency=self.max_concurrency,
             max_retries=self.max_retries, timeout_s=self.timeout_s, temperature=self.temperature,
             max_tokens=self.max_tokens, json_mode=self.json_mode,

@@ -13,8 +13,6 @@ back: a rerun, or a run after a crash, asks the backend nothing it has answered.
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
 from lc_pipeline.resources.generator import ModelsResource
@@ -29,6 +27,7 @@ from lc_pipeline.score.nli import (
     JudgeNLI,
     NLIJudge,
 )
+from lc_pipeline.settings import env
 
 BACKEND_ENV = "LCP_NLI_BACKEND"
 MODEL_ENV = "LCP_NLI_MODEL"
@@ -46,10 +45,10 @@ class NLIResource(dg.ConfigurableResource):
     cache_path: str = ""  # SQLite reply cache; "" = none (answers are still reused within a run)
 
     def resolved_backend(self) -> str:
-        return self.backend or os.environ.get(BACKEND_ENV, "")
+        return self.backend or env(BACKEND_ENV) or ""
 
     def resolved_model(self) -> str:
-        return self.model or os.environ.get(MODEL_ENV, "")
+        return self.model or env(MODEL_ENV) or ""
 
     def nli_judge(self, judge: JudgeResource, models: ModelsResource, default: tuple[str, str] = ("", "")) -> NLIJudge:
         """The configured NLI judge; a ValueError saying what to set when none is configured or it is invalid.

@@ -12,15 +12,15 @@ the Hub switched off (``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``), or the down
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lc_pipeline.settings import env, first_switched_on
+
 __all__ = ["HubError", "hub_records", "hub_to_file"]
 
-_TRUE = {"1", "true", "yes", "on"}
 
 
 class HubError(RuntimeError):
@@ -28,10 +28,7 @@ class HubError(RuntimeError):
 
 
 def _offline_var() -> str | None:
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
-        if os.environ.get(var, "").strip().lower() in _TRUE:
-            return var
-    return None
+    return first_switched_on(("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
 
 
 def _label(dataset: str, name: str | None, split: str, revision: str | None) -> str:
@@ -61,7 +58,7 @@ def hub_records(
     var = _offline_var()
     if var is not None:
         raise HubError(
-            f"cannot load Hugging Face dataset {label}: the Hub is offline ({var}={os.environ[var]!r}); "
+            f"cannot load Hugging Face dataset {label}: the Hub is offline ({var}={env(var)!r}); "
             f"unset {var} and make sure huggingface.co is reachable, or download the files and use 'paths'"
         )
     try:

@@ -47,7 +47,6 @@ answers = [the label name], all_classes = the label names in label order, no doc
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,6 +54,7 @@ from typing import Any
 
 import polars as pl
 
+from lc_pipeline.settings import first_switched_on
 from lc_pipeline.sources.hub import HubError
 from lc_pipeline.sources.validation import (
     OnError,
@@ -68,7 +68,7 @@ from lc_pipeline.sources.validation import (
 
 __all__ = ["ICL_CATEGORY", "ICL_OPTIONS", "ICL_TASK", "ROLES", "icl_item_rows", "icl_source", "load_icl"]
 
-ICL_CATEGORY = "classification"  # SOURCE_ITEMS.category of ICL items (construct/helmet/icl.py selects them by it)
+ICL_CATEGORY = "classification"  # SOURCE_ITEMS.category of ICL items (benchmarks/helmet/construction/icl.py selects them by it)
 ICL_TASK = "icl"
 ROLES = ("demo", "test")  # record_fields["split"]: demonstration pool or test item
 ICL_OPTIONS = ("path", "hf_dataset", "config", "revision", "text", "label", "demo_split", "test_split", "holdout",
@@ -78,7 +78,7 @@ _OFFLINE = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")  # as sources/hub.py: the H
 
 
 def _offline_var() -> str | None:
-    return next((v for v in _OFFLINE if os.environ.get(v, "").strip().lower() in {"1", "true", "yes", "on"}), None)
+    return first_switched_on(_OFFLINE)
 
 
 def _load(where: str, *, local: bool, config: str | None, revision: str | None):

@@ -93,7 +93,8 @@ def test_help_lists_every_command_without_dagster_or_torch(tmp_path: Path):
     from lc_pipeline.cli import LAZY_COMMANDS, main
 
     out, modules = run_lcp(["--help"], tmp_path)
-    listed = {line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.strip()}
+    commands = out.split("Commands:")[1].split("Environment variables")[0]
+    listed = {line.split()[0] for line in commands.splitlines() if line.strip()}
     assert listed == set(main.commands) | set(LAZY_COMMANDS)
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
 
