@@ -35,6 +35,7 @@ from lc_pipeline.assets import (
     sources,
 )
 from lc_pipeline.assets import judge as judge_assets
+from lc_pipeline.assets import versions
 from lc_pipeline.config import BenchmarkConfig, ConfigError, settings_config
 from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.partitions import Partitions
@@ -147,11 +148,9 @@ class Pipeline:
     unpooled_assets: list = dataclasses.field(default_factory=list)
 
 
-# A config that runs a published benchmark as released builds its instances from the records alone, and has no
-# LongScore lengths: the construction inputs and LongScore's assets are not part of its graph (its leaderboard
-# ranks the published tables' overall scores instead).
-NOT_IN_RELEASED_RUNS = frozenset({"passages", "passage_index", "hard_negatives", "confusing_facts",
-                                  "replacement_rules", "lveval_ablation", "prior_knowledge", "long_scores"})
+def _serves(asset, released: bool) -> bool:
+    specs = list(getattr(asset, "specs", ()))
+    return not specs or any(versions.serves(spec, released) for spec in specs)
 
 
 def asset_names(asset: dg.AssetsDefinition) -> set[str]:
@@ -168,19 +167,23 @@ def quiet_partition_mapping_warnings() -> Iterator[None]:
         yield
 
 
-def _assets(parts: Partitions, released: bool) -> list:
+def all_assets(parts: Partitions) -> list:
+    """Every asset of every kind of config; each declares which configs it serves (its ``lcp/serves`` tag,
+    assets/versions.py): a benchmark run as released builds its instances from the records alone and ranks the
+    published tables, so the construction inputs and LongScore's assets serve constructed configs only, and
+    ``instances`` and ``leaderboard`` have one definition each for either kind."""
     return [
         *sources.build(parts),
         *retrieval.build(parts),
         *lveval.build(parts),
-        *instances.build(parts, released=released),
+        *instances.build(parts),
         *generation.build(parts),
         *prompt_guard.build(parts),  # blocking check on each generations partition
         *scoring.build(parts),
         *benchmark_assets.build(parts),
         *judge_assets.build(parts),
         *citation_assets.build(parts),
-        *reports.build(parts, released=released),
+        *reports.build(parts),
         *minilongbench.build(parts),
     ]
 
@@ -190,9 +193,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
     parts = Partitions(config.lengths)
     released = config.released is not None
     with quiet_partition_mapping_warnings():
-        assets = _assets(parts, released)
-    if released:
-        assets = [a for a in assets if not asset_names(a) & NOT_IN_RELEASED_RUNS]
+        assets = [a for a in all_assets(parts) if _serves(a, released)]
     assets = with_column_schemas(assets)  # each table's columns, described, in the UI before a run
     lake = settings.lake_url  # a folder or a bucket URL: every resource below takes either
     resources = {

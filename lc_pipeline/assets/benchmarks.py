@@ -17,8 +17,9 @@ needs all three of its numbers.
 import dagster as dg
 import polars as pl
 
-from lc_pipeline.assets.common import FINGERPRINT_KEY, json_metadata, preview
-from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.assets.common import json_metadata, preview
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
+from lc_pipeline.fingerprints import INSTANCE_FIELDS
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
 from lc_pipeline.score.lake_tables import model_table
@@ -36,7 +37,7 @@ def build(parts: Partitions) -> list:
         # Ordered after the model's verdicts, read from the lake only when a task is judge-scored.
         deps=[dg.AssetDep(table, partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
             partition_dimension_name=MODEL_DIM)) for table in ("judge_scores", "citation_scores")],
-        group_name="benchmarks",
+        group_name="benchmarks", **declared("3", INSTANCE_FIELDS, adds=("model",)),
         kinds={"parquet"},
         description=(
             "Each benchmark's published table for one model: per length, a row per task (its first declared "
@@ -71,10 +72,10 @@ def build(parts: Partitions) -> list:
         overall = out.filter(pl.col("level") == "overall").select(
             "benchmark", "table", "length", "metric", "score", "ci_low", "ci_high", "n", "skipped_share",
             "truncated_share")
-        return dg.Output(
+        return versioned(
             out.drop("model"),  # the partition path carries the model
+            own_fingerprint(context, config, models.spec(slug).fingerprint()),
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("benchmark_scores", config, models.spec(slug).fingerprint()),
                 "rows": out.height,
                 "judge_verdicts": 0 if judgments is None else judgments.height,
                 "citation_rows": 0 if not cited else citations.height,

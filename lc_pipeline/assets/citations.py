@@ -5,8 +5,10 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline import schemas
-from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
-from lc_pipeline.fingerprints import short_id, stage_fingerprint
+from lc_pipeline.assets.common import preview
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
+from lc_pipeline.fingerprints import INSTANCE_FIELDS
+from lc_pipeline.ids import short_id
 from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, ModelsResource
 from lc_pipeline.resources.judge import JudgeResource
@@ -20,7 +22,7 @@ TABLE = "citation_scores"
 def build(parts: Partitions) -> list:
     @dg.asset(
         partitions_def=parts.length_x_model,
-        group_name="citations",
+        group_name="citations", **declared("1", INSTANCE_FIELDS, adds=("model",), runs="cited"),
         kinds={"parquet"},
         description=(
             "ALCE citation recall and precision (HELMET Cite) of every generation whose task declares them: one row "
@@ -48,8 +50,7 @@ def build(parts: Partitions) -> list:
             raise dg.Failure(f"{where}: {exc}", allow_retries=False) from exc
         base = models.spec(dims[MODEL_DIM]).fingerprint()
         if not items:
-            return dg.Output(schemas.empty(TABLE), metadata={
-                FINGERPRINT_KEY: stage_fingerprint(TABLE, config, base + catalog.fingerprint()),
+            return versioned(schemas.empty(TABLE), own_fingerprint(context, config, base + catalog.fingerprint()), metadata={
                 "note": "no generation of this partition has a task with NLI metrics"})
         tasks = sorted({i.instance["task"] for i in items})
         try:
@@ -69,9 +70,8 @@ def build(parts: Partitions) -> list:
         if unparsed:
             context.log.warning(f"{unparsed} NLI verdicts could not be read (counted as not entailed)")
         means = out.group_by("task", "metric").agg(pl.col("score").mean()).sort("task", "metric")
-        return dg.Output(out, metadata={
-            FINGERPRINT_KEY: stage_fingerprint(TABLE, config, base + short_id(judge_nli.backend.identity,
-                                                                              catalog.fingerprint())),
+        nli_id = short_id(judge_nli.backend.identity, catalog.fingerprint())
+        return versioned(out, own_fingerprint(context, config, base + nli_id), metadata={
             "nli_backend": judge_nli.description,
             "nli_calls": judge_nli.calls,
             "cache_hits": judge_nli.cache_hits,

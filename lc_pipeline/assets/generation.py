@@ -4,8 +4,9 @@ import dagster as dg
 import polars as pl
 from tqdm import tqdm
 
-from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
-from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.assets.common import preview
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
+from lc_pipeline.fingerprints import INSTANCE_FIELDS
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
 from lc_pipeline.generate.partition import chunk_size, generate_partition, plan_partition
 from lc_pipeline.tasks.catalog import catalog_for
@@ -25,7 +26,7 @@ def build(parts: Partitions, pool: str | None = GPU_POOL) -> list:
     for a model that calls no model (imported predictions: a lookup), so it never waits for a GPU slot."""
     @dg.asset(
         partitions_def=parts.length_x_model,
-        group_name="generation",
+        group_name="generation", **declared("2", INSTANCE_FIELDS, adds=("model",)),
         kinds={"parquet"},
         pool=pool,
         op_tags=GPU_STEP_TAGS if pool else {},
@@ -60,10 +61,9 @@ def build(parts: Partitions, pool: str | None = GPU_POOL) -> list:
         out = outcome.rows
         if outcome.reused:
             context.log.info(f"{outcome.reused} of {len(plan.items)} generations reused from {store.directory}")
-        yield dg.Output(
-            out,
+        yield versioned(
+            out, own_fingerprint(context, config, spec.fingerprint()),
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("generations", config, spec.fingerprint()),
                 "model": slug,
                 "backend": generator.backend,
                 "model_id": generator.model_id,

@@ -13,7 +13,8 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline import schemas, storage
-from lc_pipeline.assets.common import ALL_SOURCES, FINGERPRINT_KEY, check_result, preview, source_frames
+from lc_pipeline.assets.common import ALL_SOURCES, check_result, preview, source_frames
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
 from lc_pipeline.construct.builders import BuildError, LevelInputs, level_batches, planned_batches
 from lc_pipeline.construct.instance_checks import CHECKS, InstanceChecks
 from lc_pipeline.construct.instance_metadata import (
@@ -23,7 +24,7 @@ from lc_pipeline.construct.instance_metadata import (
     level_metadata,
 )
 from lc_pipeline.construct.lveval_variants import inserted_tokens
-from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.fingerprints import INSTANCE_FIELDS
 from lc_pipeline.lake import record_built_by
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.progress import Progress
@@ -31,34 +32,35 @@ from lc_pipeline.resources import BenchmarkResource, LakeResource, TokenizerReso
 from lc_pipeline.tasks.catalog import catalog_for
 
 
-def build(parts: Partitions, released: bool = False) -> list:
-    """The instances asset; for a config that runs a published benchmark as released (``released:``), one that
-    reads only the sources (no passages, hard negatives, confusing facts or rules: none is used)."""
-    spec = dict(
-        ins={"source_items": ALL_SOURCES, "source_documents": ALL_SOURCES},
-        partitions_def=parts.length,
-        group_name="instances",
-        kinds={"parquet"},
-        description=(
-            "One instance per released record, its context verbatim, prompted by its task; the level is the "
-            "benchmark's own group (config released:); exact token counts on every row" if released else
-            "Contexts assembled to the target length: evidence at the configured depths, the rest hard negatives "
-            "then same-domain documents; exact cl100k_base token counts on every row"
-        ),
-        check_specs=[dg.AssetCheckSpec(name, asset="instances", blocking=True, description=description)
-                     for name, description in CHECKS.items()],
-    )
-    if released:
-        @dg.asset(name="instances", **spec)
-        def released_instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame,
-                               source_documents: pl.DataFrame, benchmark: BenchmarkResource,
-                               tokenizer: TokenizerResource, lake: LakeResource):
-            unused = [schemas.empty(t) for t in ("passages", "hard_negatives", "confusing_facts", "replacement_rules")]
-            yield from _instances(context, source_items, source_documents, *unused, benchmark, tokenizer, lake)
+def build(parts: Partitions) -> list:
+    """The instances asset of constructed configs, and the one of a config that runs a published benchmark as
+    released (``released:``), which reads only the sources (no passages, hard negatives, confusing facts or
+    rules: none is used); each declares which configs it serves (assets/versions.py)."""
+    def spec(released: bool) -> dict:
+        return dict(
+            **declared("8", INSTANCE_FIELDS, serves="released" if released else "constructed"),
+            ins={"source_items": ALL_SOURCES, "source_documents": ALL_SOURCES},
+            partitions_def=parts.length,
+            group_name="instances",
+            kinds={"parquet"},
+            description=(
+                "One instance per released record, its context verbatim, prompted by its task; the level is the "
+                "benchmark's own group (config released:); exact token counts on every row" if released else
+                "Contexts assembled to the target length: evidence at the configured depths, the rest hard negatives "
+                "then same-domain documents; exact cl100k_base token counts on every row"
+            ),
+            check_specs=[dg.AssetCheckSpec(name, asset="instances", blocking=True, description=description)
+                         for name, description in CHECKS.items()],
+        )
 
-        return [released_instances]
+    @dg.asset(name="instances", **spec(True))
+    def released_instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame,
+                           source_documents: pl.DataFrame, benchmark: BenchmarkResource,
+                           tokenizer: TokenizerResource, lake: LakeResource):
+        unused = [schemas.empty(t) for t in ("passages", "hard_negatives", "confusing_facts", "replacement_rules")]
+        yield from _instances(context, source_items, source_documents, *unused, benchmark, tokenizer, lake)
 
-    @dg.asset(**spec)
+    @dg.asset(**spec(False))
     def instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame, source_documents: pl.DataFrame,
                   passages: pl.DataFrame, hard_negatives: pl.DataFrame, confusing_facts: pl.DataFrame,
                   replacement_rules: pl.DataFrame, benchmark: BenchmarkResource, tokenizer: TokenizerResource,
@@ -66,7 +68,7 @@ def build(parts: Partitions, released: bool = False) -> list:
         yield from _instances(context, source_items, source_documents, passages, hard_negatives, confusing_facts,
                               replacement_rules, benchmark, tokenizer, lake)
 
-    return [instances]
+    return [released_instances, instances]
 
 
 def _instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame, source_documents: pl.DataFrame,
@@ -102,14 +104,14 @@ def _instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame, so
             progress.close()
             staged = stage.finish()
         summary = pl.concat(summaries)
-        yield dg.Output(staged, metadata={
-            FINGERPRINT_KEY: stage_fingerprint("instances", config),
+        fingerprint = own_fingerprint(context, config)
+        yield versioned(staged, fingerprint, metadata={
             **level_metadata(summary, meta, level, config),
             "preview": preview(summary.select(*PREVIEW_COLUMNS)),
             # Markdown, not a PNG: a partition's run then never imports matplotlib (~1.5 s) nor renders
             # (~0.2 s); `lcp report` draws the figure (plots.token_length_histogram) from the lake.
             "token_length_histogram": dg.MetadataValue.md(length_histogram_markdown(summary)),
         })
-    record_built_by(lake.base_dir, level, config.name, stage_fingerprint("instances", config))  # after the data
+    record_built_by(lake.base_dir, level, config.name, fingerprint)  # after the data
     for result in checks.results():
         yield check_result(result)

@@ -5,8 +5,9 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline import plots, schemas
-from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
-from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.assets.common import plot_metadata, preview
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
+from lc_pipeline.fingerprints import INSTANCE_FIELDS
 from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, Partitions
 from lc_pipeline.progress import Progress
 from lc_pipeline.resources import BenchmarkResource, ModelsResource
@@ -34,7 +35,7 @@ def judge_fingerprint(model: str, decoding: dict, overrides: dict, *extra: str) 
 def build(parts: Partitions) -> list:
     @dg.asset(
         partitions_def=parts.length_x_model,
-        group_name="judge",
+        group_name="judge", **declared("2", INSTANCE_FIELDS, adds=("model",), runs="judged"),
         kinds={"parquet", "openai"},
         description=(
             "LLM-judge verdicts per generation (HELMET long QA / summarization, Loong 1-100, 100-LongBench QA / "
@@ -84,10 +85,9 @@ def build(parts: Partitions) -> list:
         fp = judge_fingerprint(client.model, client.decoding, dict(judge.rubric_overrides),
                                *sorted(f"{t.qualified_name}:{t.rubric}" for t in catalog_for(config)),
                                *([f"protocol:{protocol}", *official] if protocol != OURS else []))
-        return dg.Output(
-            out,
+        return versioned(
+            out, own_fingerprint(context, config, models.spec(slug).fingerprint() + fp),
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint(TABLE, config, models.spec(slug).fingerprint() + fp),
                 "judge_model": client.model,
                 "judge_protocol": protocol,
                 "judge_server": client.server(),

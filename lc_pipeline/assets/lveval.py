@@ -10,7 +10,7 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline import schemas
-from lc_pipeline.assets.common import ALL_SOURCES, FINGERPRINT_KEY, check_result, json_metadata, preview, source_frames
+from lc_pipeline.assets.common import ALL_SOURCES, check_result, json_metadata, preview, source_frames
 from lc_pipeline.config import KNOWLEDGE_BASE_FACTS, BenchmarkConfig
 from lc_pipeline.construct.confusing_facts import fact_problems, facts_frame
 from lc_pipeline.construct.instance_checks import CheckResult
@@ -28,25 +28,18 @@ from lc_pipeline.construct.lveval_inputs import (
 )
 from lc_pipeline.construct.qa_items import items_for_variants
 from lc_pipeline.construct.replacement import rules_frame
-from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.assets.versions import declared, fact_generator_fingerprint, own_fingerprint, versioned
+from lc_pipeline.fingerprints import INSTANCE_FIELDS, LVEVAL_FIELDS
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, ModelsResource, TokenizerResource
 from lc_pipeline.score.lveval_ablation import ablation_frame, ablation_metadata, level_scores
 from lc_pipeline.tasks.catalog import catalog_for
 
 
-def facts_fingerprint(stage: str, config: BenchmarkConfig, models: ModelsResource) -> str:
-    """The stage fingerprint of confusing_facts / replacement_rules: an LLM fact generator's own
-    settings count too (rules are proposed against the facts' words)."""
-    generator = config.lveval.fact_generator
-    model = "" if not config.lveval.wants_cfi or generator == KNOWLEDGE_BASE_FACTS else models.spec(generator).fingerprint()
-    return stage_fingerprint(stage, config, model or None)
-
-
 def build(parts: Partitions) -> list:
     @dg.asset(
         ins={"source_items": ALL_SOURCES, "source_documents": ALL_SOURCES},
-        group_name="lveval",
+        group_name="lveval", **declared("1", LVEVAL_FIELDS, adds=("fact_generator",), serves="constructed"),
         kinds={"parquet"},
         description=(
             "LV-Eval CFI: per QA-suite item, facts that read like its evidence but are about another subject "
@@ -68,8 +61,8 @@ def build(parts: Partitions) -> list:
                 out = facts_frame(make_facts(items, documents, chosen, config, generator, context.log))
             except ValueError as exc:
                 raise dg.Failure(f"confusing_facts: {exc}", allow_retries=False) from exc
-        yield dg.Output(out, metadata={
-            FINGERPRINT_KEY: facts_fingerprint("confusing_facts", config, models),
+        made_by = fact_generator_fingerprint(config, models) or None
+        yield versioned(out, own_fingerprint(context, config, made_by), metadata={
             "enabled": config.lveval.wants_cfi,
             "generator": config.lveval.fact_generator,
             **json_metadata(facts_metadata(out, chosen)),
@@ -79,7 +72,7 @@ def build(parts: Partitions) -> list:
 
     @dg.asset(
         ins={"source_items": ALL_SOURCES, "source_documents": ALL_SOURCES},
-        group_name="lveval",
+        group_name="lveval", **declared("1", LVEVAL_FIELDS, adds=("fact_generator",), serves="constructed"),
         kinds={"parquet"},
         description=(
             "LV-Eval KPR: per QA-suite item, old term -> invented new term (a rules file and/or proposals for the "
@@ -101,8 +94,8 @@ def build(parts: Partitions) -> list:
             except ValueError as exc:
                 raise dg.Failure(f"replacement_rules: {exc}", allow_retries=False) from exc
             out = rules_frame(rules)
-        yield dg.Output(out, metadata={
-            FINGERPRINT_KEY: facts_fingerprint("replacement_rules", config, models),
+        made_by = fact_generator_fingerprint(config, models) or None
+        yield versioned(out, own_fingerprint(context, config, made_by), metadata={
             "enabled": config.lveval.wants_kpr,
             **json_metadata(rules_metadata(out, chosen, meta)),
             "preview": preview(out.select("item_id", "old", "new", "origin"), n=10),
@@ -120,7 +113,7 @@ def build(parts: Partitions) -> list:
             "instances": dg.AssetIn(partition_mapping=dg.AllPartitionMapping(),
                                     metadata={"allow_missing_partitions": True}),
         },
-        group_name="lveval",
+        group_name="lveval", **declared("1", INSTANCE_FIELDS, adds=("model",), serves="constructed"),
         kinds={"parquet"},
         description=(
             "LV-Eval's ablation (its Tables 8-9) per model and level: keyword-recall scores on plain vs CFI vs KPR "
@@ -134,8 +127,8 @@ def build(parts: Partitions) -> list:
             out = ablation_frame(metric_scores, instances, config.lveval.metric_variant)
         except ValueError as exc:
             raise dg.Failure(str(exc), allow_retries=False) from exc
-        return dg.Output(out, metadata={
-            FINGERPRINT_KEY: stage_fingerprint("lveval_ablation", config, models.spec(context.partition_key).fingerprint()),
+        model_fp = models.spec(context.partition_key).fingerprint()
+        return versioned(out, own_fingerprint(context, config, model_fp), metadata={
             "metric_variant": config.lveval.metric_variant,
             **ablation_metadata(out),
             "table": preview(level_scores(out).select("length_level", "variant", "score", "n_instances"), n=40),

@@ -34,6 +34,7 @@ import polars as pl
 
 from lc_pipeline import storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
+from lc_pipeline.assets.versions import RUNS
 from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.fingerprints import short_id
 from lc_pipeline.partitions import Partitions
@@ -76,7 +77,7 @@ def _fingerprint(stage: str, config: BenchmarkConfig) -> str:
 def build(parts: Partitions) -> list:
     @dg.asset(
         deps=["metric_scores"],
-        group_name="minilongbench",
+        group_name="minilongbench", tags={RUNS: "manual"},  # lcp minilongbench
         kinds={"parquet"},
         description=(
             "MiniLongBench subset (~5 % of the samples): 2PL IRT with priors on the binarized scores of the "
@@ -117,7 +118,7 @@ def build(parts: Partitions) -> list:
     @dg.asset(
         partitions_def=parts.model,
         deps=["metric_scores"],
-        group_name="minilongbench",
+        group_name="minilongbench", tags={RUNS: "manual"},  # lcp minilongbench
         kinds={"parquet"},
         description=(
             "A model's full-benchmark score estimated from its scores on the MiniLongBench subset only: "

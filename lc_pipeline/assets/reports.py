@@ -8,12 +8,13 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline import plots, schemas, storage
-from lc_pipeline.assets.common import FINGERPRINT_KEY, plot_metadata, preview
+from lc_pipeline.assets.common import plot_metadata, preview
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
 from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.resources.parquet_io import (partition_path, read_generation_statuses, read_judge_scores,
                                              read_model_partitions, read_table)
 from lc_pipeline.score.benchmark_scores import benchmark_leaderboard
-from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.fingerprints import LONG_FIELDS
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource
 from lc_pipeline.score.board import ROW_COLUMNS, not_scored_cells, paired_board
@@ -60,15 +61,13 @@ def board_rows(lake_dir, config, long_scores: pl.DataFrame, rubric_overrides: di
     return pl.concat([f.with_columns(pl.col("score").cast(pl.Float64)) for f in frames]), note
 
 
-def build(parts: Partitions, released: bool = False) -> list:
-    if released:
-        return [released_leaderboard()]
-
+def build(parts: Partitions) -> list:
+    """The leaderboard of constructed configs (LongScore) and the one of a benchmark run as released."""
     @dg.asset(
         ins={"long_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})},
         # Judging is optional: its partitions are read from the lake when there are any.
         deps=["judge_scores"],
-        group_name="reports",
+        group_name="reports", **declared("2", LONG_FIELDS, serves="constructed", runs="every_time"),
         kinds={"parquet"},
         description="One row per model and metric: Base Ability, old metric, LongScore and their ranks, on the "
         "instances every model of the metric answered (n_unpaired: the model's others), with a 95% bootstrap "
@@ -91,10 +90,9 @@ def build(parts: Partitions, released: bool = False) -> list:
         if not_scored:
             context.log.warning(f"not scored on the leaderboard: {not_scored}")
         paired = out.group_by("metric").agg(pl.len().alias("models"), pl.col("n_instances").max().alias("common"))
-        return dg.Output(
-            out,
+        return versioned(
+            out, own_fingerprint(context, config),
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("leaderboard", config),
                 "models": out["model"].n_unique(),
                 "leaderboard": preview(out.sort("metric", "rank_long_score"), n=50),
                 "paired_on": dg.MetadataValue.json({m: f"{c} common instances ({n} models)" for m, n, c
@@ -110,7 +108,7 @@ def build(parts: Partitions, released: bool = False) -> list:
             },
         )
 
-    return [leaderboard]
+    return [leaderboard, released_leaderboard()]
 
 
 def released_leaderboard() -> dg.AssetsDefinition:
@@ -119,7 +117,7 @@ def released_leaderboard() -> dg.AssetsDefinition:
     @dg.asset(
         name="leaderboard",
         deps=["benchmark_scores"],  # every model's partition, read from the lake
-        group_name="reports",
+        group_name="reports", **declared("2", LONG_FIELDS, serves="released", runs="every_time"),
         kinds={"parquet"},
         description="One row per model and published table (metric '<benchmark>/<table>', e.g. longbench/en): the "
         "table's overall score averaged over its length partitions, per partition in scores_by_length, ranked",
@@ -136,8 +134,7 @@ def released_leaderboard() -> dg.AssetsDefinition:
             if any(unpaired.values()):
                 context.log.warning(f"models paired on their common instances; left out per model: {unpaired}")
         out = benchmark_leaderboard(tables, unpaired) if tables is not None else schemas.empty("leaderboard")
-        return dg.Output(out, metadata={
-            FINGERPRINT_KEY: stage_fingerprint("leaderboard", config),
+        return versioned(out, own_fingerprint(context, config), metadata={
             "models": out["model"].n_unique(),
             "n_unpaired": dg.MetadataValue.json(unpaired),
             "leaderboard": preview(out.select("metric", "model", "old_metric", "rank_old_metric", "scores_by_length",

@@ -8,7 +8,6 @@ import polars as pl
 from lc_pipeline import schemas
 from lc_pipeline.assets.common import (
     ALL_SOURCES,
-    FINGERPRINT_KEY,
     configured_sources,
     json_metadata,
     preview,
@@ -26,7 +25,8 @@ from lc_pipeline.construct.retrieval import (
     sample_rows,
     select_hard_negatives,
 )
-from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
+from lc_pipeline.fingerprints import INDEX_FIELDS, NEGATIVE_FIELDS, PASSAGE_FIELDS
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import (
     BenchmarkResource,
@@ -55,19 +55,19 @@ class PassageIndexConfig(dg.Config):
 def build(parts: Partitions) -> list:
     @dg.asset(
         ins={"source_documents": ALL_SOURCES},
-        group_name="retrieval",
+        group_name="retrieval", **declared("1", PASSAGE_FIELDS, serves="constructed"),
         kinds={"parquet"},
         description="Documents chunked into ~100-word passages (HELMET/KILT style) with token counts",
     )
-    def passages(source_documents: pl.DataFrame, benchmark: BenchmarkResource, tokenizer: TokenizerResource):
+    def passages(context: dg.AssetExecutionContext, source_documents: pl.DataFrame, benchmark: BenchmarkResource,
+                 tokenizer: TokenizerResource):
         config = benchmark.load()
         docs = configured_sources(source_documents, config, "source_documents").filter(
             pl.col("source").is_in(retrieval_sources(config.sources)))  # sources with their own contexts: not chunked
         out = chunk_documents(docs.select(schemas.SOURCE_DOCUMENTS.names()), config.passage_words, tokenizer.counter())
-        return dg.Output(
-            out,
+        return versioned(
+            out, own_fingerprint(context, config),
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("passages", config),
                 "passages": out.height,
                 "mean_tokens": float(out["n_tokens"].mean() or 0),
                 "preview": preview(out.select("passage_id", "n_words", "n_tokens", "text")),
@@ -76,7 +76,7 @@ def build(parts: Partitions) -> list:
 
     @dg.asset(
         ins={"source_items": ALL_SOURCES},
-        group_name="retrieval",
+        group_name="retrieval", **declared("2", INDEX_FIELDS, serves="constructed"),
         kinds={"faiss", "parquet"},
         description="Sentence-transformers embeddings of every passage and a FAISS inner-product index over them "
                     "(an approximate index is tuned on the items' questions, the queries hard_negatives asks)",
@@ -108,10 +108,9 @@ def build(parts: Partitions) -> list:
             f"{built.kind} index at {path}"
         )
         out = passage_index_frame(passages["passage_id"], vectors, bench.embedding_model)
-        return dg.Output(
-            out,
+        return versioned(
+            out, own_fingerprint(context, bench),
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("passage_index", bench),
                 "ntotal": int(built.index.ntotal),
                 "dimension": int(vectors.shape[1]),
                 "embedding_model": bench.embedding_model,
@@ -125,13 +124,13 @@ def build(parts: Partitions) -> list:
 
     @dg.asset(
         ins={"source_items": ALL_SOURCES},
-        group_name="retrieval",
+        group_name="retrieval", **declared("2", NEGATIVE_FIELDS, serves="constructed"),
         kinds={"faiss", "parquet"},
         description="Per item: top-ranked passages for the question that contain no gold answer, with scores",
     )
-    def hard_negatives(source_items: pl.DataFrame, passages: pl.DataFrame, passage_index: pl.DataFrame,
-                       benchmark: BenchmarkResource, embedder: EmbedderResource, vector_index: VectorIndexResource,
-                       lake: LakeResource):
+    def hard_negatives(context: dg.AssetExecutionContext, source_items: pl.DataFrame, passages: pl.DataFrame,
+                       passage_index: pl.DataFrame, benchmark: BenchmarkResource, embedder: EmbedderResource,
+                       vector_index: VectorIndexResource, lake: LakeResource):
         config = benchmark.load()
         items = configured_sources(source_items, config, "source_items").filter(
             pl.col("source").is_in(retrieval_sources(config.sources)))  # items with their own contexts: none needed
@@ -148,10 +147,9 @@ def build(parts: Partitions) -> list:
             top_k=config.retrieval_top_k,
             keep=config.hard_negatives_per_item,
         )
-        return dg.Output(
-            out,
+        return versioned(
+            out, own_fingerprint(context, config),
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("hard_negatives", config),
                 **negatives_metadata(items, out),
                 "preview": preview(out.head(10)),
             },

@@ -6,9 +6,10 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline import schemas
-from lc_pipeline.assets.common import FINGERPRINT_KEY, long_scores_metadata, preview
+from lc_pipeline.assets.common import long_scores_metadata, preview
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
 from lc_pipeline.assets.generation import GPU_POOL, GPU_STEP_TAGS
-from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.fingerprints import INSTANCE_FIELDS, LONG_FIELDS, PRIOR_FIELDS
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
 from lc_pipeline.resources.judge import JudgeResource
@@ -29,7 +30,7 @@ from lc_pipeline.tasks.catalog import catalog_for
 def build(parts: Partitions) -> list:
     @dg.asset(
         partitions_def=parts.length_x_model,
-        group_name="scoring",
+        group_name="scoring", **declared("2", INSTANCE_FIELDS, adds=("model",)),
         kinds={"parquet"},
         description="Per generation: the metrics its task declares (task files; `lcp tasks list`): SubEM, EM and "
         "token F1 for the QA suite, LongBench's per-task metric ('longbench'), 100-LongBench's ('lb100'), HELMET's "
@@ -52,10 +53,9 @@ def build(parts: Partitions) -> list:
         for line in fallbacks.lines("instance ids"):
             context.log.warning(f"metric_scores {context.partition_key}: {line}")
         means = dict(out.group_by("metric").agg(pl.col("score").mean()).sort("metric").iter_rows())
-        return dg.Output(
-            out,
+        return versioned(
+            out, own_fingerprint(context, config, models.spec(slug).fingerprint()),
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("metric_scores", config, models.spec(slug).fingerprint()),
                 **{f"mean_{m}": float(v) for m, v in means.items()},
                 "rows": out.height,
                 # Generations left unscored (skipped, invalid) and rows whose answer did not parse (scored 0).
@@ -68,7 +68,7 @@ def build(parts: Partitions) -> list:
     @dg.asset(
         partitions_def=parts.model,
         ins={"instances": dg.AssetIn(partition_mapping=dg.AllPartitionMapping())},
-        group_name="scoring",
+        group_name="scoring", **declared("1", PRIOR_FIELDS, adds=("model",), serves="constructed"),
         kinds={"parquet"},
         pool=GPU_POOL,  # it loads the model and generates (questions without context): a GPU step
         op_tags=GPU_STEP_TAGS,
@@ -101,10 +101,9 @@ def build(parts: Partitions) -> list:
             except ValueError as exc:
                 raise dg.Failure(f"prior_knowledge {slug}: {exc}", allow_retries=False) from exc
         out = prior_knowledge_frame(items, results, metric=pk.metric, threshold=pk.threshold, judged=judged)
-        return dg.Output(
-            out,
+        return versioned(
+            out, own_fingerprint(context, config, spec.fingerprint() + probe_key),  # probe: tasks probed raw
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("prior_knowledge", config, spec.fingerprint() + probe_key),
                 "enabled": pk.enabled, "qa_items": out.height, "dropped": int(out["dropped"].sum()),
                 "said_unanswerable": int(out["said_unanswerable"].sum()), "threshold": pk.threshold, "scorer": pk.scorer,
                 "metric": pk.metric if pk.scorer == "metric" else "judge (each task's rubric)",
@@ -123,7 +122,7 @@ def build(parts: Partitions) -> list:
         # The headline reads this model's judge_scores from the lake when there are any (judging is optional).
         deps=[dg.AssetDep("judge_scores", partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
             partition_dimension_name=MODEL_DIM))],
-        group_name="scoring",
+        group_name="scoring", **declared("1", LONG_FIELDS, adds=("model",), serves="constructed"),
         kinds={"parquet"},
         description=(
             "100-LongBench LongScore per task and overall (100*(S_l - Base)/Base, scores averaged across tasks "
@@ -152,9 +151,9 @@ def build(parts: Partitions) -> list:
             raise dg.Failure(str(exc), allow_retries=False) from exc
         if scored.not_scored:
             context.log.warning(f"long_scores {slug}: {scored.not_scored}")
-        return dg.Output(scored.rows, metadata=long_scores_metadata(
-            context, scored.rows, scored.kept, scored.dropped, scored.headline_note,
-            stage_fingerprint("long_scores", config, models.spec(slug).fingerprint()), slug)
+        fp = own_fingerprint(context, config, models.spec(slug).fingerprint())
+        return versioned(scored.rows, fp, metadata=long_scores_metadata(
+            context, scored.rows, scored.kept, scored.dropped, scored.headline_note, fp, slug)
             | {"not_scored": scored.not_scored or "none: every base and long length has scores"})
 
     return [metric_scores, prior_knowledge, long_scores]

@@ -4,8 +4,9 @@
 import dagster as dg
 
 from lc_pipeline import schemas
-from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
-from lc_pipeline.fingerprints import source_input_sha256, stage_fingerprint
+from lc_pipeline.assets.common import preview
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
+from lc_pipeline.fingerprints import SOURCE_FIELDS, source_input_sha256
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource
 from lc_pipeline.sources.loader import load_source
@@ -14,14 +15,15 @@ from lc_pipeline.sources.loader import load_source
 def build(parts: Partitions) -> list:
     @dg.multi_asset(
         outs={
-            "source_documents": dg.AssetOut(description="Normalized documents of each source", kinds={"parquet"}),
+            "source_documents": dg.AssetOut(description="Normalized documents of each source", kinds={"parquet"},
+                                            **declared("1", SOURCE_FIELDS)),
             "source_items": dg.AssetOut(
                 description="Questions with gold answers, answer keywords and evidence document ids",
-                kinds={"parquet"},
+                kinds={"parquet"}, **declared("2", SOURCE_FIELDS),
             ),
             "rejected_records": dg.AssetOut(
                 description="Records the adapter refused (on_error: reject), with file, record, field and reason",
-                kinds={"parquet"},
+                kinds={"parquet"}, **declared("1", SOURCE_FIELDS),
             ),
         },
         partitions_def=parts.source,
@@ -53,20 +55,16 @@ def build(parts: Partitions) -> list:
         }
         for note in loaded.notes():
             context.log.info(note)
-        yield dg.Output(
-            documents,
-            "source_documents",
+        yield versioned(
+            documents, own_fingerprint(context, config, name="source_documents"), "source_documents",
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("source_documents", config),
                 "documents": documents.height,
                 "preview": preview(documents.select("doc_id", "title", "entity_type", "text")),
             },
         )
-        yield dg.Output(
-            items,
-            "source_items",
+        yield versioned(
+            items, own_fingerprint(context, config, name="source_items"), "source_items",
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("source_items", config),
                 "items": items.height,
                 **counts,
                 "items_by_task": dg.MetadataValue.json(
@@ -75,11 +73,9 @@ def build(parts: Partitions) -> list:
                 "preview": preview(items.select("item_id", "task", "question", "answers")),
             },
         )
-        yield dg.Output(
-            rejected,
-            "rejected_records",
+        yield versioned(
+            rejected, own_fingerprint(context, config, name="rejected_records"), "rejected_records",
             metadata={
-                FINGERPRINT_KEY: stage_fingerprint("rejected_records", config),
                 **counts,
                 "first_reasons": dg.MetadataValue.json(
                     [f"{r['file']} record {r['record_index']} (id {r['record_id']!r}): field {r['field']!r}: {r['reason']}"
