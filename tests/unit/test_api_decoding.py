@@ -196,7 +196,8 @@ def test_a_local_engine_keeps_its_cap_and_its_rows_say_so():
         planned = by_id[iid]
         assert planned.request.api is None and planned.request.max_new_tokens == 32
         note = json.loads(planned.sampling_params)["api_decoding_note"]
-        assert "applies to API servers" in note and "'transformers' decodes greedily up to max_new_tokens 32" in note
+        assert "applies to API servers" in note and "'transformers' keeps its cap of max_new_tokens 32" in note
+        assert ("without the protocol's system turn" in note) == (iid == "v1")
     # The note is not part of the key: the Loong row has the key of the same row planned under ours.
     assert by_id["l1"].request.key == by_id["l2"].request.key and by_id["l2"].sampling_params == ""
 
