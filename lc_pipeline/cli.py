@@ -30,6 +30,7 @@ import click
 # this module imports only click and the names its options list; each command imports what it uses, and the
 # commands of lc_pipeline/commands/ are imported only when invoked (LazyCommands). tests/unit/test_cli_imports.py
 from lc_pipeline.construct.truncation import POLICIES as TRUNCATION_POLICIES
+from lc_pipeline.commands.options import apply_selection, selection_options
 from lc_pipeline.generate.backends import GENERATORS
 from lc_pipeline.settings import env, variables_help
 
@@ -156,20 +157,10 @@ _CONFIG_HELP = "Benchmark config: packaged name (demo, default, longbench, ...) 
 _MODELS_HELP = "Models to evaluate (default: the config's models)."
 
 
-_TASKS_HELP = "Only these of the config's tasks, comma-separated (default: all)."
-_LIMIT_HELP = "At most N instances per task and length level, to try a config out (default: all)."
-
-
-def _selection_options(command):
-    """``--tasks`` and ``--limit`` (lm-evaluation-harness's): a run of part of the config (config.RunSelection)."""
-    command = click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N", help=_LIMIT_HELP)(command)
-    return click.option("--tasks", default=None, metavar="T,...", help=_TASKS_HELP)(command)
-
-
 @main.command("run")
 @click.option("--config", default=None, help=_CONFIG_HELP)
 @click.option("--model", "models", multiple=True, help=_MODELS_HELP)
-@_selection_options
+@selection_options
 def run_command(config: str | None, models: tuple[str, ...], tasks: str | None, limit: int | None) -> None:
     """Build the config's benchmark and evaluate its models: every step not already done (finished partitions are
     reused), then print the leaderboard. With --tasks / --limit, only that part of the config (its instances are
@@ -180,25 +171,15 @@ def run_command(config: str | None, models: tuple[str, ...], tasks: str | None, 
 @main.command()
 @click.option("--config", default=None, help=_CONFIG_HELP)
 @click.option("--model", "models", multiple=True, help=_MODELS_HELP)
-@_selection_options
+@selection_options
 def demo(config: str | None, models: tuple[str, ...], tasks: str | None, limit: int | None) -> None:
     """The same as `lcp run` (its earlier name; `make demo` runs it on the embedded default)."""
     _run_graph("demo", config, models, tasks, limit)
 
 
-def _select(tasks: str | None, limit: int | None) -> str:
-    """Set LCP_TASKS / LCP_LIMIT for this command and the runs it starts (settings.Settings); the options to repeat
-    when resuming."""
-    if tasks is not None:
-        os.environ["LCP_TASKS"] = ",".join(t.strip() for t in tasks.split(",") if t.strip())
-    if limit is not None:
-        os.environ["LCP_LIMIT"] = str(limit)
-    return (f" --tasks {shlex.quote(tasks)}" if tasks else "") + (f" --limit {limit}" if limit else "")
-
-
 def _run_graph(verb: str, config: str | None, models: tuple[str, ...], tasks: str | None = None,
                limit: int | None = None) -> None:
-    selected = _select(tasks, limit)
+    selected = apply_selection(tasks, limit)
     s = _settings(config)
     resume = f"lcp {verb}" + (f" --config {shlex.quote(config)}" if config else "") + \
         "".join(f" --model {shlex.quote(m)}" for m in models) + selected
@@ -385,7 +366,9 @@ def judge(models: tuple[str, ...], lengths: tuple[str, ...], config: str | None)
                    "backfill there (shown in the UI, executed by its daemon) instead of running in this process.")
 @click.option("--wait/--no-wait", default=True, show_default=True, help="With --url: wait for the backfill to end.")
 @click.option("--config", default=None)
-def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, config: str | None) -> None:
+@selection_options
+def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, config: str | None,
+             tasks: str | None, limit: int | None) -> None:
     """Generate and score only MODEL's partitions (nothing upstream re-runs), then refresh the leaderboard."""
     from lc_pipeline.generate.registry import validate_model_slug
 
@@ -393,6 +376,10 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
         validate_model_slug(model)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+    if url and (tasks or limit):
+        raise click.ClickException("--tasks / --limit narrow a run in this process; a UI's backfill (--url) runs "
+                                   "the whole config")
+    selected = apply_selection(tasks, limit)
     s = _settings(config)
     if lengths:  # an unknown level would otherwise surface as Dagster's partition-key error
         from lc_pipeline.config import load_config
@@ -409,7 +396,7 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
         _backfill_via_graphql(s, model, list(lengths), url, wait)
         return
     resume = f"lcp backfill --model {shlex.quote(model)}" + "".join(f" --length {shlex.quote(lv)}" for lv in lengths) + \
-        (f" --config {shlex.quote(config)}" if config else "")
+        (f" --config {shlex.quote(config)}" if config else "") + selected
     with _graph_run(resume) as state:
         runner = state["runner"] = _runner(s)
         runner.tags = {"lcp/backfill": model}

@@ -16,14 +16,15 @@ from lc_pipeline import schemas, storage
 from lc_pipeline.assets.common import ALL_SOURCES, check_result, preview, source_frames
 from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
 from lc_pipeline.construct.builders import BuildError, LevelInputs, level_batches, planned_batches
-from lc_pipeline.construct.instance_checks import CHECKS, InstanceChecks
+from lc_pipeline.construct.run_selection import Narrowed, narrowed
+from lc_pipeline.construct.instance_checks import InstanceChecks, check_descriptions
 from lc_pipeline.construct.instance_metadata import (
     PREVIEW_COLUMNS,
     SUMMARY_COLUMNS,
     length_histogram_markdown,
     level_metadata,
 )
-from lc_pipeline.construct.lveval_variants import inserted_tokens
+from lc_pipeline.construct.variant_rows import inserted_tokens
 from lc_pipeline.fingerprints import INSTANCE_FIELDS
 from lc_pipeline.lake import record_built_by
 from lc_pipeline.partitions import Partitions
@@ -50,7 +51,7 @@ def build(parts: Partitions) -> list:
                 "then same-domain documents; exact cl100k_base token counts on every row"
             ),
             check_specs=[dg.AssetCheckSpec(name, asset="instances", blocking=True, description=description)
-                         for name, description in CHECKS.items()],
+                         for name, description in check_descriptions().items()],
         )
 
     @dg.asset(name="instances", **spec(True))
@@ -85,11 +86,12 @@ def _instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame, so
     counter, meta = inputs.counter, inputs.meta
     checks = InstanceChecks(config, documents, confusing_facts, replacement_rules)
     summaries = []
+    selection = Narrowed(config.only) if config.only is not None else None  # lcp run --tasks / --limit
     progress = Progress(context.log, planned_batches(inputs), f"instances {level}", unit="batch", every_s=0)
     with tempfile.TemporaryDirectory(prefix="lcp-instances-") as scratch:
         with storage.ParquetStager(scratch, schema=schemas.INSTANCES) as stage:
             try:
-                for out in level_batches(inputs, progress.update):
+                for out in narrowed(level_batches(inputs, progress.update), config.only, selection):
                     # CFI rows carry their facts on top of the level (LV-Eval inserts after mixing): the
                     # length check measures them without the facts, whose tokens go to the metadata.
                     fact_tokens = inserted_tokens(out, counter)
@@ -103,6 +105,9 @@ def _instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame, so
                 raise dg.Failure(f"instances {level}: {exc}", allow_retries=False) from exc
             progress.close()
             staged = stage.finish()
+        if not summaries:  # only with a selection: a builder's level always has rows (InstanceChecks)
+            raise dg.Failure(f"instances {level}: the selection kept no instance "
+                             f"({selection.metadata() if selection is not None else {}})", allow_retries=False)
         summary = pl.concat(summaries)
         fingerprint = own_fingerprint(context, config)
         yield versioned(staged, fingerprint, metadata={
@@ -111,6 +116,7 @@ def _instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame, so
             # Markdown, not a PNG: a partition's run then never imports matplotlib (~1.5 s) nor renders
             # (~0.2 s); `lcp report` draws the figure (plots.token_length_histogram) from the lake.
             "token_length_histogram": dg.MetadataValue.md(length_histogram_markdown(summary)),
+            **({"selection": dg.MetadataValue.json(selection.metadata())} if selection is not None else {}),
         })
     record_built_by(lake.base_dir, level, config.name, fingerprint)  # after the data
     for result in checks.results():

@@ -1,9 +1,9 @@
 """LV-Eval's assets (group ``lveval``): confusing_facts and replacement_rules, the inputs of the QA
 suite's CFI / KPR rows, and lveval_ablation, the paper's ablation of them (spec lveval.md §5, §6, §9.8).
 
-Wiring only: which items (construct/qa_items.py), the facts and rules with their metadata and
-checks (construct/lveval_inputs.py), the variant rows (construct/lveval_variants.py, used by
-``instances``) and the ablation table (score/lveval_ablation.py) are pure modules.
+Wiring only: which items (benchmarks/qa/items.py), the facts and rules with their metadata and
+checks (benchmarks/lveval/inputs.py), the variant rows (benchmarks/lveval/variants.py, used by
+``instances``) and the ablation table (benchmarks/lveval/ablation.py) are pure modules.
 """
 
 import dagster as dg
@@ -11,10 +11,8 @@ import polars as pl
 
 from lc_pipeline import schemas
 from lc_pipeline.assets.common import ALL_SOURCES, check_result, json_metadata, preview, source_frames
-from lc_pipeline.config import KNOWLEDGE_BASE_FACTS, BenchmarkConfig
-from lc_pipeline.construct.confusing_facts import fact_problems, facts_frame
-from lc_pipeline.construct.instance_checks import CheckResult
-from lc_pipeline.construct.lveval_inputs import (
+from lc_pipeline.assets.versions import declared, fact_generator_fingerprint, own_fingerprint, versioned
+from lc_pipeline.benchmarks.lveval.inputs import (
     CHECK_FACTS,
     CHECK_RULES,
     FACTS_CHECK_DESCRIPTION,
@@ -26,13 +24,15 @@ from lc_pipeline.construct.lveval_inputs import (
     rule_problems,
     rules_metadata,
 )
-from lc_pipeline.construct.qa_items import items_for_variants
+from lc_pipeline.benchmarks.qa.items import items_for_variants
+from lc_pipeline.config import KNOWLEDGE_BASE_FACTS
+from lc_pipeline.construct.confusing_facts import fact_problems, facts_frame
+from lc_pipeline.construct.instance_checks import CheckResult
 from lc_pipeline.construct.replacement import rules_frame
-from lc_pipeline.assets.versions import declared, fact_generator_fingerprint, own_fingerprint, versioned
 from lc_pipeline.fingerprints import INSTANCE_FIELDS, LVEVAL_FIELDS
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, ModelsResource, TokenizerResource
-from lc_pipeline.score.lveval_ablation import ablation_frame, ablation_metadata, level_scores
+from lc_pipeline.benchmarks.lveval.ablation import ablation_frame, ablation_metadata, level_scores
 from lc_pipeline.tasks.catalog import catalog_for
 
 

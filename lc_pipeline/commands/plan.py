@@ -30,6 +30,7 @@ import json
 
 import click
 
+from lc_pipeline.commands.options import apply_selection, selection_options
 from lc_pipeline.commands.output import print_table
 
 TABLE_COLUMNS = ("benchmark", "length", "instances", "prompt_tokens", "max_prompt_tokens", "truncated", "skipped",
@@ -141,10 +142,13 @@ def _lake_budgets(instances: dict):
                    "instead of the one measured from the model's earlier generations in the lake.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--requests", "with_requests", is_flag=True, help="json: also one entry per request (generation row).")
+@selection_options
 def plan(config: str | None, models: tuple[str, ...], tokens_per_second: float | None, fmt: str,
-         with_requests: bool) -> None:
+         with_requests: bool, tasks: str | None, limit: int | None) -> None:
     """Count what a run of the config would generate for each model, and estimate its time and cost."""
     from lc_pipeline.runner import interrupt_exit, watching_signals
+
+    apply_selection(tasks, limit)
 
     with watching_signals():  # Ctrl-C / SIGTERM: one line, exit 130 / 143
         try:

@@ -1,5 +1,5 @@
 """What an instance builder is called with and may raise: ``BuildRequest`` (a level's ``LevelInputs`` and the tasks
-it builds) and ``BuildError``. The builders' protocol, below every builder (qa_suite.py, released.py, the
+it builds) and ``BuildError``. The builders' protocol, below every builder (released.py, the
 benchmark packages' builders) and the dispatcher that runs them (builders.py), so a builder raises ``BuildError``
 without importing the dispatcher.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from lc_pipeline.construct.lveval_variants import variant_metadata
+from lc_pipeline.construct.variant_rows import variant_metadata
 
 # Per-row columns kept for the metadata once a batch is written: small (no context or prompt).
 SUMMARY_COLUMNS = ("instance_id", "suite", "task", "variant", "insertions", "depth", "question", "input_tokens",

@@ -23,6 +23,13 @@ QA_TEMPLATE = "{instruction}\n\n{context}\n\nQuestion: {question}\nAnswer:"
 
 BLOCK_SEPARATOR = "\n\n"
 
+# The prior-knowledge probe (config ``prior_knowledge``; 100-LongBench's `qa_old`, in our words): the question alone, no context.
+NO_CONTEXT_PROMPT = (
+    "Answer the question as briefly as you can, in one phrase or sentence if possible. If it cannot be "
+    'answered, write "unanswerable". Give no explanation.\nQuestion: {input}\nReply with the answer only. Answer:\n'
+)
+
+
 # Part of every instance id: rewording the prompt must yield new instances, not reuse old rows.
 PROMPT_VERSION = hashlib.sha256(
     "\x1f".join([QA_INSTRUCTION, QA_TEMPLATE, BLOCK_SEPARATOR, "Document [{index}] (Title: {title}): {text}"]).encode()

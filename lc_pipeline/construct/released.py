@@ -132,7 +132,7 @@ def _prompt(spec, config) -> QAPrompt:
 
 def released_records(request) -> Iterator[pl.DataFrame]:
     """Builder ``released.records``: every record of the configured sources whose task the benchmark
-    declares (``released.tasks`` narrows them, ``released.subset`` picks MiniLongBench's records), in
+    declares (``released.tasks`` narrows them, ``released.subset`` picks a compressed benchmark's records), in
     the level the record belongs to, prompted by its task with its released context."""
     yield from in_frames(_released_rows(request))
 
@@ -145,9 +145,10 @@ def _released_rows(request) -> Iterator[dict[str, Any]]:
     if released is None:
         raise BuildError("builder released.records runs only in a config with a `released:` section")
     items = inputs.items
-    if released.subset:
-        from lc_pipeline.construct.released_subset import subset_item_ids
+    if released.subset:  # a compressed benchmark's samples of the released one (tasks.registry.RECORD_SUBSETS)
+        from lc_pipeline.tasks.registry import RECORD_SUBSETS
 
+        subset_item_ids = RECORD_SUBSETS.get(released.benchmark, where=f"config released.subset {released.subset!r}")
         keep = subset_item_ids(items, released.subset)
         items = items.filter(pl.col("item_id").is_in(sorted(keep)))
     # Tasks that run another task's records (LongBench v2's chain-of-thought mode runs the direct mode's):

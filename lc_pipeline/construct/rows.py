@@ -7,7 +7,7 @@ have a natural default, is written once, here:
 * ``variant`` "plain", ``insertions`` [] and ``replacement_rule_ids`` []: a builder's rows are
   plain; LV-Eval's CFI / KPR variants (construct/variants.py) are derived from them later;
 * ``length_unit`` "tokens", and then ``target_units`` = ``target_tokens`` and ``context_units`` =
-  ``context_tokens`` (what ``lveval_levels.with_length_units`` fills for token levels). A row
+  ``context_tokens`` (what :func:`with_length_units` fills for token levels). A row
   of a word level (``length_unit`` "words" / "characters", LV-Eval spec §1) names its
   ``target_units`` and ``context_units`` itself.
 
@@ -23,6 +23,9 @@ from typing import Any
 
 import polars as pl
 
+from lc_pipeline import schemas
+from lc_pipeline.config import BenchmarkConfig, level_size
+from lc_pipeline.construct.word_levels import count_units
 from lc_pipeline.schemas import INSTANCES, conform
 
 COLUMNS: tuple[str, ...] = tuple(INSTANCES.names())
@@ -73,3 +76,38 @@ def instances_frame(rows: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
     """INSTANCES rows (from :func:`instance_row`) as a frame conforming to the table (``schemas.conform``);
     no rows: an empty frame of the table's schema."""
     return conform(pl.DataFrame(list(rows), schema=INSTANCES), "instances")
+
+
+# --------------------------------------------------------------------------- finishing every builder's rows
+# (construct/builders.level_batches runs these on each frame of every builder)
+
+
+def with_empty_variant_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """Rows built without CFI / KPR variants (every suite's builder) have null insertions / rule ids: []."""
+    return frame.with_columns(
+        pl.col("insertions").fill_null(pl.lit([], dtype=schemas.INSERTIONS)),
+        pl.col("replacement_rule_ids").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+    )
+
+
+def with_length_units(frame: pl.DataFrame, level: str, config: BenchmarkConfig) -> pl.DataFrame:
+    """Fill ``length_unit`` / ``target_units`` / ``context_units`` for every builder's rows.
+
+    Token rows: the unit is tokens, the target and size those already measured. Rows a builder measured in words
+    (``length_unit`` not "tokens" in a config of ``length_unit: words``, LV-Eval's word levels): words or
+    characters by language, ``target_tokens`` null. ``context_units`` measures the context as stored (CFI facts
+    included).
+    """
+    words = config.length_unit == "words"
+    is_word_row = (pl.col("length_unit") != "tokens") if words else pl.lit(False)
+    word_target = level_size(level, "words") if words else None
+    units = [count_units(ctx, lang if lang in ("en", "zh") else "en") if (words and unit not in (None, "tokens")) else None
+             for ctx, lang, unit in frame.select("context", "language", "length_unit").iter_rows()]
+    return frame.with_columns(
+        length_unit=pl.when(is_word_row).then(
+            pl.when(pl.col("language") == "zh").then(pl.lit("characters")).otherwise(pl.lit("words"))
+        ).otherwise(pl.lit("tokens")),
+        target_units=pl.when(is_word_row).then(pl.lit(word_target, pl.Int64)).otherwise(pl.col("target_tokens")),
+        context_units=pl.when(is_word_row).then(pl.Series(units, dtype=pl.Int64)).otherwise(pl.col("context_tokens")),
+        target_tokens=pl.when(is_word_row).then(pl.lit(None, pl.Int64)).otherwise(pl.col("target_tokens")),
+    )

@@ -45,7 +45,7 @@ POLICIES = (MIDDLE, END_OF_CONTEXT, DROP_DOCUMENTS, SKIP)
 # Our documents are "Document [i] (Title: ...): text" blocks joined by a blank line
 # (construct/prompts.py); a block may itself contain blank lines, so split on the header.
 _DOCUMENT_START = re.compile(r"\n\n(?=Document \[\d+\] \(Title: )")
-# Loong run as released (construct/loong_released.py): each document is its header line, its text and a
+# Loong run as released (benchmarks/loong/released_build.py): each document is its header line, its text and a
 # blank line; the header is "《...》" (reports, judgments) or a paper's title above its own "# title" heading.
 _RELEASED_START = re.compile(r"\n\n(?=《[^》\n]*》\n|(?P<title>[^\n]+)\n#+[ \t]*(?P=title)[ \t#]*(?:\n|$))")
 DOCUMENT_SEPARATOR = "\n\n"

@@ -78,7 +78,6 @@ import email.utils
 import json
 import logging
 import math
-import os
 import random
 import re
 import threading
@@ -102,6 +101,7 @@ from lc_pipeline.generate.prompting import (
     skipped_result,
 )
 from lc_pipeline.generate.registry import ModelSpec, redact_url
+from lc_pipeline.settings import env, key_in
 
 log = logging.getLogger(__name__)
 
@@ -425,7 +425,7 @@ class OpenAIGenerator:
     # ------------------------------------------------------------------ setup
 
     def base_url(self) -> str | None:
-        return self.spec.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        return self.spec.base_url or env("OPENAI_BASE_URL") or None
 
     def server(self) -> str:
         """Where the server is, for logs: scheme, host and port only (a URL may carry credentials)."""
@@ -436,7 +436,7 @@ class OpenAIGenerator:
         return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
 
     def _api_key(self) -> str:
-        key = os.environ.get(self.spec.api_key_env)
+        key = key_in(self.spec.api_key_env)
         if key:
             return key
         if self.base_url() is None:
@@ -768,14 +768,13 @@ class OpenAIGenerator:
         cap = self.reply_cap(req)
         limit = token_limit(cap)
         capped = req.api is None or req.api.send_max_tokens
-        asked = (f"{cap} tokens asked for (max_tokens ignored?)" if capped
-                 else f"{cap}-token window of the model (no max_tokens was sent)")
+        asked = "asked for (max_tokens ignored?)" if capped else "of the model's window (no max_tokens was sent)"
         if len(text) > limit * MAX_CHARS_PER_TOKEN:
-            raise MalformedReply(f"the reply has {len(text)} characters, far more than the {asked}")
+            raise MalformedReply(f"the reply has {len(text)} characters, far more than the {cap} tokens {asked}")
         if len(text) > limit:
             count = len(self.prompt_tokenizer.encode(text))
             if count > limit:
-                raise MalformedReply(f"the reply has {count} tokens, far more than the {asked}")
+                raise MalformedReply(f"the reply has {count} tokens, far more than the {cap} {asked}")
 
     def _count(self, usage: Any, name: str, upper: int, local: Callable[[], int], key: str) -> int:
         """``usage.<name>`` when it is an int in [0, ``upper``], else (with a warning naming the value) ``local()``:

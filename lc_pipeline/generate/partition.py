@@ -131,9 +131,11 @@ def official_api_decoding(benchmark: str, task: str) -> ApiDecoding | None:
 
 def local_engine_note(api: ApiDecoding, backend: str, max_new_tokens: int) -> str:
     """What a row of an engine that needs a cap says under a protocol whose API decoding it does not apply."""
+    kept = f"keeps its cap of max_new_tokens {max_new_tokens} and its own decoding"
+    if api.system is not None or api.read_system is not None:
+        kept += ", without the protocol's system turn"
     return (f"the protocol's API decoding ({api.source or 'official protocol'}) applies to API servers (backend "
-            f"openai); backend {backend!r} decodes greedily up to max_new_tokens {max_new_tokens}, without its "
-            "system turn")
+            f"openai); backend {backend!r} {kept}")
 
 
 def protocol_budget(row: Mapping) -> int | None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from lc_pipeline.construct.longbench100 import NO_CONTEXT_PROMPT
+from lc_pipeline.construct.prompts import NO_CONTEXT_PROMPT
 from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.score.judge import Judgment, judge_frame, plan_judgments
 from lc_pipeline.score.longscore import HeadlineUnavailable, ScoreSource, headline_long_scores, long_scores_frame
@@ -85,7 +85,7 @@ def no_context_judgments(questions: pl.DataFrame, outputs: Sequence[dict], insta
     a with-context answer is (spec §5.4: the same judge, max over golds, first line). Answers whose
     first line says "unanswerable" are not judged (they are never dropped; the repo skips them too).
     A filtered task without a rubric is a ValueError naming it: only a judged task can be judged."""
-    from lc_pipeline.score.longbench100 import said_unanswerable
+    from lc_pipeline.score.prior_knowledge import said_unanswerable
 
     if len(outputs) != questions.height:
         raise ValueError(f"prior_knowledge: {len(outputs)} outputs for {questions.height} items")

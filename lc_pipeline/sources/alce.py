@@ -21,7 +21,7 @@ Option ``demos``: ALCE's prompt file (``prompts/asqa_revised.json`` / ``qampari_
 object ``{instruction, demos: [{question, answer, docs: [{title, text}]}], ...}``. Each demonstration
 becomes an item of category :data:`DEMO_CATEGORY` (``{source}-demo{i}``, its cited answer in
 ``record_fields.answer``, its passages in ``record_fields.docs``); the file's instruction and templates
-are not read (our own instruction is in the task file). construct/helmet/cite.py draws the shots.
+are not read (our own instruction is in the task file). benchmarks/helmet/construction/cite.py draws the shots.
 
 Errors name the file, the record (index and id) and the field; ``on_error: reject`` lists a bad
 question (or demonstration) and goes on, as in the other adapters.

@@ -26,8 +26,7 @@ from collections import Counter
 
 import polars as pl
 
-from lc_pipeline.construct.helmet.long_document import LONG_DOCUMENT_QA
-from lc_pipeline.construct.helmet.pools import SUMMARIZATION_CATEGORY
+from lc_pipeline.construct.categories import LONG_DOCUMENT_QA, SUMMARIZATION_CATEGORY
 from lc_pipeline.sources.demo_corpus import ENTITY_TYPES, build_demo_corpus
 from lc_pipeline.sources.validation import ValidationReport, source_frames
 

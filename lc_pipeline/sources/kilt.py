@@ -30,7 +30,7 @@ passage, every passage one document (doc id ``{source}-{id}``, domain ``kilt/{co
 * PopQA (Mallen et al. 2023; spec helmet.md §2.2): ``id, question, possible_answers`` (a list, or its JSON
   string as PopQA ships it), ``s_pop`` (the subject's monthly Wikipedia page views), ``subj``, ``s_wiki_title``,
   ``prop``, ... PopQA has no provenance: evidence is empty and HELMET's builder finds the gold passage in the
-  collection (``construct/helmet/pools.answer_search_gold``, which reads ``subj`` / ``s_wiki_title`` from the item's
+  collection (``benchmarks/helmet/construction/pools.answer_search_gold``, which reads ``subj`` / ``s_wiki_title`` from the item's
   ``record_fields``). Option ``max_popularity`` (HELMET: 1000, i.e. ``log10(s_pop) < 3``) keeps records with
   ``s_pop < max_popularity``; the others are counted in the file's report (``popularity filter``), never dropped
   silently.

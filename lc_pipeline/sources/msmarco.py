@@ -14,7 +14,7 @@ Every candidate passage is one document (doc id ``{source}-{pid}``; a pid in sev
 two different texts for one pid are an error). Every query with a relevant candidate (grade > 0) is one item: id
 ``{source}-{qid}``, category ``re-ranking``, ``answers`` ``"<pid>:<grade>"`` of its relevant candidates,
 ``evidence_doc_ids`` their documents, ``record_id`` the qid and ``record_fields.candidates`` the list
-``[pid, doc id, grade]`` in the file's (BM25) order, which ``construct/helmet/rerank.py`` samples from. A query
+``[pid, doc id, grade]`` in the file's (BM25) order, which ``benchmarks/helmet/construction/rerank.py`` samples from. A query
 with no relevant candidate has no NDCG: it is left out and counted in the report's notes, never silently dropped.
 A malformed line is an error naming file, line and field (``on_error: fail``), or a rejected record (``reject``).
 """

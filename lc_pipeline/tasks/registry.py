@@ -99,7 +99,39 @@ BUILDERS: Registry = Registry("builder", {
 # A package adds its builders' names (:meth:`Registries.named_field_builder`).
 NAMED_FIELD_BUILDERS: set[str] = set()
 
-# Metrics (score/task_metrics.py): ``Metric`` objects, each writing one ``metric_scores.metric`` label.
+# Builders whose tasks are chosen by the sources' items, not listed by a config (construct/builders.build_plan): each
+# runs every task of its builder on the items; a row's benchmark is its item's source's. A package adds its builder's
+# name (:meth:`Registries.item_builder`).
+ITEM_BUILDERS: set[str] = set()
+
+
+def item_builders() -> frozenset[str]:
+    """:data:`ITEM_BUILDERS`, the benchmark packages' included."""
+    load_benchmark_packages()
+    return frozenset(ITEM_BUILDERS)
+
+
+# Frames a builder yields per level when more than one (construct/builders.planned_batches, a progress bar's total):
+# ``count(inputs: LevelInputs) -> int``, by builder name. A builder not listed yields one frame.
+BATCH_COUNTS: Registry = Registry("batch count")
+
+# The tasks a config asks of a benchmark outside its ``tasks:`` list (its own config section: which tasks, whether
+# a construction is switched on), by benchmark: ``select(config, catalog) -> list[TaskSpec]``. The levels build
+# them in the order of :data:`TASK_SELECTION_ORDER` (then by name), before the config's own ``tasks``.
+TASK_SELECTIONS: Registry = Registry("task selection")
+TASK_SELECTION_ORDER: dict[str, int] = {}
+
+# How config ``released.subset`` picks records of a released benchmark (construct/released.py), by the released
+# benchmark: ``subset_item_ids(items, subset) -> set[str]`` (a compressed benchmark's samples of its records).
+RECORD_SUBSETS: Registry = Registry("record subset")
+
+# What a builder tells the instance checks about its rows (construct/instance_checks.py ``SuiteRules``), by the
+# rows' ``INSTANCES.suite``: another length rule, tasks of a fixed size, rows holding no whole documents, checks of
+# its own. A suite not listed is checked by the generic rules only.
+SUITE_RULES: Registry = Registry("suite rules")
+
+# Metrics (score/task_metrics.py; a benchmark's own in its package's metrics.py): ``Metric`` objects, each writing one
+# ``metric_scores.metric`` label.
 METRICS: Registry = Registry("metric", {
     "subem": "lc_pipeline.score.task_metrics:SUBEM",
     "em": "lc_pipeline.score.task_metrics:EM",
@@ -153,6 +185,20 @@ class Registries:
     rubrics = RUBRICS
     source_kinds = SOURCE_KINDS
     file_kinds = FILE_KINDS
+    batch_counts = BATCH_COUNTS
+    suite_rules = SUITE_RULES
+    record_subsets = RECORD_SUBSETS
+
+    @staticmethod
+    def item_builder(name: str) -> None:
+        """Builder ``name`` builds every task of its own on the sources' items (:data:`ITEM_BUILDERS`)."""
+        ITEM_BUILDERS.add(name)
+
+    @staticmethod
+    def task_selection(benchmark: str, target: str, order: int) -> None:
+        """The tasks a config asks of ``benchmark`` by its own section (:data:`TASK_SELECTIONS`), built at ``order``."""
+        TASK_SELECTIONS.register(benchmark, target)
+        TASK_SELECTION_ORDER[benchmark] = order
 
     @staticmethod
     def named_field_builder(name: str) -> None:

@@ -14,10 +14,10 @@ import polars as pl
 import pytest
 import yaml
 
-from lc_pipeline.construct.helmet import depth_position
+from lc_pipeline.benchmarks.helmet.construction import depth_position
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner
-from lc_pipeline.score.helmet import rerank_score
+from lc_pipeline.benchmarks.helmet.metrics import rerank_score
 from lc_pipeline.settings import Settings
 
 pytestmark = pytest.mark.slow

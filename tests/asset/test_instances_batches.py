@@ -17,14 +17,14 @@ import pytest
 import yaml
 
 from lc_pipeline import schemas, storage
-from lc_pipeline.construct import qa_suite
+from lc_pipeline.benchmarks.qa import suite as qa_suite
 from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.construct.assembly import build_instances, fitting_items, select_items
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.definitions import build_pipeline
-from lc_pipeline.partitions import SOURCE_DIM
 from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.lake import built_by
+from lc_pipeline.partitions import SOURCE_DIM
 from lc_pipeline.resources import LakeResource
 from lc_pipeline.resources.parquet_io import HiveParquetIOManager, partition_path
 from lc_pipeline.settings import Settings

@@ -16,13 +16,13 @@ import pytest
 import yaml
 from built_lakes import Template, copy_tree, instance_on_copy, shared
 
-from lc_pipeline.construct.lveval_variants import without_insertions
 from lc_pipeline.config import PACKAGED_CONFIGS, load_config
 from lc_pipeline.construct.replacement import (
     apply_rules,
     remaining_terms,
     rules_by_item,
 )
+from lc_pipeline.construct.variant_rows import without_insertions
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner
 from lc_pipeline.score.metric_scores import score_frame

@@ -196,6 +196,20 @@ def test_a_local_engine_keeps_its_cap_and_its_rows_say_so():
         planned = by_id[iid]
         assert planned.request.api is None and planned.request.max_new_tokens == 32
         note = json.loads(planned.sampling_params)["api_decoding_note"]
-        assert "applies to API servers" in note and "'transformers' decodes greedily up to max_new_tokens 32" in note
+        assert "applies to API servers" in note and "'transformers' keeps its cap of max_new_tokens 32" in note
+        assert ("without the protocol's system turn" in note) == (iid == "v1")
     # The note is not part of the key: the Loong row has the key of the same row planned under ours.
     assert by_id["l1"].request.key == by_id["l2"].request.key and by_id["l2"].sampling_params == ""
+
+
+def test_an_api_model_s_lveval_official_plan_without_the_authors_script_fails_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("LCP_OFFICIAL", str(tmp_path / "empty"))
+    monkeypatch.setenv("LCP_LOCAL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LCP_OFFLINE", "1")
+    rows = [("v1", "lveval", "factrecall_en", "official@63e7ae9")]
+    with pytest.raises(OfficialFileError, match="infinigence/LVEval prediction_gpt.py at commit 63e7ae9.*LCP_OFFLINE"):
+        plan_partition(instances(rows), SERVED, make_generator(SERVED))
+    # protocol ours needs no file
+    [planned] = plan_partition(instances([("v2", "lveval", "factrecall_en", "ours")]), SERVED,
+                               make_generator(SERVED)).items
+    assert planned.request.api is None and planned.sampling_params == ""

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from lc_pipeline.config import level_tokens, load_config
-from lc_pipeline.construct.longbench100 import (
+from lc_pipeline.benchmarks.longbench100.construction import (
     BASE_ORIGINALS_LIMIT,
     LABEL_TOKENS,
     build_longbench100,

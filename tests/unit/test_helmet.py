@@ -267,4 +267,5 @@ def test_the_depth_check_covers_every_task_built_as_rag_a_users_copy_too(tmp_pat
     checks = InstanceChecks(load_config(tmp_path / "c.yaml"), empty("source_documents"),
                             empty("confusing_facts"), empty("replacement_rules"))
     # The packaged per-dataset nq / triviaqa / popqa are kind rag too; json_kv is not a one-gold RAG task.
-    assert {"rag", "rag_terse"} <= set(checks.rag_tasks) and "json_kv" not in checks.rag_tasks
+    rag_tasks = checks.suite_checks["helmet_rag_gold_at_depths"].rag_tasks  # HELMET's own check (its SuiteRules)
+    assert {"rag", "rag_terse"} <= set(rag_tasks) and "json_kv" not in rag_tasks

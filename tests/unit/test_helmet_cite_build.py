@@ -12,11 +12,11 @@ import polars as pl
 import pytest
 
 from lc_pipeline import schemas
+from lc_pipeline.benchmarks.helmet.construction import build_helmet
 from lc_pipeline.config import HelmetConfig, SourceConfig
 from lc_pipeline.construct.chunking import chunk_documents
-from lc_pipeline.construct.helmet import build_helmet
 from lc_pipeline.construct.tokens import TokenCounter
-from lc_pipeline.score.alce_correctness import (
+from lc_pipeline.benchmarks.helmet.alce_correctness import (
     qampari_rec_top5,
     remove_citations,
     str_em,

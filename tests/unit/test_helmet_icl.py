@@ -14,17 +14,20 @@ import polars as pl
 import pytest
 
 from lc_pipeline import schemas
+from lc_pipeline.benchmarks.helmet import construction as helmet
+from lc_pipeline.benchmarks.helmet.construction.icl import (
+    balanced_rounds,
+    shots_for_level,
+)
 from lc_pipeline.config import HelmetConfig, SourceConfig
-from lc_pipeline.construct import helmet
-from lc_pipeline.construct.helmet.icl import balanced_rounds, shots_for_level
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 from lc_pipeline.sources.demo_labels import LABELS, demo_labels
 from lc_pipeline.sources.hub import HubError
 from lc_pipeline.sources.loader import load_source
+from lc_pipeline.sources.validation import RecordError
 from lc_pipeline.tasks import load_catalog
 from lc_pipeline.tasks.registry import METRICS
-from lc_pipeline.sources.validation import RecordError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "helmet" / "icl"
 # The sources as the packaged `helmet` config names them (relative paths under $LCP_DATA/helmet/).

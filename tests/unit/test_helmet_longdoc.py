@@ -15,9 +15,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from lc_pipeline.benchmarks.helmet import construction as helmet
+from lc_pipeline.benchmarks.helmet.construction.long_document import document_budget
 from lc_pipeline.config import HelmetConfig, SourceConfig
-from lc_pipeline.construct import helmet
-from lc_pipeline.construct.helmet.long_document import document_budget
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.score import judge
 from lc_pipeline.sources.loader import load_source

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lc_pipeline.construct.helmet.pools import Passage, per_level_count
-from lc_pipeline.construct.helmet.rerank import balanced_sample
+from lc_pipeline.benchmarks.helmet.construction.pools import Passage, per_level_count
+from lc_pipeline.benchmarks.helmet.construction.rerank import balanced_sample
 from lc_pipeline.sources.kilt import load_kilt
 from lc_pipeline.sources.msmarco import load_msmarco_jsonl, load_msmarco_trec
 from lc_pipeline.sources.validation import RecordError

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from lc_pipeline.config import level_tokens
-from lc_pipeline.construct.longbench100 import (
+from lc_pipeline.benchmarks.longbench100.construction import (
     COUNTING_STARS,
     KV_RETRIEVAL,
     LABEL_TOKENS,
@@ -31,7 +31,7 @@ from lc_pipeline.construct.longbench100 import (
 )
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.schemas import INSTANCES, PRIOR_KNOWLEDGE
-from lc_pipeline.score.longbench100 import prior_knowledge_frame
+from lc_pipeline.score.prior_knowledge import prior_knowledge_frame
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 from lc_pipeline.tasks import load_catalog
 from lc_pipeline.tasks.spec import BuilderRef

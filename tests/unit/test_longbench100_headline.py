@@ -16,13 +16,16 @@ import pytest
 import yaml
 
 from lc_pipeline import schemas
-from lc_pipeline.resources.parquet_io import read_judge_scores
 from lc_pipeline.config import PriorKnowledgeConfig, load_config
 from lc_pipeline.construct.builders import build_plan
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.partitions import MODEL_DIM
-from lc_pipeline.resources.parquet_io import partition_path, write_parquet_atomic
-from lc_pipeline.score.longbench100 import prior_knowledge_frame
+from lc_pipeline.resources.parquet_io import (
+    partition_path,
+    read_judge_scores,
+    write_parquet_atomic,
+)
+from lc_pipeline.score.prior_knowledge import prior_knowledge_frame
 from lc_pipeline.score.longscore import (
     HEADLINE,
     HeadlineUnavailable,
@@ -285,7 +288,7 @@ def test_the_packaged_config_reads_longbench_files_from_lcp_data(tmp_path, monke
         (tmp_path / "longbench100" / f"{f}.jsonl").symlink_to(shared / f"{f}.jsonl")
     monkeypatch.setenv("LCP_DATA", str(tmp_path))
     source = load_source(load_config("longbench100").sources[0])
-    # Every pool the 8 tasks draw from has items (construct/longbench100.py).
+    # Every pool the 8 tasks draw from has items (benchmarks/longbench100/construction.py).
     assert {"single-doc QA", "multi-doc QA", "summarization", "synthetic"} <= set(source.items["category"])
 
 

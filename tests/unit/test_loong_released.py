@@ -1,4 +1,4 @@
-"""Loong run as released (builder loong.released, construct/loong_released.py): the shared 1,600 items with
+"""Loong run as released (builder loong.released, benchmarks/loong/released_build.py): the shared 1,600 items with
 invented documents in the release's folder layout (tests/fixtures/loong_docs: financial/*.txt, paper/*.md,
 legal/legal.json) for seven of them. Each item with all its documents is one instance whose context is every
 document it names, each under its header, and nothing else; whose prompt is the item's own template around
@@ -17,9 +17,13 @@ import pytest
 import yaml
 
 from lc_pipeline import schemas
+from lc_pipeline.benchmarks.loong.released_build import (
+    document_order,
+    fill_template,
+    judge_question,
+)
 from lc_pipeline.config import load_config
 from lc_pipeline.construct.builders import BuildError, LevelInputs, level_batches
-from lc_pipeline.construct.loong_released import document_order, fill_template, judge_question
 from lc_pipeline.construct.released import in_bounds
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.construct.truncation import DROP_DOCUMENTS, fit_prompt, split_documents

@@ -6,12 +6,18 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from lc_pipeline.config import BenchmarkConfig, ConfigError, LVEvalConfig, SourceConfig, level_size
-from lc_pipeline.construct.lveval_levels import (
+from lc_pipeline.benchmarks.lveval.levels import (
     build_factrecall_instances,
     build_word_level_instances,
-    with_length_units,
 )
+from lc_pipeline.config import (
+    BenchmarkConfig,
+    ConfigError,
+    LVEvalConfig,
+    SourceConfig,
+    level_size,
+)
+from lc_pipeline.construct.rows import with_length_units
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.construct.word_levels import count_units, needle_depths
 from lc_pipeline.sources.demo_corpus import build_demo_corpus

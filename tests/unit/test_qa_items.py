@@ -8,11 +8,11 @@ import polars as pl
 import pytest
 
 from lc_pipeline import schemas
+from lc_pipeline.benchmarks.qa import suite as qa_suite
+from lc_pipeline.benchmarks.qa.items import items_for_variants, qa_suite_items
 from lc_pipeline.config import BenchmarkConfig, LVEvalConfig, SourceConfig
-from lc_pipeline.construct import qa_suite
 from lc_pipeline.construct.builders import LevelInputs, level_batches
 from lc_pipeline.construct.prompts import QAPrompt
-from lc_pipeline.construct.qa_items import items_for_variants, qa_suite_items
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 from lc_pipeline.tasks.catalog import catalog_for

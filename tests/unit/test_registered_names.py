@@ -63,7 +63,7 @@ def test_every_builder_resolves_to_a_callable_taking_a_build_request():
 
 
 def test_the_dead_word_levels_builder_is_gone():
-    # Word levels are built by qa.assemble (construct/qa_suite.py, length_unit: words); no function ever
+    # Word levels are built by qa.assemble (benchmarks/qa/suite.py, length_unit: words); no function ever
     # backed "qa.word_levels", and no task file named it.
     assert "qa.word_levels" not in BUILDERS
 

@@ -1,5 +1,5 @@
 """released.subset: MiniLongBench's samples found among the released LongBench records
-(construct/released_subset.py; spec shared/specs/minilongbench.md §3.1 and Appendix A)."""
+(benchmarks/minilongbench/subset.py; spec shared/specs/minilongbench.md §3.1 and Appendix A)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from lc_pipeline.benchmarks.longbench.sources import load_longbench
-from lc_pipeline.construct import released_subset as rs
+from lc_pipeline.benchmarks.minilongbench import subset as rs
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 MLB = SHARED / "minilongbench"
@@ -103,7 +103,7 @@ def test_the_shared_longbench_files_hold_136_of_the_subsets_records():
 def test_the_shared_files_are_the_subsets_records_not_the_first_records_of_each_task():
     """Evidence for the 'subset records' reading: the shared reference predictions' per-record scores
     follow the training models' mean score on the subset's samples, not on each task's first records."""
-    from lc_pipeline.score import longbench as lb
+    from lc_pipeline.benchmarks.longbench import metrics as lb
 
     matrix = pl.read_parquet(MLB / "scores_train_models.parquet")
     mean = dict(matrix.group_by("global_sample").agg(pl.col("score").mean()).iter_rows())

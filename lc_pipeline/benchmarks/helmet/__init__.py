@@ -4,24 +4,27 @@
 def register(registries) -> None:
     """HELMET's builders, metrics, judge rubrics, source kinds and released file kinds (tasks.registry)."""
     builders = {
-        "helmet": "lc_pipeline.construct.builders:helmet",
+        "helmet": "lc_pipeline.benchmarks.helmet.construction:build",
         # HELMET on its released data: the released datasets' records, the others built as HELMET builds them
         "helmet.released": "lc_pipeline.benchmarks.helmet.released_build:helmet_released",
     }
     for name, target in builders.items():
         registries.builders.register(name, target)
         registries.named_field_builder(name)
+    # the tasks of config section helmet.tasks, built after LV-Eval's factrecall and 100-LongBench's
+    registries.task_selection("helmet", "lc_pipeline.benchmarks.helmet.construction:configured_tasks", 30)
+    registries.suite_rules.register("helmet", "lc_pipeline.benchmarks.helmet.construction.checks:ROWS")
     metrics = {
         "helmet.subem": "HELMET_SUBEM", "helmet.recall": "HELMET_RECALL", "helmet.ndcg10": "HELMET_NDCG10",
         "helmet.rougel": "HELMET_ROUGEL", "helmet.mc": "HELMET_MC", "helmet.label": "HELMET_LABEL",
     }
     for name, attribute in metrics.items():
-        registries.metrics.register(name, f"lc_pipeline.score.task_metrics:{attribute}")
+        registries.metrics.register(name, f"lc_pipeline.benchmarks.helmet.metrics:{attribute}")
     # ALCE (HELMET Cite): citation recall / precision, NLI-judged (citation_scores), and answer correctness
     registries.metrics.register("alce.citation_recall", "lc_pipeline.score.citations:CITATION_RECALL")
     registries.metrics.register("alce.citation_precision", "lc_pipeline.score.citations:CITATION_PRECISION")
-    registries.metrics.register("helmet.str_em", "lc_pipeline.score.alce_correctness:STR_EM")  # ASQA
-    registries.metrics.register("helmet.qampari_rec5", "lc_pipeline.score.alce_correctness:QAMPARI_REC5")
+    registries.metrics.register("helmet.str_em", "lc_pipeline.benchmarks.helmet.alce_correctness:STR_EM")  # ASQA
+    registries.metrics.register("helmet.qampari_rec5", "lc_pipeline.benchmarks.helmet.alce_correctness:QAMPARI_REC5")
     registries.rubrics.register("helmet_longqa", "lc_pipeline.score.judge:HELMET_LONGQA")
     registries.rubrics.register("helmet_summ", "lc_pipeline.score.judge:HELMET_SUMM")
     # Long documents: whole books and case files, their items' own contexts

@@ -60,8 +60,8 @@ from typing import Any
 
 import polars as pl
 
-from lc_pipeline.benchmarks.helmet.construction.long_document import LONG_DOCUMENT_QA, TRAIN_SPLIT
-from lc_pipeline.benchmarks.helmet.construction.pools import SUMMARIZATION_CATEGORY
+from lc_pipeline.benchmarks.helmet.construction.long_document import TRAIN_SPLIT
+from lc_pipeline.construct.categories import LONG_DOCUMENT_QA, SUMMARIZATION_CATEGORY
 from lc_pipeline.sources.hub import HUB_OPTIONS, hub_to_file
 from lc_pipeline.sources.validation import (
     OnError,

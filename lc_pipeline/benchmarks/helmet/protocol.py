@@ -33,7 +33,7 @@ Read from their files at the pinned commit (official_files.py), never copied her
   * ICL (``load_icl``): ``context`` the demonstrations (released_icl.py writes each as ``item_template`` reads:
     the text, a newline, the answer prefix, a space, the label's integer), ``question`` the test text;
   * LongQA / Summ (``load_narrativeqa``, ``load_infbench``, ``load_multi_lexsum``): ``context`` (the document
-    as construct/helmet cut it, in the config's tokenizer (HE2), ending with data.py's ``truncate_llama2``
+    as benchmarks/helmet/construction cut it, in the config's tokenizer (HE2), ending with data.py's ``truncate_llama2``
     postfix instead of ours: :func:`with_helmet_postfix`), ``question``, ``demo`` "" and for ∞Bench MC
     ``options`` (:func:`options_template`: the string data.py's ``load_infbench`` formats with ``*options``):
     HELMET's 0-shot prompt; its demonstrations for these datasets ("[story text]" examples, built by f-strings
@@ -57,7 +57,7 @@ Read from their files at the pinned commit (official_files.py), never copied her
   cut at build time.
 - **judges**: HELMET's own (judging.py) switch on with this protocol (``JudgeResource.resolved_protocol``).
 - **scoring**: rows carry ``record_fields.protocol`` (the label); the ICL metric reads it and scores as ``load_icl``'s
-  post-process does (score/task_metrics.icl_label, HE9), and ALCE's STR-EM / QAMPARI rec-5 read the output as
+  post-process does (metrics.icl_label, HE9), and ALCE's STR-EM / QAMPARI rec-5 read the output as
   HELMET's eval.py hands it to eval_alce.py: the answer prefix prepended in completion mode and never stripped
   (score/alce_correctness.official_preprocess, HE10).
 """

@@ -21,7 +21,7 @@ setting, metrics and judge rubric). Two ways to an instance:
   demonstrations and label permutations drawn as HELMET draws them (benchmarks/helmet/released_icl.py) from the
   items of the task's ``kind: icl`` source, the level's shots its ``per_level``, ``helmet.n_per_task`` test
   texts;
-* LongQA and Summ, which HELMET also builds at run time: the constructed HELMET builder (construct/helmet/)
+* LongQA and Summ, which HELMET also builds at run time: the constructed HELMET builder (benchmarks/helmet/construction/)
   over the config's other sources, with the config's ``helmet:`` sizes (``n_per_task``, ``shots``).
 
 Under ``protocol: official`` (benchmarks/helmet/protocol.py) every prompt is HELMET's ``data.py`` template instead
@@ -45,8 +45,8 @@ from typing import Any
 import polars as pl
 
 from lc_pipeline.benchmarks.helmet.released_data import DATASETS, PER_LEVEL, level_file
-from lc_pipeline.construct.helmet.cite import format_cited
-from lc_pipeline.construct.helmet.pools import per_level_count
+from lc_pipeline.benchmarks.helmet.construction.cite import format_cited
+from lc_pipeline.benchmarks.helmet.construction.pools import per_level_count
 from lc_pipeline.construct.released import (
     SUITE,
     in_frames,
@@ -127,7 +127,7 @@ def _official_row(official, spec, item: dict[str, Any], level: str, max_new_toke
         raise BuildError(f"task {spec.qualified_name} at {level}, item {item.get('item_id')!r} (protocol "
                          f"{official.label}): {exc}") from None
     fields = json.loads(row_fields or "{}")
-    # the protocol's label here too: metrics see record_fields, not the protocol column (task_metrics.icl_label)
+    # the protocol's label here too: metrics see record_fields, not the protocol column (metrics.icl_label)
     fields.update(budget_fields(spec.name, level, max_new_tokens), protocol=official.label)
     return prompt, json.dumps(fields, ensure_ascii=False, sort_keys=True)
 
@@ -148,7 +148,7 @@ def helmet_released(request) -> Iterator[pl.DataFrame]:
     if icl:
         yield from in_frames(_icl_rows(request, icl))
     if others:
-        from lc_pipeline.construct.helmet import build_helmet
+        from lc_pipeline.benchmarks.helmet.construction import build_helmet
 
         items = inputs.items.filter(~pl.col("source").is_in(sorted(released_sources)))
         try:
@@ -163,7 +163,7 @@ def helmet_released(request) -> Iterator[pl.DataFrame]:
 def _official_frame(official, built: pl.DataFrame, specs, inputs) -> pl.DataFrame:
     """The constructed rows (LongQA, Summ) re-prompted under HELMET's official protocol."""
     from lc_pipeline.benchmarks.helmet.protocol import with_helmet_postfix
-    from lc_pipeline.construct.helmet.long_document import OMITTED
+    from lc_pipeline.benchmarks.helmet.construction.long_document import OMITTED
 
     by_name = {s.name: s for s in specs}
     rows = []
@@ -180,7 +180,7 @@ def _official_frame(official, built: pl.DataFrame, specs, inputs) -> pl.DataFram
 def _icl_rows(request, specs) -> Iterator[dict[str, Any]]:
     from lc_pipeline.benchmarks.helmet.released_icl import icl_instances
     from lc_pipeline.construct.builders import BuildError
-    from lc_pipeline.construct.helmet.icl import shots_for_level
+    from lc_pipeline.benchmarks.helmet.construction.icl import shots_for_level
 
     inputs = request.inputs
     config, counter, level = inputs.config, inputs.counter, inputs.level

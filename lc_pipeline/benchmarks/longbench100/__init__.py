@@ -3,11 +3,14 @@
 
 def register(registries) -> None:
     """100-LongBench's builder, metrics and judge rubrics (tasks.registry)."""
-    registries.builders.register("longbench100", "lc_pipeline.construct.builders:longbench100")
+    registries.builders.register("longbench100", "lc_pipeline.benchmarks.longbench100.construction:build")
     registries.named_field_builder("longbench100")
+    # the tasks of config section longbench100.tasks, built after LV-Eval's factrecall and before HELMET's
+    registries.task_selection("longbench100", "lc_pipeline.benchmarks.longbench100.construction:configured_tasks", 20)
+    registries.suite_rules.register("longbench100", "lc_pipeline.benchmarks.longbench100.construction:ROWS")
     metrics = {"lb100.kv_retrieval": "LB100_KV_RETRIEVAL", "lb100.first_integer": "LB100_FIRST_INTEGER",
                "lb100.qa_f1": "LB100_QA_F1", "lb100.rouge": "LB100_ROUGE"}
     for name, attribute in metrics.items():
-        registries.metrics.register(name, f"lc_pipeline.score.task_metrics:{attribute}")
+        registries.metrics.register(name, f"lc_pipeline.benchmarks.longbench100.metrics:{attribute}")
     registries.rubrics.register("lb100_qa", "lc_pipeline.score.judge:LB100_QA")
     registries.rubrics.register("lb100_summ", "lc_pipeline.score.judge:LB100_SUMM")

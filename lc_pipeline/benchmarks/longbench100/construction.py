@@ -68,13 +68,15 @@ from __future__ import annotations
 import random
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from lc_pipeline.config import level_tokens
 from lc_pipeline.construct.assembly import derive_seed, instance_id
+from lc_pipeline.construct.build_request import BuildError, BuildRequest
+from lc_pipeline.construct.instance_checks import SuiteRules
 from lc_pipeline.construct.rows import instance_row, instances_frame
 from lc_pipeline.construct.spec_checks import (
     check_builder,
@@ -130,12 +132,6 @@ SYNTHETIC_CATEGORY = "synthetic"
 PASSAGE_RETRIEVAL_SOURCE_TASKS = ("passage_retrieval_en",)  # LongBench items whose question is a paragraph summary
 
 # --------------------------------------------------------------------------- prompts (our wording)
-
-# The prior-knowledge probe (the repo's `qa_old`, in our words): the question alone, no context.
-NO_CONTEXT_PROMPT = (
-    "Answer the question as briefly as you can, in one phrase or sentence if possible. If it cannot be "
-    'answered, write "unanswerable". Give no explanation.\nQuestion: {input}\nReply with the answer only. Answer:\n'
-)
 
 STARS_QUESTION = (
     "On this misty night the little penguin looks up at the sky and counts ★. Collect the numbers of ★ the "
@@ -748,3 +744,35 @@ def _base_originals(spec: TaskSpec, kind: str, c: Corpus, source_items: list[dic
                          f"(base set, spec §3.4)")
     return [_finish(spec, b, level=level, target=target, seed=seed, index=i, counter=counter)
             for i, b in built if i % n_levels == index]
+
+
+# --------------------------------------------------------------------------- the builder and its rows' checks
+
+
+def build(request: BuildRequest) -> Iterator[pl.DataFrame]:
+    """Builder ``longbench100``: 100-LongBench's tasks, a real item or synthetic needles padded by the paper's greedy
+    fill."""
+    i = request.inputs
+    try:
+        yield build_longbench100(i.documents, i.items, level=i.level, n_per_task=i.config.longbench100.n_per_task,
+                                 seed=i.config.seed, counter=i.counter, tasks=request.tasks,
+                                 base_levels=i.config.base_lengths)
+    except ValueError as exc:
+        raise BuildError(f"100-LongBench instances at {i.level}: {exc}") from exc
+
+
+def configured_tasks(config, catalog) -> list[TaskSpec]:
+    """The tasks of config section ``longbench100.tasks``."""
+    return [catalog.get(f"longbench100/{t}", "config longbench100.tasks") for t in config.longbench100.tasks]
+
+
+class Longbench100Rows(SuiteRules):
+    """The instance checks' rules for 100-LongBench's rows (registered as suite ``longbench100``): the paper's
+    greedy fill budgets raw document tokens strictly under the target and leaves labels unbudgeted, so a row's
+    context must stay under ``target + blocks * LABEL_TOKENS`` (spec 100longbench.md §11)."""
+
+    def too_far(self) -> pl.Expr:
+        return pl.col("context_tokens") >= pl.col("target_tokens") + pl.col("context_doc_ids").list.len() * LABEL_TOKENS
+
+
+ROWS = Longbench100Rows()

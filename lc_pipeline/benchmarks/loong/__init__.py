@@ -4,7 +4,7 @@
 def register(registries) -> None:
     """Loong's builder, judge rubric, source kind and file kind (tasks.registry)."""
     # Loong's items, their documents assembled
-    registries.builders.register("loong.released", "lc_pipeline.construct.loong_released:loong_released")
+    registries.builders.register("loong.released", "lc_pipeline.benchmarks.loong.released_build:loong_released")
     registries.rubrics.register("loong", "lc_pipeline.score.judge:LOONG")
     registries.source_kinds.register("loong", "lc_pipeline.benchmarks.loong.sources:loong_source")
     registries.file_kind("loong", {"id", "doc", "question", "instruction", "answer", "level", "type"},

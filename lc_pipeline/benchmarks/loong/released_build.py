@@ -3,7 +3,7 @@
 Loong ships no contexts: an item names its documents (``doc``), and the authors' code
 (``src/utils/prompt.py``: ``get_content``, ``get_doc_str``, ``get_generate_prompt``) assembles the
 prompt from them. This builder does the same for every item of the configured sources
-(sources/loong.py keeps what it needs in ``record_fields``):
+(sources.py keeps what it needs in ``record_fields``):
 
 - the documents: every document the item names, in the item's order, and no other text (no
   distractors, no padding). Each is its header line, the document, and a blank line
@@ -31,7 +31,7 @@ Nothing is cut here: a prompt longer than a model's window loses whole documents
 (the task's truncation ``drop_documents``, §6.3; construct/truncation.py splits this context at the
 headers above). Differences from the authors' text that remain: our documents are stripped of
 leading and trailing white space, and a judgment's verdict follows its facts after a blank line
-(sources/loong.py; the authors concatenate ``content + result``).
+(sources.py; the authors concatenate ``content + result``).
 
 Under the config's official protocol (benchmarks/loong/protocol.py, found through ``config.official_protocol()``;
 issue 30) everything above the documents' reading is the authors' instead: each document read whole from the

@@ -25,7 +25,7 @@ the field ``doc`` and the rule (a rejected record with ``on_error: reject``).
 ``path`` may be the release's ``loong`` folder itself: its ``loong.jsonl`` is read, and its
 ``doc/`` folder is the ``documents_dir`` unless one is given (``$LCP_DATA/loong/``).
 
-Each item keeps what a run as released needs (construct/loong_released.py): ``record_id`` (the
+Each item keeps what a run as released needs (benchmarks/loong/released_build.py): ``record_id`` (the
 item's ``id``) and ``record_fields`` (:func:`released_fields`: ``instruction``, ``prompt_template``,
 the raw ``question``, ``set``, ``length``, ``type``, ``level``, ``language``, ``shuffle_doc``, ``doc``
 (the names in the item's order), ``doc_ids`` (their document ids, position by position) and, with
@@ -366,7 +366,7 @@ def _parse(rec: Record, *, source: str, docs: LoongDocuments | None, doc_rows: d
 def released_fields(*, type_: str, level: int, set_: int | None, length: int | None, language: str, question: str,
                     instruction: str, prompt_template: str | None, shuffle_doc: bool | None, names: list[str],
                     doc_ids: list[str], headers: list[str] | None) -> dict[str, Any]:
-    """The item's ``record_fields``: what the run as released reads (construct/loong_released.py).
+    """The item's ``record_fields``: what the run as released reads (benchmarks/loong/released_build.py).
 
     ``question`` is the item's own (Citation Chain's is empty: its template has no ``{question}``);
     ``doc`` the names and ``doc_ids`` the document ids in the item's order, one per position (a name

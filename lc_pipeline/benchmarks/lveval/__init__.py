@@ -3,8 +3,10 @@
 
 def register(registries) -> None:
     """LV-Eval's builder, metric, source kind and file kind (tasks.registry)."""
-    registries.builders.register("lveval.factrecall", "lc_pipeline.construct.builders:lveval_factrecall")
-    registries.metrics.register("lveval", "lc_pipeline.score.task_metrics:LVEVAL")
+    registries.builders.register("lveval.factrecall", "lc_pipeline.benchmarks.lveval.factrecall:build")
+    # factrecall's tasks when config section lveval asks for them (factrecall_positions), built first
+    registries.task_selection("lveval", "lc_pipeline.benchmarks.lveval.factrecall:configured_tasks", 10)
+    registries.metrics.register("lveval", "lc_pipeline.benchmarks.lveval.metrics:LVEVAL")
     registries.source_kinds.register("lveval", "lc_pipeline.benchmarks.lveval.sources:lveval_source")
     registries.file_kind("lveval", {"input", "context", "answers", "answer_keywords"},
                          "lc_pipeline.benchmarks.lveval.sources:validate_lveval_files")

@@ -1,11 +1,11 @@
 """LV-Eval's two inputs to the QA suite's variants: confusing facts (CFI, spec ``lveval.md`` §5)
 and replacement rules (KPR, spec ``lveval.md`` §6), made once for the items the QA suite uses
-(``construct/qa_items.py``: the same items at every level), with their metadata and checks.
+(``benchmarks/qa/items.py``: the same items at every level), with their metadata and checks.
 
 The algorithms live in ``construct/confusing_facts.py`` and ``construct/replacement.py``; this
 module picks what they run on (which items, which evidence, which corpus a new term must be new
 to) and reports on the result. ``instances`` then derives the ``cfi``, ``kpr`` and ``cfi_kpr``
-rows (``construct/lveval_variants.py``). Pure, no Dagster: the assets (``assets/lveval.py``) wrap
+rows (``benchmarks/lveval/variants.py``). Pure, no Dagster: the assets (``assets/lveval.py``) wrap
 the metadata's lists and dicts and turn check results into asset checks.
 """
 
@@ -19,7 +19,11 @@ import polars as pl
 
 from lc_pipeline.config import KNOWLEDGE_BASE_FACTS, BenchmarkConfig
 from lc_pipeline.construct.assembly import derive_seed
-from lc_pipeline.construct.confusing_facts import CandidateFact, knowledge_base_facts, llm_facts
+from lc_pipeline.construct.confusing_facts import (
+    CandidateFact,
+    knowledge_base_facts,
+    llm_facts,
+)
 from lc_pipeline.construct.replacement import (
     ReplacementRule,
     TermIndex,

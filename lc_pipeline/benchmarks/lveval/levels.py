@@ -28,11 +28,27 @@ from collections.abc import Callable, Mapping
 import polars as pl
 
 from lc_pipeline.config import BenchmarkConfig, level_size
-from lc_pipeline.construct.assembly import DocumentIndex, derive_seed, instance_id, select_items
-from lc_pipeline.construct.prompts import PromptFor, QAPrompt, format_block, join_blocks, prompt_for_items
+from lc_pipeline.construct.assembly import (
+    DocumentIndex,
+    derive_seed,
+    instance_id,
+    select_items,
+)
+from lc_pipeline.construct.prompts import (
+    PromptFor,
+    QAPrompt,
+    format_block,
+    join_blocks,
+    prompt_for_items,
+)
 from lc_pipeline.construct.rows import instance_row, instances_frame
 from lc_pipeline.construct.tokens import TokenCounter
-from lc_pipeline.construct.word_levels import count_units, mix_order, place_needle, sentence_boundaries
+from lc_pipeline.construct.word_levels import (
+    count_units,
+    mix_order,
+    place_needle,
+    sentence_boundaries,
+)
 from lc_pipeline.fingerprints import INSTANCE_CONTENT_FIELDS
 from lc_pipeline.text import contains_answer
 
@@ -282,25 +298,3 @@ def build_factrecall_instances(
                 input_tokens=input_tokens, context_tokens=context_tokens, n_fillers=len(blocks), counter=counter,
                 unit=unit, target=target))
     return instances_frame(rows)
-
-
-def with_length_units(frame: pl.DataFrame, level: str, config: BenchmarkConfig) -> pl.DataFrame:
-    """Fill ``length_unit`` / ``target_units`` / ``context_units`` for every suite's rows.
-
-    Token rows: the unit is tokens, the target and size those already measured. Word-level QA
-    rows (``length_unit: words``): words or characters by language, ``target_tokens`` null.
-    ``context_units`` measures the context as stored (CFI facts included).
-    """
-    words = config.length_unit == "words"
-    is_word_row = (pl.col("suite") == SUITE) if words else pl.lit(False)
-    word_target = level_size(level, "words") if words else None
-    units = [count_units(ctx, lang if lang in ("en", "zh") else "en") if (words and suite == SUITE) else None
-             for ctx, lang, suite in frame.select("context", "language", "suite").iter_rows()]
-    return frame.with_columns(
-        length_unit=pl.when(is_word_row).then(
-            pl.when(pl.col("language") == "zh").then(pl.lit("characters")).otherwise(pl.lit("words"))
-        ).otherwise(pl.lit("tokens")),
-        target_units=pl.when(is_word_row).then(pl.lit(word_target, pl.Int64)).otherwise(pl.col("target_tokens")),
-        context_units=pl.when(is_word_row).then(pl.Series(units, dtype=pl.Int64)).otherwise(pl.col("context_tokens")),
-        target_tokens=pl.when(is_word_row).then(pl.lit(None, pl.Int64)).otherwise(pl.col("target_tokens")),
-    )

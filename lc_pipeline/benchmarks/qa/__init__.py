@@ -3,4 +3,6 @@
 
 def register(registries) -> None:
     """The QA suite's builder (tasks.registry)."""
-    registries.builders.register("qa.assemble", "lc_pipeline.construct.builders:qa_assemble")
+    registries.builders.register("qa.assemble", "lc_pipeline.benchmarks.qa.suite:assemble")
+    registries.item_builder("qa.assemble")  # its tasks are the sources' items'
+    registries.batch_counts.register("qa.assemble", "lc_pipeline.benchmarks.qa.suite:batches")

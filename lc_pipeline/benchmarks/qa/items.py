@@ -12,7 +12,7 @@ config and the sources only, never on the level:
 * factrecall (``lveval.factrecall_positions``): ``factrecall_items`` needles, each an item with one
   evidence document stating its answer (``lveval_levels.factrecall_needles``, spec ``lveval.md`` §4.3).
 
-``instances`` builds these items at every level (construct/qa_suite.py), and LV-Eval's
+``instances`` builds these items at every level (benchmarks/qa/suite.py), and LV-Eval's
 ``confusing_facts`` and ``replacement_rules`` are made for exactly them (:func:`items_for_variants`;
 CFI and KPR apply to factrecall too, spec ``lveval.md`` §5.1, §6.1): both call
 :func:`qa_suite_items`, with the same prompts. Pure, no Dagster.
@@ -20,20 +20,14 @@ CFI and KPR apply to factrecall too, spec ``lveval.md`` §5.1, §6.1): both call
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import polars as pl
 
+from lc_pipeline.benchmarks.lveval.levels import factrecall_needles, word_level_items
 from lc_pipeline.config import BenchmarkConfig, level_tokens
 from lc_pipeline.construct.assembly import fitting_items, select_items
-from lc_pipeline.construct.build_request import BuildError
-from lc_pipeline.construct.lveval_levels import factrecall_needles, word_level_items
-from lc_pipeline.construct.prompts import QAPrompt
-from lc_pipeline.ids import short_id
-from lc_pipeline.tasks.catalog import DEFAULT_BENCHMARK, TaskCatalog, benchmark_of_source_kind
-from lc_pipeline.tasks.spec import TaskSpec
+from lc_pipeline.construct.task_prompts import qa_prompt_for
 
 
 @dataclass(frozen=True)
@@ -101,41 +95,3 @@ def items_for_variants(items: pl.DataFrame, documents: pl.DataFrame, config: Ben
     ``instances`` fails and says so, and facts for what there is cost nothing extra."""
     return qa_suite_items(items, documents, config, counter, prompt_for=qa_prompt_for(config, catalog),
                           strict=False).all_items
-
-
-def item_benchmarks(config: BenchmarkConfig) -> dict[str, str]:
-    """Source name -> the benchmark its items' tasks belong to (LongBench, LV-Eval, Loong; else ``qa``)."""
-    return {s.name: benchmark_of_source_kind(s.kind) for s in config.sources}
-
-
-def qa_prompt_for(config: BenchmarkConfig, catalog: TaskCatalog,
-                  tasks: tuple[TaskSpec, ...] | None = None) -> Callable[[dict], Any]:
-    """item -> its QAPrompt: its task's template and max_new_tokens (the config's when the task says none).
-
-    The task: one of ``tasks`` by the row's task name when given (factrecall rows are LV-Eval's
-    factrecall tasks whatever corpus the needle came from), else the item's source's benchmark and its
-    own task name. Ids: a prompt equal to the default QA prompt at the config's
-    max_new_tokens keeps today's ids; any other mixes the template and length into them (LongBench's
-    own prompts, a user's override).
-    """
-    default = QAPrompt.default(config.max_new_tokens)
-    cache: dict[tuple[str, str], QAPrompt] = {}
-    sources = item_benchmarks(config)
-    by_name = {t.name: t for t in tasks} if tasks is not None else None
-
-    def prompt_for(item: dict) -> QAPrompt:
-        key = (sources.get(item["source"], DEFAULT_BENCHMARK), item["task"])
-        if key not in cache:
-            if by_name is not None:
-                if item["task"] not in by_name:
-                    raise BuildError(f"item {item['item_id']!r}: task {item['task']!r} is not among {sorted(by_name)}")
-                spec = by_name[item["task"]]
-            else:
-                spec = catalog.resolve(*key)
-            template = spec.prompt or default.template
-            max_new = spec.max_new_tokens or config.max_new_tokens
-            same = template == default.template and max_new == default.max_new_tokens
-            cache[key] = QAPrompt(template, max_new, "" if same else short_id(template, max_new, length=16))
-        return cache[key]
-
-    return prompt_for

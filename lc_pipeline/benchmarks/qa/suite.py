@@ -3,23 +3,28 @@
 Token levels: the items whose evidence fits the smallest level are eligible (levels share their
 items); ``select_items`` picks ``items_per_length`` of them once; each becomes one row per configured
 depth (construct/assembly/), in batches of at most ``items_per_batch_at`` items. Word levels
-(``length_unit: words``): LV-Eval's mixing of whole documents (construct/lveval_levels.py). After each
+(``length_unit: words``): LV-Eval's mixing of whole documents (benchmarks/lveval/levels.py). After each
 batch its LV-Eval variant rows (CFI / KPR) follow their plain rows. Each item is prompted with its
-own task's template (``prompt_for``: see construct/builders.py). Pure: no Dagster.
+own task's template (``prompt_for``: construct/task_prompts.py). Pure: no Dagster.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import polars as pl
 
+from lc_pipeline.benchmarks.lveval.levels import build_word_level_instances
+from lc_pipeline.benchmarks.qa.items import qa_suite_items
 from lc_pipeline.config import level_tokens
-from lc_pipeline.construct.assembly import ITEMS_PER_BATCH, items_per_batch_at, iter_instance_batches
-from lc_pipeline.construct.build_request import BuildError
-from lc_pipeline.construct.lveval_levels import build_factrecall_instances, build_word_level_instances
-from lc_pipeline.construct.qa_items import qa_suite_items
+from lc_pipeline.construct.assembly import (
+    ITEMS_PER_BATCH,
+    items_per_batch_at,
+    iter_instance_batches,
+)
+from lc_pipeline.construct.build_request import BuildError, BuildRequest
+from lc_pipeline.construct.task_prompts import qa_prompt_for
 
 
 def items_per_batch(level: str, config) -> int:
@@ -27,9 +32,24 @@ def items_per_batch(level: str, config) -> int:
     return items_per_batch_at(level_tokens(level), len(config.depths) * len(config.lveval.variants), ITEMS_PER_BATCH)
 
 
+def assemble(request: BuildRequest) -> Iterator[pl.DataFrame]:
+    """Builder ``qa.assemble``, the QA suite: each selected item's evidence placed at the configured depths among hard
+    negatives and fillers (token levels, construct/assembly/) or mixed whole (LV-Eval's word levels,
+    benchmarks/lveval/levels.py), each row followed by its LV-Eval variants (benchmarks/lveval/variants.py)."""
+    yield from build(request.inputs, qa_prompt_for(request.inputs.config, request.inputs.catalog))
+
+
+def batches(inputs: Any) -> int:
+    """How many frames :func:`assemble` yields at ``inputs.level`` (one per batch of items at token levels)."""
+    config = inputs.config
+    if config.length_unit == "tokens" and config.released is None:
+        return -(-config.items_per_length // items_per_batch(inputs.level, config))
+    return 1
+
+
 def build(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[pl.DataFrame]:
     """The QA suite's rows at ``inputs.level`` (plain rows, each followed by its LV-Eval variants)."""
-    from lc_pipeline.construct.lveval_variants import add_variants
+    from lc_pipeline.benchmarks.lveval.variants import add_variants
 
     for plain in _plain_batches(inputs, prompt_for):
         try:  # LV-Eval: CFI / KPR rows after each plain row, as the config's lveval.variants asks
@@ -43,31 +63,11 @@ def build(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[pl.DataFra
         del qa
 
 
-def factrecall(inputs: Any, prompt_for: Callable[[dict], Any], tasks: Sequence[Any]) -> Iterator[pl.DataFrame]:
-    """LV-Eval's factrecall rows (``lveval.factrecall_positions`` needle positions), with their variants;
-    ``tasks``: the factrecall TaskSpecs, one per needle language."""
-    from lc_pipeline.construct.lveval_variants import add_variants
-
-    try:
-        plain = build_factrecall_instances(inputs.items, inputs.documents, level=inputs.level, config=inputs.config,
-                                           counter=inputs.counter, prompt_for=prompt_for,
-                                           task_by_language={t.language: t.name for t in tasks})
-    except ValueError as exc:
-        raise BuildError(f"factrecall instances at {inputs.level}: {exc}") from exc
-    try:
-        rows, variant_meta = add_variants(plain, inputs.facts, inputs.rules, inputs.config, inputs.counter)
-    except ValueError as exc:
-        raise BuildError(f"LV-Eval variants at {inputs.level}: {exc}") from exc
-    for key, n in variant_meta.items():
-        inputs.meta[key] = inputs.meta.get(key, 0) + n
-    yield rows
-
-
 def _plain_batches(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[pl.DataFrame]:
 
     items, documents, config, level, counter, meta = (inputs.items, inputs.documents, inputs.config, inputs.level,
                                                       inputs.counter, inputs.meta)
-    if config.length_unit == "words":  # LV-Eval's construction (construct/lveval_levels.py)
+    if config.length_unit == "words":  # LV-Eval's construction (benchmarks/lveval/levels.py)
         try:
             out, word_meta = build_word_level_instances(items, documents, level=level, config=config, counter=counter,
                                                         prompt_for=prompt_for)
@@ -76,7 +76,7 @@ def _plain_batches(inputs: Any, prompt_for: Callable[[dict], Any]) -> Iterator[p
         meta.update(word_meta)
         yield out
         return
-    # The items every level uses, chosen as for LV-Eval's facts and rules (construct/qa_items.py): items
+    # The items every level uses, chosen as for LV-Eval's facts and rules (benchmarks/qa/items.py): items
     # whose evidence alone overflows the smallest level are left out at every level, and counted.
     try:
         suite = qa_suite_items(items, documents, config, counter, prompt_for=prompt_for)

@@ -54,32 +54,79 @@ Deviations, each for a reason we can name:
   generation caps (spec §5.1) are kept.
 """
 
-from lc_pipeline.construct.helmet.checks import gold_depth_violations
-from lc_pipeline.construct.helmet.context import (
+from collections.abc import Iterator
+
+import polars as pl
+
+from lc_pipeline.benchmarks.helmet.construction.checks import gold_depth_violations
+from lc_pipeline.benchmarks.helmet.construction.context import (
     CONSTRUCTION_VERSION,
     SUITE,
     BuildContext,
     Row,
 )
-from lc_pipeline.construct.helmet.fitting import (
+from lc_pipeline.benchmarks.helmet.construction.fitting import (
     cut_to_tokens,
     depth_position,
     evenly_spaced_depths,
 )
-from lc_pipeline.construct.helmet.long_document import DEMO_PLACEHOLDER, OMITTED
-from lc_pipeline.construct.helmet.pools import (
+from lc_pipeline.benchmarks.helmet.construction.long_document import (
+    DEMO_PLACEHOLDER,
+    OMITTED,
+)
+from lc_pipeline.benchmarks.helmet.construction.pools import (
     Passage,
     Pools,
     format_passage,
     format_ranked_passage,
     gold_passages,
 )
-from lc_pipeline.construct.helmet.rerank import rerank_qrels
-from lc_pipeline.construct.helmet.suite import KINDS, build_helmet, check_spec
-from lc_pipeline.construct.helmet.synthetic import NEEDLE
+from lc_pipeline.benchmarks.helmet.construction.rerank import rerank_qrels
+from lc_pipeline.benchmarks.helmet.construction.suite import (
+    KINDS,
+    build_helmet,
+    check_spec,
+)
+from lc_pipeline.benchmarks.helmet.construction.synthetic import NEEDLE
+from lc_pipeline.construct.build_request import BuildError, BuildRequest
 
 __all__ = [
-    "CONSTRUCTION_VERSION", "DEMO_PLACEHOLDER", "KINDS", "NEEDLE", "OMITTED", "SUITE", "BuildContext", "Passage",
-    "Pools", "Row", "build_helmet", "check_spec", "cut_to_tokens", "depth_position", "evenly_spaced_depths",
-    "format_passage", "format_ranked_passage", "gold_depth_violations", "gold_passages", "rerank_qrels",
+    "CONSTRUCTION_VERSION",
+    "DEMO_PLACEHOLDER",
+    "KINDS",
+    "NEEDLE",
+    "OMITTED",
+    "SUITE",
+    "BuildContext",
+    "Passage",
+    "Pools",
+    "Row",
+    "build",
+    "build_helmet",
+    "check_spec",
+    "configured_tasks",
+    "cut_to_tokens",
+    "depth_position",
+    "evenly_spaced_depths",
+    "format_passage",
+    "format_ranked_passage",
+    "gold_depth_violations",
+    "gold_passages",
+    "rerank_qrels",
 ]
+
+
+def build(request: BuildRequest) -> Iterator[pl.DataFrame]:
+    """Builder ``helmet``: HELMET's categories, passages, demonstrations or pairs counted to the level."""
+    i = request.inputs
+    try:
+        yield build_helmet(i.documents, i.items, i.passages, i.hard_negatives, level=i.level, config=i.config.helmet,
+                           seed=i.config.seed, counter=i.counter, length_tolerance=i.config.length_tolerance,
+                           tasks=request.tasks)
+    except ValueError as exc:
+        raise BuildError(f"HELMET instances at {i.level}: {exc}") from exc
+
+
+def configured_tasks(config, catalog) -> list:
+    """The tasks of config section ``helmet.tasks``."""
+    return [catalog.get(f"helmet/{t}", "config helmet.tasks") for t in config.helmet.tasks]

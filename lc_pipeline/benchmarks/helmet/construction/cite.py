@@ -26,7 +26,7 @@ hard negatives (``pools``), each gold at a seeded relative position (the same at
 the level's token budget (or ``per_level`` passages when given); the row is ASQA-style, its one QA pair
 the item's answers.
 
-``record_fields`` of every row (what the metrics read, score/alce_correctness.py and the citation
+``record_fields`` of every row (what the metrics read, benchmarks/helmet/alce_correctness.py and the citation
 scorer): ``style`` (``asqa`` | ``qampari``), ``question``, ``passages`` (``[{title, text}]`` in ID order:
 ID i is ``passages[i-1]``), and ``qa_pairs`` (ASQA: a list of short-answer lists) or ``answer_clusters``
 (QAMPARI: a list of alias lists).
@@ -39,10 +39,20 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lc_pipeline.benchmarks.helmet.construction.context import BuildContext, Row
+from lc_pipeline.benchmarks.helmet.construction.fitting import (
+    Fit,
+    depth_position,
+    fit,
+    shortfall,
+)
+from lc_pipeline.benchmarks.helmet.construction.pools import (
+    Passage,
+    per_level_count,
+    pick,
+    qa_items,
+)
 from lc_pipeline.construct.assembly import derive_seed
-from lc_pipeline.construct.helmet.context import BuildContext, Row
-from lc_pipeline.construct.helmet.fitting import Fit, depth_position, fit, shortfall
-from lc_pipeline.construct.helmet.pools import Passage, per_level_count, pick, qa_items
 from lc_pipeline.sources.alce import ASQA, CATEGORY, DEMO_CATEGORY, QAMPARI
 from lc_pipeline.text import contains_answer, normalize_answer
 

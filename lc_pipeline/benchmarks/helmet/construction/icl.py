@@ -34,9 +34,9 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from lc_pipeline.benchmarks.helmet.construction.context import BuildContext, Row
 from lc_pipeline.config import ConfigError, level_tokens
 from lc_pipeline.construct.assembly import derive_seed
-from lc_pipeline.construct.helmet.context import BuildContext, Row
 from lc_pipeline.sources.icl import ICL_CATEGORY
 
 __all__ = ["DEMO_SEPARATOR", "balanced_rounds", "build_icl", "label_mapping", "shots_for_level"]

@@ -37,19 +37,20 @@ import json
 import random
 from typing import Any
 
+from lc_pipeline.benchmarks.helmet.construction.context import BuildContext, Row
+from lc_pipeline.benchmarks.helmet.construction.fitting import cut_to_tokens
+from lc_pipeline.benchmarks.helmet.construction.pools import QA_CATEGORIES
 from lc_pipeline.construct.assembly import derive_seed
-from lc_pipeline.construct.helmet.context import BuildContext, Row
-from lc_pipeline.construct.helmet.fitting import cut_to_tokens
-from lc_pipeline.construct.helmet.pools import QA_CATEGORIES, SUMMARIZATION_CATEGORY
+
+# LONG_DOCUMENT_QA: the category of the sources' long-document QA items (NarrativeQA, ∞Bench, the demo dossiers):
+# QA over a long document, never a RAG item (rag's ``pools.qa_items`` takes only ``QA_CATEGORIES``).
+from lc_pipeline.construct.categories import LONG_DOCUMENT_QA, SUMMARIZATION_CATEGORY
 from lc_pipeline.text import template_fields
 
 OMITTED = " ... [the rest of the document is left out]"
 DEMO_PLACEHOLDER = "[document text]"
 QA_ITEMS, CHOICE_ITEMS, SUMMARIZATION_ITEMS = "qa", "choice", "summarization"  # options.items
 ITEM_KINDS = (QA_ITEMS, CHOICE_ITEMS, SUMMARIZATION_ITEMS)
-# Category of the sources' long-document QA items (NarrativeQA, ∞Bench, the demo dossiers): QA over a
-# long document, never a RAG item (rag's ``pools.qa_items`` takes only ``QA_CATEGORIES``).
-LONG_DOCUMENT_QA = "long-document QA"
 TRAIN_SPLIT = "train"  # record_fields.split of items that only serve as demonstrations
 OTHER_ITEMS = "other_items"  # options.demos
 DEMO_SOURCES = (OTHER_ITEMS, TRAIN_SPLIT)

@@ -22,7 +22,6 @@ from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.text import contains_answer, normalize_answer
 
 QA_CATEGORIES = ("single-doc QA", "multi-doc QA")
-SUMMARIZATION_CATEGORY = "summarization"
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,15 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from lc_pipeline.construct.assembly import derive_seed
-from lc_pipeline.construct.helmet.context import BuildContext, Row
-from lc_pipeline.construct.helmet.fitting import (
+from lc_pipeline.benchmarks.helmet.construction.context import BuildContext, Row
+from lc_pipeline.benchmarks.helmet.construction.fitting import (
     Fit,
     depth_position,
     evenly_spaced_depths,
     fit,
     shortfall,
 )
-from lc_pipeline.construct.helmet.pools import (
+from lc_pipeline.benchmarks.helmet.construction.pools import (
     GoldsOf,
     Passage,
     dataset_negatives,
@@ -31,6 +30,7 @@ from lc_pipeline.construct.helmet.pools import (
     pick_with,
     qa_items,
 )
+from lc_pipeline.construct.assembly import derive_seed
 
 DEMO_PASSAGES = 3  # HELMET's RAG demo files are "k3": three passages per demonstration
 

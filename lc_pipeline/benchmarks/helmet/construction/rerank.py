@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import random
 
-from lc_pipeline.construct.assembly import derive_seed
-from lc_pipeline.construct.helmet.context import BuildContext, Row
-from lc_pipeline.construct.helmet.fitting import Fit, fit, shortfall
-from lc_pipeline.construct.helmet.pools import (
+from lc_pipeline.benchmarks.helmet.construction.context import BuildContext, Row
+from lc_pipeline.benchmarks.helmet.construction.fitting import Fit, fit, shortfall
+from lc_pipeline.benchmarks.helmet.construction.pools import (
     Passage,
     format_ranked_passage,
     per_level_count,
@@ -25,7 +24,8 @@ from lc_pipeline.construct.helmet.pools import (
     qa_items,
     record_fields,
 )
-from lc_pipeline.score.helmet import rerank_qrels
+from lc_pipeline.construct.assembly import derive_seed
+from lc_pipeline.benchmarks.helmet.metrics import rerank_qrels
 
 RERANK_DEMO_PASSAGES = 10  # HELMET's re-rank demos: k10
 # Re-rank answers are "<ID>:<grade>" strings; their parser lives with the metric that reads them.

@@ -7,28 +7,35 @@ demonstrations. Every spec is checked before anything is built (``construct.spec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
 import dataclasses
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
-from lc_pipeline.config import HelmetConfig, level_tokens
-from lc_pipeline.construct.helmet.cite import build_cite
-from lc_pipeline.construct.helmet.context import CONSTRUCTION_VERSION, BuildContext
-from lc_pipeline.construct.helmet.fitting import COUNTS_SPECIAL_TOKENS
-from lc_pipeline.construct.helmet.icl import build_icl
-from lc_pipeline.construct.helmet.long_document import ITEM_KINDS, OPTIONAL, build_long_document
-from lc_pipeline.construct.helmet.pools import Pools
-from lc_pipeline.construct.helmet.rag import build_rag, build_rag_multi
-from lc_pipeline.construct.helmet.rerank import build_rerank
-from lc_pipeline.construct.helmet.synthetic import (
+from lc_pipeline.benchmarks.helmet.construction.cite import build_cite
+from lc_pipeline.benchmarks.helmet.construction.context import (
+    CONSTRUCTION_VERSION,
+    BuildContext,
+)
+from lc_pipeline.benchmarks.helmet.construction.fitting import COUNTS_SPECIAL_TOKENS
+from lc_pipeline.benchmarks.helmet.construction.icl import build_icl
+from lc_pipeline.benchmarks.helmet.construction.long_document import (
+    ITEM_KINDS,
+    OPTIONAL,
+    build_long_document,
+)
+from lc_pipeline.benchmarks.helmet.construction.pools import Pools
+from lc_pipeline.benchmarks.helmet.construction.rag import build_rag, build_rag_multi
+from lc_pipeline.benchmarks.helmet.construction.rerank import build_rerank
+from lc_pipeline.benchmarks.helmet.construction.synthetic import (
     KEY_DRAWS,
     VALUE_DRAWS,
     build_json_kv,
     build_multikey,
     build_multivalue,
 )
+from lc_pipeline.config import HelmetConfig, level_tokens
 from lc_pipeline.construct.rows import instances_frame
 from lc_pipeline.construct.spec_checks import (
     check_builder,

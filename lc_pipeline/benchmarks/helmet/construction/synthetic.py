@@ -20,9 +20,12 @@ import random
 import uuid
 from collections.abc import Callable
 
-from lc_pipeline.construct.assembly import derive_seed
-from lc_pipeline.construct.helmet.context import CONSTRUCTION_VERSION, BuildContext, Row
-from lc_pipeline.construct.helmet.fitting import (
+from lc_pipeline.benchmarks.helmet.construction.context import (
+    CONSTRUCTION_VERSION,
+    BuildContext,
+    Row,
+)
+from lc_pipeline.benchmarks.helmet.construction.fitting import (
     Fit,
     cut_to_tokens,
     depth_position,
@@ -30,6 +33,7 @@ from lc_pipeline.construct.helmet.fitting import (
     fit,
     shortfall,
 )
+from lc_pipeline.construct.assembly import derive_seed
 from lc_pipeline.fingerprints import short_id
 
 MV_VALUES = 4  # RULER MV: one key, four values
