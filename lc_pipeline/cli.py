@@ -186,7 +186,7 @@ def _run_graph(verb: str, config: str | None, models: tuple[str, ...], tasks: st
     with _graph_run(resume) as state:
         runner = state["runner"] = _runner(s)
         runner.preflight()  # what would fail only after generation fails here (D17)
-        board = runner.demo(list(models) or None)
+        board = runner.run(list(models) or None)
     _print_leaderboard(board)
     click.echo(f"\n{len(runner.ran)} steps ran, {len(runner.reused)} reused. Lake: {s.lake_dir}", err=True)
 
@@ -350,7 +350,7 @@ def judge(models: tuple[str, ...], lengths: tuple[str, ...], config: str | None)
         if unknown:
             raise click.ClickException(f"--length {unknown}: not a length level of config {s.config!r} "
                                        f"(its levels: {list(runner.config.lengths)})")
-        judged = {slug: runner.judge_model(slug, list(lengths) or None) for slug in models or runner.config.models}
+        judged = {slug: runner.judge(slug, list(lengths) or None) for slug in models or runner.config.models}
         board = runner.leaderboard() if any(judged.values()) else None
     for slug, steps in judged.items():
         click.echo(f"{slug}: {', '.join(steps) if steps else 'nothing to judge (see above)'}", err=True)
@@ -402,9 +402,7 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
         runner.tags = {"lcp/backfill": model}
         runner.preflight()  # what would fail only after generation fails here (D17)
         _check_model_files(runner.pipeline.resources["models"].spec(model))
-        if runner.missing_instances():  # model-independent: e.g. a benchmark run as released, then imported
-            runner.build_benchmark()    # predictions backfilled before any model ran (nothing built re-runs)
-        board = runner.backfill_model(model, list(lengths) or None)
+        board = runner.run([model], list(lengths) or None)  # what is missing upstream is built first
     if board is None:  # its LongScore waits for the other lengths: the leaderboard has nothing new
         click.echo(f"{model}: scored {list(lengths)}; its LongScore and leaderboard row follow once every length "
                    "is scored", err=True)

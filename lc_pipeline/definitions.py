@@ -33,9 +33,9 @@ from lc_pipeline.assets import (
     retrieval,
     scoring,
     sources,
+    versions,
 )
 from lc_pipeline.assets import judge as judge_assets
-from lc_pipeline.assets import versions
 from lc_pipeline.config import BenchmarkConfig, ConfigError, settings_config
 from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.partitions import Partitions

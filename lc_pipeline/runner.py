@@ -1,9 +1,12 @@
 """Materialize the graph from the command line, one run per partition, reusing finished work.
 
-``lcp demo`` and ``lcp backfill`` use this. Every run goes into the persistent Dagster
-instance (``DAGSTER_HOME``), so the UI shows the same history afterwards. A partition is
-reused, not re-run, when its latest materialization carries the current stage fingerprint
-(:mod:`lc_pipeline.fingerprints`) and its Parquet file is on disk.
+``lcp run``, ``lcp backfill``, ``lcp judge`` and ``lcp plan`` use this. What to run comes from Dagster: the
+Definitions' asset graph in topological order, its assets grouped by partitions definition into steps (one
+``dg.materialize`` per partition key), the assets of the config (each declares the configs it serves and when it
+runs: assets/versions.py). Every run goes into the persistent Dagster instance (``DAGSTER_HOME``), so the UI shows
+the same history afterwards. A partition is reused, not re-run, when its latest materialization's data version is
+the one its declarations give now (code version, config fields, model settings, input files), its Parquet file is
+on disk and nothing it reads ran in this process since.
 """
 
 from __future__ import annotations
@@ -17,19 +20,25 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import dagster as dg
 import polars as pl
 from filelock import FileLock
 
 from lc_pipeline import storage
+from lc_pipeline.assets import versions
 from lc_pipeline.assets.common import FINGERPRINT_KEY
-from lc_pipeline.assets.lveval import facts_fingerprint
 from lc_pipeline.definitions import Pipeline
-from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.generate.registry import validate_model_slug
 from lc_pipeline.lake import built_by, check_lake_config, record_built_by
-from lc_pipeline.partitions import MODEL_DIM, SOURCE_DIM, length_model_key, validate_source_name
+from lc_pipeline.partitions import (
+    LENGTH_DIM,
+    MODEL_DIM,
+    SOURCE_DIM,
+    length_model_key,
+    validate_source_name,
+)
 from lc_pipeline.resources.parquet_io import partition_path
 from lc_pipeline.settings import env
 
@@ -42,6 +51,8 @@ class StepFailed(RuntimeError):
 class Interrupted(Exception):
     """SIGINT or SIGTERM stopped a run; the message says what was saved."""
 
+
+DATA_VERSION_TAG = "dagster/data_version"  # the tag a materialization's data version is recorded under
 
 # Errors a step fails with when the process was interrupted (Dagster's own, and Python's).
 INTERRUPT_ERRORS = {"DagsterExecutionInterruptedError", "KeyboardInterrupt"}
@@ -172,13 +183,16 @@ class Runner:
         # progress lines instead (the UI keeps the full event log either way).
         self.run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
         self.config = pipeline.config
+        self.graph = pipeline.defs.resolve_asset_graph()  # what lcp runs: Dagster's own asset graph
+        self.materialized: list[tuple[str, dict[str, str]]] = []  # (asset, partition dims) run by this process
+        self._said_no_judge = False
         self.instance = instance
         self.echo = echo
         self.lake = pipeline.settings.lake_dir
         self.ran: list[str] = []
         self.reused: list[str] = []
         self.tags: dict[str, str] = {}  # added to every run this runner launches
-        self.board: pl.DataFrame | None = None  # the leaderboard a backfill_model made in its model's run
+        self.board: pl.DataFrame | None = None  # the leaderboard a one-model run made in its model's run
         self.current: tuple[str, list[str], dict[str, str]] | None = None  # the step running now (label, assets, dims)
         recovered = recover_dead_cli_runs(instance)
         if recovered:
@@ -202,40 +216,51 @@ class Runner:
         if new:
             self.instance.add_dynamic_partitions(name, new)
 
-    # -- freshness --------------------------------------------------------------------
-    def is_fresh(self, asset: str, partition_key: str | None, dims: dict[str, str], fingerprint: str) -> bool:
-        flt = dg.AssetRecordsFilter(
-            asset_key=dg.AssetKey(asset), asset_partitions=[partition_key] if partition_key else None
-        )
+    # -- what Dagster records ------------------------------------------------------------
+    def node(self, asset: str):
+        """The asset's node in the Definitions' asset graph (its code version, metadata, tags, partitions)."""
+        return self.graph.get(dg.AssetKey(asset))
+
+    def current_fingerprint(self, asset: str, dims: dict[str, str]) -> str:
+        """The data version ``asset`` [``dims``] would record now (assets/versions.py: its declared code version,
+        config fields and additions)."""
+        return versions.current_fingerprint(self.node(asset), self.config, self.pipeline.resources["models"], dims)
+
+    def recorded_fingerprint(self, asset: str, partition_key: str | None) -> str | None:
+        """The data version the latest materialization of ``asset`` [``partition_key``] recorded (None: none; a
+        materialization older than data versions: its ``lcp/fingerprint`` metadata)."""
+        flt = dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset),
+                                    asset_partitions=[partition_key] if partition_key else None)
         records = self.instance.fetch_materializations(flt, limit=1).records
         if not records:
+            return None
+        materialization = records[0].asset_materialization
+        version = (materialization.tags or {}).get(DATA_VERSION_TAG)
+        if version is not None:
+            return version
+        recorded = materialization.metadata.get(FINGERPRINT_KEY)
+        return None if recorded is None else str(getattr(recorded, "value", recorded))
+
+    def is_fresh(self, asset: str, partition_key: str | None, dims: dict[str, str]) -> bool:
+        """Whether the latest materialization of ``asset`` [``partition_key``] recorded the current data version
+        and its Parquet file reads."""
+        if self.recorded_fingerprint(asset, partition_key) != self.current_fingerprint(asset, dims):
             return False
-        meta = records[0].asset_materialization.metadata
-        recorded = meta.get(FINGERPRINT_KEY)
-        if recorded is None or getattr(recorded, "value", recorded) != fingerprint:
-            return False
-        path = partition_path(storage.lake_path(self.lake), asset, dims)
-        return readable_parquet(path)
+        return readable_parquet(partition_path(storage.lake_path(self.lake), asset, dims))
 
     def step(
         self,
         label: str,
         assets: list[str],
-        fingerprints: dict[str, str],
         partition_key: str | dg.MultiPartitionKey | None = None,
         dims: dict[str, str] | None = None,
-        force: bool = False,
         pooled: bool = True,
     ) -> bool:
-        """Materialize ``assets`` for one partition unless all of them are fresh. True if it ran.
+        """Materialize ``assets`` for one partition, in one Dagster run (the caller decided it must run).
 
         ``pooled=False``: the generations asset outside the ``gpu`` pool (a model that calls no model). A step
         that needs a slot of the pool waits here for one, saying so (:meth:`wait_for_pool_slot`)."""
         pk = str(partition_key) if partition_key is not None else None
-        if not force and all(self.is_fresh(a, pk, dims or {}, fingerprints[a]) for a in assets):
-            self.echo(f"  = {label}: up to date, reused")
-            self.reused.append(label)
-            return False
         self.echo(f"  > {label} ...")
         t0 = time.perf_counter()
         self.current = (label, assets, dims or {})
@@ -314,33 +339,216 @@ class Runner:
                     parts.append(f"its generation store could not be read ({exc})")
         return "; ".join(parts)
 
-    # -- stages ------------------------------------------------------------------------
-    def build_benchmark(self) -> None:
-        """Sources, retrieval and instances for every configured length (a vLLM model that made LV-Eval's facts
-        is closed before any model is evaluated)."""
-        with self.releasing_engines():
-            self._build_benchmark()
+    # -- the plan: Dagster's asset graph, grouped into steps -----------------------------------------------------
+    def plan(self) -> list[Group]:
+        """The config's assets that ``lcp run`` materializes (all but ``lcp/runs: manual``), in the asset graph's
+        topological order, grouped into steps: assets sharing a partitions definition whose parents of another
+        definition are all done before them run together, one ``dg.materialize`` per partition key (the sources
+        per source; the construction inputs; the instances per length; generations, metric_scores and the judges
+        per (length, model); the per-model tables; the leaderboard)."""
+        level: dict[dg.AssetKey, int] = {}
+        groups: dict[tuple[int, str], Group] = {}
+        for key in self.graph.toposorted_asset_keys:
+            node = self.graph.get(key)
+            if not node.is_materializable or versions.runs(node) == "manual":
+                continue
+            pdef = node.partitions_def
+            level[key] = max([level[p] + (self.graph.get(p).partitions_def != pdef) for p in node.parent_keys
+                              if p in level], default=0)
+            dims = partition_dims_of(pdef)
+            group = groups.setdefault((level[key], ",".join(dims)), Group(level[key], dims, pdef))
+            group.assets.append(key.to_user_string())
+        return merged(sorted(groups.values(), key=lambda g: (g.level, -len(g.dims))), self.graph)
 
-    def _build_benchmark(self) -> None:
-        cfg = self.config
+    def partition_keys(self, group: Group, models: list[str], lengths: list[str]) -> list[dict[str, str]]:
+        """Each partition of ``group`` this run materializes, as {dimension: value} ([{}]: unpartitioned)."""
+        values = {SOURCE_DIM: [s.name for s in self.config.sources], LENGTH_DIM: lengths, MODEL_DIM: models}
+        out: list[dict[str, str]] = [{}]
+        for dim in group.dims:
+            out = [{**d, dim: v} for d in out for v in values[dim]]
+        return out
+
+    def key_of(self, group: Group, dims: dict[str, str]) -> str | None:
+        if not dims:
+            return None
+        if len(dims) == 1:
+            return next(iter(dims.values()))
+        return str(dg.MultiPartitionKey(dims))
+
+    # -- running it -------------------------------------------------------------------------------------------
+    def run(self, models: list[str] | None = None, lengths: list[str] | None = None,
+            leaderboard: bool = True) -> pl.DataFrame | None:
+        """``lcp run``: every step of :meth:`plan` not already done, for the config and ``models`` (default: the
+        config's; ``[]``: the benchmark only, nothing generated). ``lengths``: only these levels of the models'
+        partitions (``lcp backfill --length``). The model-independent steps run first, then each model's steps
+        (its vLLM engine or server closed when the model is done), then the leaderboard (``leaderboard=False``:
+        not). Returns the leaderboard (None when it did not run, or a model waits for lengths not scored yet)."""
+        models = list(self.config.models) if models is None else list(models)
         self.check_lake()
-        self.echo(f"benchmark {cfg.name!r}: lengths {list(cfg.lengths)}, lake {self.lake}")
-        for name in self.register_sources():
-            fps = {a: stage_fingerprint(a, cfg) for a in ("source_documents", "source_items", "rejected_records")}
-            self.step(f"sources [{name}]", list(fps), fps, name, {SOURCE_DIM: name})
-        for asset in ("passages", "passage_index", "hard_negatives"):
-            if self.has(asset):  # a benchmark run as released has no construction inputs
-                self.step(asset, [asset], {asset: stage_fingerprint(asset, cfg)})
-        for asset in ("confusing_facts", "replacement_rules"):  # LV-Eval CFI / KPR inputs (empty when unused)
-            if self.has(asset):
-                self.step(asset, [asset], {asset: facts_fingerprint(asset, cfg, self.pipeline.resources["models"])})
-        stale = set(self.missing_instances())  # the lake's own record wins over the Dagster instance's
-        fp = {"instances": stage_fingerprint("instances", cfg)}  # one per config: it hashes the input files
-        for level in cfg.lengths:
-            self.step(f"instances [{level}]", ["instances"], fp, level, {"length": level}, force=level in stale)
-            record = built_by(self.lake, level)
-            if record != {"config": cfg.name, "fingerprint": fp["instances"]}:
-                record_built_by(self.lake, level, cfg.name, fp["instances"])
+        groups = self.plan()
+        before = [g for g in groups if MODEL_DIM not in g.dims and not self.after_models(g, groups)]
+        per_model = [g for g in groups if MODEL_DIM in g.dims]
+        after = [g for g in groups if g not in before and g not in per_model]
+        self.echo(f"benchmark {self.config.name!r}: lengths {list(self.config.lengths)}, lake {self.lake}")
+        with self.releasing_engines():  # a vLLM model that made LV-Eval's facts is closed before any model runs
+            for source in self.register_sources():
+                validate_source_name(source)
+            stale = set(self.missing_instances())
+            for group in before:
+                self.run_group(group, [], list(self.config.lengths), stale=stale)
+            self.record_instances()
+        if not models:
+            return None
+        self.register_models(models)
+        missing = self.missing_instances()
+        if missing:
+            raise RuntimeError(f"instances for lengths {missing} are not built yet, or were built from other inputs "
+                               f"(config, code or data changed); run `lcp run` first")
+        complete = True
+        ride = len(models) == 1 and leaderboard and self.rides_along(after, per_model)
+        for slug in models:
+            with self.releasing_engines():
+                complete = self.run_model(slug, per_model, lengths or list(self.config.lengths),
+                                          after if ride else []) and complete
+        if not complete or not leaderboard:
+            return None
+        if ride and self.board is not None:
+            return self.board
+        with self.leaderboard_lock():
+            for group in after:
+                self.run_group(group, models, list(self.config.lengths))
+            return self._read_leaderboard()
+
+    def after_models(self, group: Group, groups: list[Group]) -> bool:
+        """Whether an unpartitioned group comes after (reads) the model-partitioned ones (the leaderboard)."""
+        first_model_level = min((g.level for g in groups if MODEL_DIM in g.dims), default=None)
+        return first_model_level is not None and group.level > first_model_level
+
+    def rides_along(self, after: list[Group], per_model: list[Group]) -> bool:
+        """Whether the final tables can run in the model's last Dagster run (issue 29: one run fewer per backfill):
+        when they only follow the model's tables (deps, read from the lake) and load none of them as an input."""
+        if not after or not per_model:
+            return False
+        model_assets = {dg.AssetKey(a) for g in per_model for a in g.assets}
+        for group in after:
+            for asset in group.assets:
+                definition = self.graph.assets_def_for_key(dg.AssetKey(asset))
+                for name, key in definition.keys_by_input_name.items():
+                    if key in model_assets and not definition.node_def.input_def_named(name).dagster_type.is_nothing:
+                        return False
+        return True
+
+    def run_model(self, slug: str, groups: list[Group], lengths: list[str], riders: list[Group]) -> bool:
+        """Every step of one model: False when its per-model tables wait for lengths not scored yet."""
+        calls_a_model = self.pipeline.resources["models"].spec(slug).backend != "imported"  # imported: a lookup
+        for i, group in enumerate(groups):
+            if LENGTH_DIM not in group.dims:
+                waiting = self.unscored_lengths(group, slug)
+                if waiting:
+                    self.echo(f"  - {' + '.join(group.assets)} [{slug}]: waiting for lengths {waiting} "
+                              f"(lcp backfill --model {slug} --length ...)")
+                    return False
+            extra = riders if i == len(groups) - 1 else []
+            self.run_group(group, [slug], lengths, pooled=calls_a_model, riders=extra)
+        return True
+
+    def unscored_lengths(self, group: Group, slug: str) -> list[str]:
+        """The config's lengths whose (length, model) partitions the group's assets read are not in the lake."""
+        parents = {p.to_user_string() for a in group.assets for p in self.node(a).parent_keys
+                   if LENGTH_DIM in partition_dims_of(self.graph.get(p).partitions_def)
+                   and MODEL_DIM in partition_dims_of(self.graph.get(p).partitions_def)
+                   and versions.runs(self.graph.get(p)) == "always"}
+        root = storage.lake_path(self.lake)
+        return [lv for lv in self.config.lengths if any(not partition_path(root, p, {LENGTH_DIM: lv, MODEL_DIM: slug})
+                                                        .exists() for p in sorted(parents))]
+
+    def selected(self, group: Group) -> list[str]:
+        """The group's assets this config runs now: ``judged`` / ``cited`` ones only when a task of the instances
+        asks for that judge (the LLM judge also needs one configured: else it says which tasks stay unjudged)."""
+        out = []
+        for asset in group.assets:
+            runs = versions.runs(self.node(asset))
+            if runs == "judged" and not self.judged_tasks():
+                continue
+            if runs == "cited" and not self.cited_tasks():
+                continue
+            out.append(asset)
+        return out
+
+    def judged_tasks(self) -> list[str]:
+        from lc_pipeline.score.benchmark_scores import judged_tasks
+        from lc_pipeline.tasks.catalog import catalog_for
+
+        judged = judged_tasks(self._instance_tasks(), catalog_for(self.config))
+        if judged and not self.pipeline.resources["judge"].resolved_model():
+            if not self._said_no_judge:
+                self.echo(f"  ! {', '.join(judged)}: scored by the LLM judge, none configured (set LCP_JUDGE_MODEL "
+                          "and OPENAI_BASE_URL): their benchmark_scores cells are counted as unjudged")
+                self._said_no_judge = True
+            return []
+        return list(judged)
+
+    def cited_tasks(self) -> list[str]:
+        from lc_pipeline.score.benchmark_scores import nli_tasks
+        from lc_pipeline.tasks.catalog import catalog_for
+
+        return list(nli_tasks(self._instance_tasks(), catalog_for(self.config)))
+
+    def run_group(self, group: Group, models: list[str], lengths: list[str], pooled: bool = True,
+                  stale: set[str] = frozenset(), riders: list[Group] = (), only: set[str] | None = None,
+                  force: bool = False) -> list[str]:
+        """One step per partition of ``group``: each runs unless every asset of it is fresh and nothing it reads
+        ran in this process since; ``judged`` / ``cited`` / ``every_time`` assets run every time they apply.
+        ``riders``: unpartitioned groups run in the same Dagster run, after (under the leaderboard lock).
+        ``only``: just these assets of the group. The labels of the steps that ran."""
+        assets = [a for a in self.selected(group) if only is None or a in only]
+        if not assets:
+            return []
+        ran = []
+        for dims in self.partition_keys(group, models, lengths):
+            pk = self.key_of(group, dims)
+            label = f"{' + '.join(assets)}" + (f" [{pk}]" if pk else "")
+            kept = [a for a in assets if versions.runs(self.node(a)) == "always"]  # the others run every time
+            must = force or self.upstream_ran(assets, dims) or (
+                "instances" in assets and dims.get(LENGTH_DIM) in stale)  # the lake's record (lake.built_by) wins
+            fresh = not must and all(self.is_fresh(a, pk, dims) for a in kept)
+            todo = [a for a in assets if a not in kept] if fresh else assets
+            extra = [a for g in riders for a in self.selected(g)]
+            if fresh and kept:
+                self.echo(f"  = {' + '.join(kept)}" + (f" [{pk}]" if pk else "") + ": up to date, reused")
+                self.reused.append(label)
+            if not todo:
+                continue
+            label = f"{' + '.join(todo)}" + (f" [{pk}]" if pk else "")
+            if extra:
+                with self.leaderboard_lock():
+                    self.step(f"{label} + {' + '.join(extra)}", todo + extra, pk, dims, pooled=pooled)
+                    self.mark_ran(todo + extra, dims)
+                    self.board = self._read_leaderboard()
+            else:
+                self.step(label, todo, pk, dims, pooled=pooled)
+                self.mark_ran(todo, dims)
+            ran.append(label)
+        return ran
+
+    def mark_ran(self, assets: list[str], dims: dict[str, str]) -> None:
+        self.materialized.extend((a, dict(dims)) for a in assets)
+
+    def upstream_ran(self, assets: list[str], dims: dict[str, str]) -> bool:
+        """Whether a parent of ``assets`` (outside them) was materialized in this process for a partition that
+        meets ``dims`` (the same value on every dimension both have): its readers are stale, as Dagster says."""
+        parents = {p.to_user_string() for a in assets for p in self.node(a).parent_keys} - set(assets)
+        return any(a in parents and all(dims.get(k, v) == v for k, v in d.items()) for a, d in self.materialized)
+
+    def record_instances(self) -> None:
+        """The lake's record of the config that built each level (lake.built_by), where the reused partitions'
+        is missing or older."""
+        if "instances" not in {a for g in self.plan() for a in g.assets}:
+            return
+        for level in self.config.lengths:
+            fp = self.current_fingerprint("instances", {LENGTH_DIM: level})
+            if built_by(self.lake, level) != {"config": self.config.name, "fingerprint": fp}:
+                record_built_by(self.lake, level, self.config.name, fp)
 
     def check_lake(self) -> None:
         """Refuse this config in a lake whose instances at one of its levels another config built and models were
@@ -349,55 +557,47 @@ class Runner:
 
     def missing_instances(self) -> list[str]:
         """The config's levels whose instances are not in the lake, or were built from other inputs: their
-        recorded fingerprint (the lake's record of the config that built them, lake.built_by, else the Dagster
-        materialization's) is not this config's current one (another config's instances, changed data or code;
-        lc_pipeline.fingerprints). ``lcp demo``, ``lcp backfill`` and ``lcp plan`` build those first. Instances
-        with no record at all (placed in the lake by hand or by another tool) are used as they are."""
-        fp = stage_fingerprint("instances", self.config)
+        recorded data version (the lake's record of the config that built them, lake.built_by, else the Dagster
+        materialization's) is not this config's current one (another config's instances, changed data or code).
+        ``lcp run``, ``lcp backfill`` and ``lcp plan`` build those first. Instances with no record at all (placed in
+        the lake by hand or by another tool) are used as they are."""
         root = storage.lake_path(self.lake)
         out = []
         for lv in self.config.lengths:
-            if not readable_parquet(partition_path(root, "instances", {"length": lv})):
+            if not readable_parquet(partition_path(root, "instances", {LENGTH_DIM: lv})):
                 out.append(lv)
                 continue
             record = built_by(self.lake, lv)
             recorded = record.get("fingerprint") if record is not None else self.recorded_fingerprint("instances", lv)
-            if recorded is not None and recorded != fp:
+            if recorded is not None and recorded != self.current_fingerprint("instances", {LENGTH_DIM: lv}):
                 out.append(lv)
         return out
 
-    def recorded_fingerprint(self, asset: str, partition_key: str | None) -> str | None:
-        """The fingerprint the latest materialization of ``asset`` [``partition_key``] recorded (None: none)."""
-        flt = dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset),
-                                    asset_partitions=[partition_key] if partition_key else None)
-        records = self.instance.fetch_materializations(flt, limit=1).records
-        if not records:
-            return None
-        recorded = records[0].asset_materialization.metadata.get(FINGERPRINT_KEY)
-        return None if recorded is None else str(getattr(recorded, "value", recorded))
-
-    def evaluate_model(self, slug: str, lengths: list[str] | None = None) -> bool:
-        """Only this model's partitions: generations + metric_scores per length, then its long_scores
-        (False when that last step waits for lengths not scored yet).
-
-        Its partitions share one generator (ModelsResource caches it in this process): a vLLM model starts one
-        engine or server for all of them, closed here when the model is done, also after an error or Ctrl-C.
-        """
+    def judge(self, slug: str, lengths: list[str] | None = None) -> list[str]:
+        """``lcp judge``: the ``judged`` / ``cited`` assets of the plan (the LLM judge, the NLI citation judge) on
+        ``slug``'s generations, then its per-model tables when a judge ran. The generations must be there
+        (``lcp run`` first); replies are cached, so a rerun asks the judges nothing twice. The assets that ran ([]
+        when no task of the instances is judged or no judge is configured, which is said)."""
+        self.register_models([slug])
+        self.check_lake()
+        levels = lengths or list(self.config.lengths)
+        root = storage.lake_path(self.lake)
+        missing = [lv for lv in levels if not readable_parquet(partition_path(
+            root, "generations", {LENGTH_DIM: lv, MODEL_DIM: slug}))]
+        if missing:
+            raise RuntimeError(f"model {slug!r} has no generations at lengths {missing}: run `lcp run --model "
+                               f"{slug}` (or `lcp backfill --model {slug}`) first")
+        groups = [g for g in self.plan() if MODEL_DIM in g.dims]
+        judging = {a for g in groups for a in g.assets if versions.runs(self.node(a)) in ("judged", "cited")}
+        done: list[str] = []
         with self.releasing_engines():
-            return self._evaluate_model(slug, lengths)
-
-    def backfill_model(self, slug: str, lengths: list[str] | None = None) -> pl.DataFrame | None:
-        """``lcp backfill``: :meth:`evaluate_model`, then the leaderboard (None while the model waits for lengths).
-
-        In a benchmark run as released, the leaderboard reads every model's benchmark_scores from the lake (no
-        input of its own), so when this model's benchmark_scores runs, the leaderboard runs in the same Dagster
-        run, after it, under the leaderboard lock (one run fewer per backfill, issue 29); when they are reused,
-        the leaderboard runs alone as in :meth:`leaderboard`."""
-        with self.releasing_engines():
-            complete = self._evaluate_model(slug, lengths, leaderboard_in_model_run=not self.has("long_scores"))
-        if not complete:
-            return None
-        return self.board if self.board is not None else self.leaderboard()
+            for group in groups:
+                if LENGTH_DIM in group.dims:
+                    if self.run_group(group, [slug], levels, only=judging):
+                        done += [a for a in group.assets if a in judging and a in self.selected(group)]
+                elif done:  # new verdicts: the per-model tables read them
+                    self.run_group(group, [slug], levels, force=True)
+        return done
 
     @contextmanager
     def releasing_engines(self) -> Iterator[None]:
@@ -412,137 +612,30 @@ class Runner:
     def preflight(self) -> None:
         """What would fail only after generation, checked before any model is called (probe D17): LongScore's base
         and long lengths must differ (score/longscore.py refuses them after every partition is generated). The
-        commands that spend model time call it first (lcp demo, backfill, plan)."""
+        commands that spend model time call it first (lcp run, backfill, plan)."""
         cfg = self.config
         overlap = sorted(set(cfg.base_lengths) & set(cfg.long_lengths))
-        if overlap and self.has("long_scores"):
+        if overlap and dg.AssetKey("long_scores") in self.graph.materializable_asset_keys:
             raise ValueError(f"config {cfg.name!r}: lengths {overlap} are both base_lengths and long_lengths; "
                              "LongScore compares the long lengths with the base ones, so each length is one or the "
                              "other (checked before any generation)")
 
-    def _evaluate_model(self, slug: str, lengths: list[str] | None, leaderboard_in_model_run: bool = False) -> bool:
-        cfg = self.config
-        self.register_models([slug])
-        self.check_lake()
-        missing = self.missing_instances()
-        if missing:
-            raise RuntimeError(f"instances for lengths {missing} are not built yet, or were built from other inputs "
-                               f"(config, code or data changed); run `lcp demo` (or build) first")
-        spec_fp = self.pipeline.resources["models"].spec(slug).fingerprint()
-        fps = {a: stage_fingerprint(a, cfg, spec_fp)
-               for a in ("generations", "metric_scores", "prior_knowledge", "long_scores", "lveval_ablation",
-                         "benchmark_scores")}
-        calls_a_model = self.pipeline.resources["models"].spec(slug).backend != "imported"  # imported: a lookup
-        for level in lengths or cfg.lengths:
-            key = length_model_key(level, slug)
-            dims = {"length": level, MODEL_DIM: slug}
-            self.step(f"generations + metric_scores [{level}|{slug}]", ["generations", "metric_scores"],
-                      fps, key, dims, pooled=calls_a_model)
-        # LongScore and the ablation read every length: with some still unscored (a backfill of
-        # one length), they wait for the backfill that completes the set instead of failing.
-        unscored = [lv for lv in cfg.lengths if not partition_path(
-            storage.lake_path(self.lake), "metric_scores", {"length": lv, MODEL_DIM: slug}).exists()]
-        if unscored:
-            self.echo(f"  - prior_knowledge + long_scores + lveval_ablation + benchmark_scores [{slug}]: waiting for "
-                      f"lengths {unscored} (lcp backfill {slug} --length ...)")
-            return False
-        judged = self.judge_headline_tasks(slug, lengths or cfg.lengths)
-        judged = self.score_citations(slug, lengths or cfg.lengths) or judged
-        per_model = [a for a in ("prior_knowledge", "long_scores", "lveval_ablation", "benchmark_scores") if self.has(a)]
-        per_model_fps, dims = {a: fps[a] for a in per_model}, {MODEL_DIM: slug}
-        if leaderboard_in_model_run and (judged or not all(self.is_fresh(a, slug, dims, per_model_fps[a])
-                                                           for a in per_model)):
-            with self.leaderboard_lock():
-                self.step(f"{' + '.join(per_model)} [{slug}] + leaderboard", [*per_model, "leaderboard"],
-                          {**per_model_fps, "leaderboard": ""}, slug, dims, force=True)
-                self.board = self._read_leaderboard()
-            return True
-        self.step(f"{' + '.join(per_model)} [{slug}]", per_model, per_model_fps, slug,
-                  dims, force=judged)  # new verdicts: the tables read them
-        return True
-
-    def judge_headline_tasks(self, slug: str, lengths) -> bool:
-        """Loong's (and any task file's ``source: judge``) table cells are the judge's verdicts: with a judge
-        configured ($LCP_JUDGE_MODEL, $OPENAI_BASE_URL), judge ``slug``'s partitions first (replies are cached:
-        a rerun asks nothing twice); without one, say which tasks stay unjudged (benchmark_scores counts them)."""
-        from lc_pipeline.score.benchmark_scores import judged_tasks
-        from lc_pipeline.tasks.catalog import catalog_for
-
-        judged = judged_tasks(self._instance_tasks(), catalog_for(self.config))
-        if not judged:
-            return False
-        if not self.pipeline.resources["judge"].resolved_model():
-            self.echo(f"  ! {', '.join(judged)}: scored by the LLM judge, none configured (set LCP_JUDGE_MODEL and "
-                      "OPENAI_BASE_URL): their benchmark_scores cells are counted as unjudged")
-            return False
-        for level in lengths:
-            self.step(f"judge_scores [{level}|{slug}]", ["judge_scores"], {"judge_scores": ""},
-                      length_model_key(level, slug), {"length": level, MODEL_DIM: slug}, force=True)
-        return True
-
-    def judge_model(self, slug: str, lengths: list[str] | None = None) -> list[str]:
-        """``lcp judge``: the LLM judge and the NLI citation judge on ``slug``'s generations (the steps
-        :meth:`evaluate_model` runs after generation), then its per-model tables and the leaderboard when a judge
-        gave verdicts. The generations must be there (``lcp run`` / ``lcp backfill`` first); replies are cached, so a
-        rerun asks the judges nothing twice. The steps that ran, by name ([] when no task of the instances is
-        judged or no judge is configured, which is said)."""
-        self.register_models([slug])
-        self.check_lake()
-        levels = lengths or list(self.config.lengths)
-        root = storage.lake_path(self.lake)
-        missing = [lv for lv in levels if not readable_parquet(partition_path(
-            root, "generations", {"length": lv, MODEL_DIM: slug}))]
-        if missing:
-            raise RuntimeError(f"model {slug!r} has no generations at lengths {missing}: run `lcp run --model "
-                               f"{slug}` (or `lcp backfill --model {slug}`) first")
-        with self.releasing_engines():
-            judged = self.judge_headline_tasks(slug, levels)
-            cited = self.score_citations(slug, levels)
-        steps = [name for name, ran in (("judge_scores", judged), ("citation_scores", cited)) if ran]
-        if steps:
-            spec_fp = self.pipeline.resources["models"].spec(slug).fingerprint()
-            per_model = [a for a in ("prior_knowledge", "long_scores", "lveval_ablation", "benchmark_scores")
-                         if self.has(a)]
-            self.step(f"{' + '.join(per_model)} [{slug}]", per_model,
-                      {a: stage_fingerprint(a, self.config, spec_fp) for a in per_model}, slug, {MODEL_DIM: slug},
-                      force=True)  # new verdicts: the tables read them
-        return steps
-
     def _instance_tasks(self) -> pl.DataFrame:
         root = storage.lake_path(self.lake)
-        paths = [partition_path(root, "instances", {"length": lv}) for lv in self.config.lengths]
+        paths = [partition_path(root, "instances", {LENGTH_DIM: lv}) for lv in self.config.lengths]
         frames = [storage.read_parquet(p, columns=["benchmark", "task"]) for p in paths if p.exists()]
         return pl.concat(frames).unique() if frames else pl.DataFrame(schema={"benchmark": pl.String,
                                                                              "task": pl.String})
 
-    def score_citations(self, slug: str, lengths) -> bool:
-        """HELMET Cite's citation recall and precision (ALCE, helmet.md §3) are NLI-judged: when a task of the
-        instances declares them, materialize ``slug``'s citation_scores partitions before its benchmark_scores
-        (verdicts are cached: a rerun asks the NLI judge nothing twice). The asset fails naming what to set when
-        no NLI judge is configured (the nli resource, $LCP_NLI_BACKEND, or the config's ``nli:``)."""
-        from lc_pipeline.score.benchmark_scores import nli_tasks
-        from lc_pipeline.tasks.catalog import catalog_for
-
-        if not self.has("citation_scores"):
-            return False
-        cited = nli_tasks(self._instance_tasks(), catalog_for(self.config))
-        if not cited:
-            return False
-        for level in lengths:
-            self.step(f"citation_scores [{level}|{slug}]", ["citation_scores"], {"citation_scores": ""},
-                      length_model_key(level, slug), {"length": level, MODEL_DIM: slug}, force=True)
-        return True
-
-    def has(self, asset: str) -> bool:
-        """Whether the pipeline's graph has ``asset`` (a benchmark run as released has no LongScore assets)."""
-        return any(key.to_user_string() == asset for a in self.pipeline.assets for key in a.keys)
-
     def leaderboard(self) -> pl.DataFrame:
-        # Always re-run: it is cheap and must reflect every model evaluated so far. One lcp process
-        # at a time: two backfills finishing together could otherwise write last the board that read
-        # the lake first, without the other model. Serialized, the later run sees both long_scores.
+        """Only the final, unpartitioned steps (the leaderboard): they read every model evaluated so far. One lcp
+        process at a time: two backfills finishing together could otherwise write last the board that read the
+        lake first, without the other model. Serialized, the later run sees both."""
+        groups = self.plan()
         with self.leaderboard_lock():
-            self.step("leaderboard", ["leaderboard"], {"leaderboard": ""}, force=True)
+            for group in groups:
+                if not group.dims and self.after_models(group, groups):
+                    self.run_group(group, [], [], force=True)
             return self._read_leaderboard()
 
     def leaderboard_lock(self) -> FileLock:
@@ -554,12 +647,43 @@ class Runner:
     def _read_leaderboard(self) -> pl.DataFrame:
         return storage.read_parquet(partition_path(storage.lake_path(self.lake), "leaderboard", {}))
 
-    def demo(self, models: list[str] | None = None) -> pl.DataFrame:
-        self.build_benchmark()
-        for slug in models or list(self.config.models):
-            self.evaluate_model(slug)
-        return self.leaderboard()
 
+@dataclass
+class Group:
+    """Assets of one partitions definition that run together, one Dagster run per partition key."""
+
+    level: int
+    dims: tuple[str, ...]
+    partitions_def: dg.PartitionsDefinition | None
+    assets: list[str] = field(default_factory=list)
+
+
+def partition_dims_of(pdef: dg.PartitionsDefinition | None) -> tuple[str, ...]:
+    """The dimensions of a partitions definition: () unpartitioned; ("length", "model") for (length, model)."""
+    if pdef is None:
+        return ()
+    if isinstance(pdef, dg.MultiPartitionsDefinition):
+        return tuple(sorted(d.name for d in pdef.partitions_defs))
+    return (getattr(pdef, "name", None) or LENGTH_DIM,)
+
+
+def merged(groups: list[Group], graph) -> list[Group]:
+    """``groups`` with each one moved into the next group of the same dimensions when nothing between them reads
+    it (prior_knowledge joins long_scores and benchmark_scores in one step per model, as one Dagster run)."""
+    out = list(groups)
+    i = 0
+    while i < len(out):
+        a = out[i]
+        later = [j for j in range(i + 1, len(out)) if out[j].dims == a.dims]
+        if later:
+            b, between = out[later[0]], out[i + 1:later[0]]
+            readers = {c.to_user_string() for x in a.assets for c in graph.get(dg.AssetKey(x)).child_keys}
+            if not readers & {x for g in between for x in g.assets}:
+                b.assets[:0] = a.assets
+                del out[i]
+                continue
+        i += 1
+    return out
 
 # ------------------------------------------------------------------------------ GPU pool
 

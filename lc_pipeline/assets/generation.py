@@ -8,10 +8,14 @@ from lc_pipeline.assets.common import preview
 from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
 from lc_pipeline.fingerprints import INSTANCE_FIELDS
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
-from lc_pipeline.generate.partition import chunk_size, generate_partition, plan_partition
-from lc_pipeline.tasks.catalog import catalog_for
+from lc_pipeline.generate.partition import (
+    chunk_size,
+    generate_partition,
+    plan_partition,
+)
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
+from lc_pipeline.tasks.catalog import catalog_for
 
 # Generation steps of all runs share this pool; its size is the number of GPUs
 # (`lcp` sets it, see runner.configure_gpu_pool), so two steps never fight over one device.

@@ -9,14 +9,19 @@ in memory at a time, whatever the level's size.
 """
 
 import tempfile
+
 import dagster as dg
 import polars as pl
 
 from lc_pipeline import schemas, storage
 from lc_pipeline.assets.common import ALL_SOURCES, check_result, preview, source_frames
 from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
-from lc_pipeline.construct.builders import BuildError, LevelInputs, level_batches, planned_batches
-from lc_pipeline.construct.run_selection import Narrowed, narrowed
+from lc_pipeline.construct.builders import (
+    BuildError,
+    LevelInputs,
+    level_batches,
+    planned_batches,
+)
 from lc_pipeline.construct.instance_checks import InstanceChecks, check_descriptions
 from lc_pipeline.construct.instance_metadata import (
     PREVIEW_COLUMNS,
@@ -24,13 +29,21 @@ from lc_pipeline.construct.instance_metadata import (
     length_histogram_markdown,
     level_metadata,
 )
+from lc_pipeline.construct.run_selection import Narrowed, narrowed
 from lc_pipeline.construct.variant_rows import inserted_tokens
-from lc_pipeline.fingerprints import INSTANCE_FIELDS
+from lc_pipeline.fingerprints import INSTANCE_FIELDS, asset_fingerprint
 from lc_pipeline.lake import record_built_by
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.progress import Progress
 from lc_pipeline.resources import BenchmarkResource, LakeResource, TokenizerResource
 from lc_pipeline.tasks.catalog import catalog_for
+
+CODE_VERSION = "8"  # 8: protocol; 7: record_id and record_fields; 6: benchmark and all_classes, task files' prompts
+
+
+def instances_fingerprint(config) -> str:
+    """The data version the instances of ``config`` record (what lake.built_by holds), without the graph."""
+    return asset_fingerprint("instances", CODE_VERSION, INSTANCE_FIELDS, config)
 
 
 def build(parts: Partitions) -> list:
@@ -39,7 +52,7 @@ def build(parts: Partitions) -> list:
     rules: none is used); each declares which configs it serves (assets/versions.py)."""
     def spec(released: bool) -> dict:
         return dict(
-            **declared("8", INSTANCE_FIELDS, serves="released" if released else "constructed"),
+            **declared(CODE_VERSION, INSTANCE_FIELDS, serves="released" if released else "constructed"),
             ins={"source_items": ALL_SOURCES, "source_documents": ALL_SOURCES},
             partitions_def=parts.length,
             group_name="instances",

@@ -35,12 +35,12 @@ import polars as pl
 from lc_pipeline import storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
 from lc_pipeline.assets.versions import RUNS
+from lc_pipeline.benchmarks.minilongbench import pipeline as mlbp
 from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.fingerprints import short_id
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, EmbedderResource, LakeResource
 from lc_pipeline.resources.parquet_io import read_table
-from lc_pipeline.benchmarks.minilongbench import pipeline as mlbp
 from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
 
 CODE_VERSION = "2"  # 2: weighted and blend estimates; the subset chosen among K-Means candidates

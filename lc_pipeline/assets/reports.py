@@ -10,16 +10,26 @@ import polars as pl
 from lc_pipeline import plots, schemas, storage
 from lc_pipeline.assets.common import plot_metadata, preview
 from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
-from lc_pipeline.resources.judge import JudgeResource
-from lc_pipeline.resources.parquet_io import (partition_path, read_generation_statuses, read_judge_scores,
-                                             read_model_partitions, read_table)
-from lc_pipeline.score.benchmark_scores import benchmark_leaderboard
 from lc_pipeline.fingerprints import LONG_FIELDS
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource
+from lc_pipeline.resources.judge import JudgeResource
+from lc_pipeline.resources.parquet_io import (
+    partition_path,
+    read_generation_statuses,
+    read_judge_scores,
+    read_model_partitions,
+    read_table,
+)
+from lc_pipeline.score.benchmark_scores import benchmark_leaderboard
 from lc_pipeline.score.board import ROW_COLUMNS, not_scored_cells, paired_board
 from lc_pipeline.score.lake_tables import current_instances, paired_tables
-from lc_pipeline.score.longscore import HEADLINE, JUDGE_METRIC_PREFIX, HeadlineUnavailable, headline_rows
+from lc_pipeline.score.longscore import (
+    HEADLINE,
+    JUDGE_METRIC_PREFIX,
+    HeadlineUnavailable,
+    headline_rows,
+)
 from lc_pipeline.score.per_model import config_headline_sources
 
 

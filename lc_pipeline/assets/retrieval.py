@@ -12,6 +12,7 @@ from lc_pipeline.assets.common import (
     json_metadata,
     preview,
 )
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
 from lc_pipeline.construct.chunking import chunk_documents
 from lc_pipeline.construct.passage_embeddings import (
     embedding_cache,
@@ -25,7 +26,6 @@ from lc_pipeline.construct.retrieval import (
     sample_rows,
     select_hard_negatives,
 )
-from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
 from lc_pipeline.fingerprints import INDEX_FIELDS, NEGATIVE_FIELDS, PASSAGE_FIELDS
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import (

@@ -7,8 +7,8 @@ import polars as pl
 
 from lc_pipeline import schemas
 from lc_pipeline.assets.common import long_scores_metadata, preview
-from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
 from lc_pipeline.assets.generation import GPU_POOL, GPU_STEP_TAGS
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
 from lc_pipeline.fingerprints import INSTANCE_FIELDS, LONG_FIELDS, PRIOR_FIELDS
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
@@ -21,8 +21,8 @@ from lc_pipeline.score.per_model import (
     MissingLengths,
     judge_no_context,
     long_scores_of,
-    no_context_questions,
     no_context_probe,
+    no_context_questions,
 )
 from lc_pipeline.tasks.catalog import catalog_for
 

@@ -59,7 +59,7 @@ def config_record_ids(config, lake_dir) -> tuple[set[str], str]:
     import polars as pl
 
     from lc_pipeline import storage
-    from lc_pipeline.fingerprints import stage_fingerprint
+    from lc_pipeline.assets.instances import instances_fingerprint
     from lc_pipeline.lake import LakeOfAnotherConfig, built_by, check_lake_config
     from lc_pipeline.lake_files import partition_path
 
@@ -72,7 +72,7 @@ def config_record_ids(config, lake_dir) -> tuple[set[str], str]:
         raise ImportProblem(f"{exc} (nothing was imported)") from None
     lake = storage.lake_path(lake_dir)
     paths = [partition_path(lake, "instances", {"length": lv}) for lv in config.lengths]
-    current = {"config": config.name, "fingerprint": stage_fingerprint("instances", config)}
+    current = {"config": config.name, "fingerprint": instances_fingerprint(config)}
     records = [built_by(lake_dir, lv) for lv in config.lengths]
     if all(p.exists() for p in paths) and all(r is None or r == current for r in records):
         frame = pl.concat([storage.read_parquet(p, columns=["item_id", "record_id"]) for p in paths])

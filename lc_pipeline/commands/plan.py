@@ -39,7 +39,7 @@ TABLE_COLUMNS = ("benchmark", "length", "instances", "prompt_tokens", "max_promp
 
 def _instances(runner, echo) -> tuple[dict, str]:
     """Each length's instances from the lake, built first when a partition is missing or stale (the same rule as
-    ``lcp demo`` and ``lcp backfill``: Runner.missing_instances; a lake of another config is refused as they
+    ``lcp run`` and ``lcp backfill``: Runner.missing_instances; a lake of another config is refused as they
     refuse it)."""
     import polars as pl
 
@@ -53,7 +53,7 @@ def _instances(runner, echo) -> tuple[dict, str]:
     if stale:
         echo(f"instances for lengths {stale} are not in the lake or are stale: building them first "
              "(sources, retrieval, instances; nothing is generated)")
-        runner.build_benchmark()
+        runner.run(models=[])  # the benchmark only
         source = "built"
     root = storage.lake_path(runner.lake)
     out = {}
