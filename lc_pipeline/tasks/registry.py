@@ -125,6 +125,11 @@ TASK_SELECTION_ORDER: dict[str, int] = {}
 # benchmark: ``subset_item_ids(items, subset) -> set[str]`` (a compressed benchmark's samples of its records).
 RECORD_SUBSETS: Registry = Registry("record subset")
 
+# A released benchmark's own document blocks in its contexts (construct/truncation.split_documents, which the policy
+# drop_documents cuts by), by benchmark: ``split(context) -> list[str]``, the blocks joined by a blank line giving the
+# context back (one block when the context has none of its headers).
+DOCUMENT_SPLITTERS: Registry = Registry("document splitter")
+
 # What a builder tells the instance checks about its rows (construct/instance_checks.py ``SuiteRules``), by the
 # rows' ``INSTANCES.suite``: another length rule, tasks of a fixed size, rows holding no whole documents, checks of
 # its own. A suite not listed is checked by the generic rules only.
@@ -188,6 +193,7 @@ class Registries:
     batch_counts = BATCH_COUNTS
     suite_rules = SUITE_RULES
     record_subsets = RECORD_SUBSETS
+    document_splitters = DOCUMENT_SPLITTERS
 
     @staticmethod
     def item_builder(name: str) -> None:
