@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from lc_pipeline import schemas
-from lc_pipeline.score.lveval_ablation import ablation_frame
+from lc_pipeline.benchmarks.lveval.ablation import ablation_frame
 from lc_pipeline.config import ConfigError, load_config
 from lc_pipeline.score.metric_scores import score_frame
 

@@ -7,7 +7,7 @@ def register(registries) -> None:
     registries.builders.register("loong.released", "lc_pipeline.benchmarks.loong.released_build:loong_released")
     # its documents' header lines, by which the policy drop_documents cuts a released context (construct/truncation)
     registries.document_splitters.register("loong", "lc_pipeline.benchmarks.loong.released_build:split_documents")
-    registries.rubrics.register("loong", "lc_pipeline.score.judge:LOONG")
+    registries.rubrics.register("loong", "lc_pipeline.benchmarks.loong.rubrics:LOONG")
     registries.source_kinds.register("loong", "lc_pipeline.benchmarks.loong.sources:loong_source")
     registries.file_kind("loong", {"id", "doc", "question", "instruction", "answer", "level", "type"},
                          "lc_pipeline.benchmarks.loong.sources:validate_loong_files")
