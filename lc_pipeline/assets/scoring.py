@@ -47,7 +47,7 @@ def build(parts: Partitions) -> list:
         fallbacks = FallbackZeros()  # official zeros that are not the answer's (ROUGE failed, NFD vs NFC)
         out = score_frame(
             generations.select(schemas.GENERATIONS.names()), instances.select(schemas.INSTANCES.names()),
-            catalog_for(config), lveval_variant=config.lveval.metric_variant, fallbacks=fallbacks,
+            catalog_for(config), metric_variant=config.lveval.metric_variant, fallbacks=fallbacks,
         )
         for line in fallbacks.lines("instance ids"):
             context.log.warning(f"metric_scores {context.partition_key}: {line}")

@@ -143,6 +143,18 @@ METRICS: Registry = Registry("metric", {
     "f1": "lc_pipeline.score.task_metrics:F1",
 })
 
+# The metrics every instance of an item that has construction variants (CFI / KPR rows, construct/variants.py) is
+# scored with, beside its task's own, so that the item's plain and variant rows compare on one metric
+# (score/metric_scores.py). A package names its metric (:meth:`Registries.variant_metric`).
+VARIANT_METRICS: list[str] = []
+
+
+def variant_metrics() -> tuple[str, ...]:
+    """:data:`VARIANT_METRICS`, the benchmark packages' included."""
+    load_benchmark_packages()
+    return tuple(VARIANT_METRICS)
+
+
 # LLM-judge rubrics (score/judge.py ``Rubric`` objects): every rubric belongs to the benchmark that defines it.
 RUBRICS: Registry = Registry("rubric")
 
@@ -194,6 +206,13 @@ class Registries:
     suite_rules = SUITE_RULES
     record_subsets = RECORD_SUBSETS
     document_splitters = DOCUMENT_SPLITTERS
+
+    @staticmethod
+    def variant_metric(name: str) -> None:
+        """Metric ``name`` scores every instance of an item with construction variants (:data:`VARIANT_METRICS`)."""
+        if name in VARIANT_METRICS:
+            raise ValueError(f"variant metric {name!r} is registered twice")
+        VARIANT_METRICS.append(name)
 
     @staticmethod
     def item_builder(name: str) -> None:
