@@ -15,7 +15,7 @@ from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResourc
 from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.resources.parquet_io import read_generation_statuses, read_judge_scores
 from lc_pipeline.score.fallbacks import FallbackZeros
-from lc_pipeline.score.longbench100 import prior_knowledge_frame
+from lc_pipeline.score.prior_knowledge import prior_knowledge_frame
 from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.score.per_model import (
     MissingLengths,
@@ -48,7 +48,7 @@ def build(parts: Partitions) -> list:
         fallbacks = FallbackZeros()  # official zeros that are not the answer's (ROUGE failed, NFD vs NFC)
         out = score_frame(
             generations.select(schemas.GENERATIONS.names()), instances.select(schemas.INSTANCES.names()),
-            catalog_for(config), lveval_variant=config.lveval.metric_variant, fallbacks=fallbacks,
+            catalog_for(config), metric_variant=config.lveval.metric_variant, fallbacks=fallbacks,
         )
         for line in fallbacks.lines("instance ids"):
             context.log.warning(f"metric_scores {context.partition_key}: {line}")

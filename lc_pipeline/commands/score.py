@@ -46,7 +46,7 @@ def resolve_metric(name: str, variant: str | None) -> Callable[[dict, str], floa
     """``(record, prediction) -> score`` for a metric name; ``ValueError`` for unknown names."""
     family, _, target = name.partition(":")
     if family == "longbench":
-        from lc_pipeline.score.longbench import score_record, tasks
+        from lc_pipeline.benchmarks.longbench.metrics import score_record, tasks
 
         if target not in tasks():
             raise ValueError(f"unknown LongBench task {target!r}; use longbench:<task> with one of: {', '.join(tasks())}")

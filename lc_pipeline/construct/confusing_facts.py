@@ -43,7 +43,7 @@ from lc_pipeline.score.keyword_recall import (
     lveval_score,
     tokens,
 )
-from lc_pipeline.score.longbench import f1_from_tokens, normalize_zh_answer
+from lc_pipeline.score.token_scores import f1_from_tokens, normalize_zh_answer
 from lc_pipeline.text import normalize_answer
 
 __all__ = [

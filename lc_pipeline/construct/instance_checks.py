@@ -142,7 +142,7 @@ def evidence_violations(
 ) -> list[str]:
     """Instances whose context lacks the (whitespace-trimmed) text of one of their evidence documents.
 
-    LV-Eval variant rows are checked with their variant undone (facts taken out, the item's
+    Variant rows are checked with their variant undone (facts taken out, the item's
     ``rules`` applied to the evidence; see construct/variant_rows.py).
     """
     text = dict(documents.select("doc_id", "text").iter_rows())
@@ -161,7 +161,7 @@ def keyword_violations(
     """Instances with an answer keyword that their evidence does not contain.
 
     The evidence is the evidence documents' text, or the context when the answer lives in
-    inserted needles (100-LongBench KV retrieval: no evidence documents). LV-Eval KPR rows:
+    inserted needles (100-LongBench KV retrieval: no evidence documents). KPR rows:
     keywords and evidence rewritten by the item's ``rules`` (construct/variant_rows.py).
     """
     text = dict(documents.select("doc_id", "text").iter_rows())

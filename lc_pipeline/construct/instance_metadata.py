@@ -23,8 +23,8 @@ def level_metadata(summary: pl.DataFrame, meta: dict, level: str, config) -> dic
     """The level's metadata (plain values) from the rows' ``summary`` (:data:`SUMMARY_COLUMNS`
     plus ``fact_tokens``, the tokens of each row's inserted facts) and the builders' counts ``meta``.
 
-    Lengths are relative errors against the target in the row's own unit (tokens, or LV-Eval's
-    words / characters, spec ``lveval.md`` §1.2)."""
+    Lengths are relative errors against the target in the row's own unit (tokens, or words /
+    characters)."""
     rel = ((summary["context_units"] - summary["target_units"]).abs() / summary["target_units"]).filter(
         summary["length_unit"] != "tokens").append(
         ((summary["input_tokens"] - summary["target_tokens"]).abs() / summary["target_tokens"]).filter(

@@ -1,14 +1,14 @@
 """The one constructor of INSTANCES rows (``lc_pipeline.schemas.INSTANCES``), for every builder.
 
-Each builder (the QA assembler, LV-Eval's word levels and factrecall, HELMET, 100-LongBench)
-measures its own context and prompt; what a row is, which columns it has and which of them
-have a natural default, is written once, here:
+Each builder (the QA assembler and every benchmark package's builders) measures its own context
+and prompt; what a row is, which columns it has and which of them have a natural default, is
+written once, here:
 
 * ``variant`` "plain", ``insertions`` [] and ``replacement_rule_ids`` []: a builder's rows are
-  plain; LV-Eval's CFI / KPR variants (construct/variants.py) are derived from them later;
+  plain; the CFI / KPR variants (construct/variants.py) are derived from them later;
 * ``length_unit`` "tokens", and then ``target_units`` = ``target_tokens`` and ``context_units`` =
   ``context_tokens`` (what :func:`with_length_units` fills for token levels). A row
-  of a word level (``length_unit`` "words" / "characters", LV-Eval spec §1) names its
+  of a word level (``length_unit`` "words" / "characters") names its
   ``target_units`` and ``context_units`` itself.
 
 Every other column must be given (``None`` where the value is null, e.g. ``target_tokens`` of
@@ -94,7 +94,7 @@ def with_length_units(frame: pl.DataFrame, level: str, config: BenchmarkConfig) 
     """Fill ``length_unit`` / ``target_units`` / ``context_units`` for every builder's rows.
 
     Token rows: the unit is tokens, the target and size those already measured. Rows a builder measured in words
-    (``length_unit`` not "tokens" in a config of ``length_unit: words``, LV-Eval's word levels): words or
+    (``length_unit`` not "tokens" in a config of ``length_unit: words``): words or
     characters by language, ``target_tokens`` null. ``context_units`` measures the context as stored (CFI facts
     included).
     """

@@ -36,6 +36,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from lc_pipeline.tasks.registry import DOCUMENT_SPLITTERS
+
 MIDDLE = "middle"
 END_OF_CONTEXT = "end_of_context"
 DROP_DOCUMENTS = "drop_documents"
@@ -45,9 +47,6 @@ POLICIES = (MIDDLE, END_OF_CONTEXT, DROP_DOCUMENTS, SKIP)
 # Our documents are "Document [i] (Title: ...): text" blocks joined by a blank line
 # (construct/prompts.py); a block may itself contain blank lines, so split on the header.
 _DOCUMENT_START = re.compile(r"\n\n(?=Document \[\d+\] \(Title: )")
-# Loong run as released (benchmarks/loong/released_build.py): each document is its header line, its text and a
-# blank line; the header is "《...》" (reports, judgments) or a paper's title above its own "# title" heading.
-_RELEASED_START = re.compile(r"\n\n(?=《[^》\n]*》\n|(?P<title>[^\n]+)\n#+[ \t]*(?P=title)[ \t#]*(?:\n|$))")
 DOCUMENT_SEPARATOR = "\n\n"
 
 
@@ -201,14 +200,17 @@ def policy_for_task(benchmark: str, task: str, declared: str, overrides: Mapping
 
 def split_documents(context: str) -> list[str]:
     """The context's document blocks, in order; joined with :data:`DOCUMENT_SEPARATOR` they
-    give the context back. Our "Document [i] (Title: ...)" blocks, or Loong's released ones."""
+    give the context back. Our "Document [i] (Title: ...)" blocks; else a released benchmark's own ones (the
+    first splitter of ``tasks.registry.DOCUMENT_SPLITTERS`` that finds more than one); else the context whole."""
     if not context:
         return []
     if context.startswith("Document ["):
         return _DOCUMENT_START.split(context)
-    cuts = [m.start() for m in _RELEASED_START.finditer(context)]
-    starts = [0, *(c + len(DOCUMENT_SEPARATOR) for c in cuts)]
-    return [context[a:b] for a, b in zip(starts, [*cuts, len(context)], strict=True)]
+    for name in DOCUMENT_SPLITTERS.names():
+        blocks = DOCUMENT_SPLITTERS.get(name)(context)
+        if len(blocks) > 1:
+            return blocks
+    return [context]
 
 
 def middle_truncate(ids: Sequence[int], budget: int) -> tuple[list[int], bool]:
@@ -236,7 +238,7 @@ def middle_truncate(ids: Sequence[int], budget: int) -> tuple[list[int], bool]:
 
 
 def drop_documents(doc_tokens: Sequence[int], fixed_tokens: int, budget: int) -> list[int]:
-    """Indices of the documents Loong keeps: in order, each one that still fits.
+    """Indices of the documents kept (Loong's rule): in order, each one that still fits.
 
     >>> drop_documents([5, 9, 3, 2], fixed_tokens=4, budget=15)
     [0, 2, 3]

@@ -1,8 +1,9 @@
-"""LV-Eval instance variants: one assembled plain instance -> its CFI, KPR and CFI+KPR rows.
+"""Instance variants (LV-Eval's construction methods, run on any corpus): one assembled plain instance -> its CFI,
+KPR and CFI+KPR rows.
 
 The paper's pipeline order is mixing, then confusing-fact insertion (CFI), then keyword and
 phrase replacement (KPR) (spec ``lveval.md`` §3, §6.4). Assembly does the mixing and yields
-the ``plain`` row; :func:`lveval_variants` derives the others from it:
+the ``plain`` row; :func:`derive_variants` derives the others from it:
 
 * ``cfi``: the item's accepted confusing facts inserted at seeded random sentence boundaries
   of the plain context (each fact its own boundary, drawn per instance);
@@ -58,8 +59,8 @@ __all__ = [
     "INSERTION_FIELDS",
     "VARIANT_ORDER",
     "available_variants",
+    "derive_variants",
     "kpr_problems",
-    "lveval_variants",
 ]
 
 VARIANT_ORDER = ("plain", "cfi", "kpr", "cfi_kpr")
@@ -157,7 +158,7 @@ def _kpr_with_insertions(
     return out, [ins for ins in new_insertions if ins is not None]
 
 
-def lveval_variants(
+def derive_variants(
     plain: Mapping,
     facts: Sequence[tuple[str, str]],
     rules: Sequence[ReplacementRule],

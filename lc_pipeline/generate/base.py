@@ -38,7 +38,8 @@ class ApiDecoding:
     ``send_max_tokens`` False: no ``max_tokens`` (the server's default: it may answer up to the window);
     ``send_temperature`` False: no ``temperature`` (the server's default, 1.0 on OpenAI's API) instead of 0, so the
     server samples; ``system``: a system turn before the prompt, in place of the model's ``system_prompt`` (None:
-    the model's; a request without the chat template sends its plain prompt, with no turn). ``source``: where the authors do so (repository, file, commit), recorded in the row.
+    the model's; a request without the chat template sends its plain prompt, with no turn). ``source``: where the
+    authors do so (repository, file, commit), recorded in the row.
     ``read_system``: reads the system turn from the authors' file when it is needed (:meth:`resolved`: only for a
     request that goes to a server), so a run on a local engine does not need that file.
 

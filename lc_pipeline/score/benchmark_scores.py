@@ -36,7 +36,7 @@ not rounded. A table is one of the ``table`` values of the tasks the run has or 
 lacks one of its parts is null and names them (``missing_groups``; :func:`benchmark_table`). Loong's headline
 (``across_lengths: micro_over_items``) adds rows of length :data:`ALL_LENGTHS` over every set: its Table 3
 and overall over all items. Rows are computed per instance ``protocol``.
-Only ``plain`` instances count: LV-Eval's CFI / KPR variants are an ablation (score/lveval_ablation.py).
+Only ``plain`` instances count: LV-Eval's CFI / KPR variants are an ablation (benchmarks/lveval/ablation.py).
 Nothing is dropped silently: instances of a judge-scored task with no verdict (the judge has not run)
 are counted in :attr:`BenchmarkTable.unjudged`, those of a metric-scored task with no score (or of a task
 with neither metric nor rubric) in :attr:`BenchmarkTable.unscored`.

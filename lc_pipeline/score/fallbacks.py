@@ -7,7 +7,7 @@ longbench_metrics.md "Details that change numbers"); these records are *counted*
 Two reasons, each found where the zero comes from:
 
 * ``rouge_recursion`` / ``rouge_error``: the ``rouge`` package (1.0.1, LongBench's and LV-Eval's ROUGE-L,
-  100-LongBench's too) raised and the official code scored 0 (``score/longbench.py`` ``rouge_l`` notes it
+  100-LongBench's too) raised and the official code scored 0 (``score/token_scores.py`` ``rouge_l`` notes it
   here). Its LCS is reconstructed recursively, one call per word, so a sentence (text between two ASCII
   ``.``) of about 990 words or more raises RecursionError: a gold answer with no ``.`` followed by 600 words
   is one. An empty or dot-only *prediction* also raises; that 0 is the answer's own (nothing to score),

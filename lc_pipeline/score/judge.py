@@ -1,36 +1,16 @@
-"""LLM-judge rubrics: prompts (our own wording, the papers' scales), parsing, and the judged rows.
+"""LLM-judge machinery: rubrics, parsing, and the judged rows.
 
 Pure logic (no Dagster, no network): :func:`plan_judgments` turns generations into judge
 prompts, something else (``resources.judge.JudgeClient``) gets the replies, and
 :func:`judge_frame` parses them into JUDGE_SCORES rows. Parsing never raises: a reply that
 cannot be read gets a ``parse_status`` other than ``"ok"`` and a null score, and is counted.
 
-Rubrics (``RUBRICS``; each has a version that is part of every cache key and row). Which rubric a task
-gets is declared in its task file (``rubric:``; LongBench and LV-Eval have none); the judge
-resource's ``rubric_overrides`` (``benchmark/task`` or ``benchmark/*`` -> name or ``none``) win:
-
-================  ========================================================================
-helmet_longqa     HELMET long-document QA (spec helmet.md §4.1): fluency 0/1 x correctness
-                  0-3, score = f * c / 3. Reply: a JSON object, the last one counts.
-helmet_summ       HELMET summarization (§4.2): three questions: fluency 0/1; key-point
-                  recall (key points present / key points); sentence precision (supported
-                  sentences / sentences). score = fluency * F1(recall, precision).
-loong             Loong (loong.md §7): one score 1-100 read from ``[[n]]`` (``[n]`` as the
-                  fallback); score = n / 100, ``perfect`` when n = 100.
-lb100_qa          100-LongBench QA (100longbench.md §5): fluency 0-2 x correctness 0-3 / 6,
-                  asked once per gold answer, max taken.
-lb100_summ        100-LongBench summary: fluency 0/1 x precision / sentence_count (0 when
-                  the summary has no sentence).
-================  ========================================================================
-
-Key points for ``helmet_summ`` (spec helmet.md §4.2, §9.9, §10.7-10.8): HELMET had GPT-4o split each
-gold summary into atomic claims with an unpublished prompt and ships them (∞Bench Sum's key-points
-file, Multi-LexSum's ``summary/short_keypoints``); an instance carries them in its ``record_fields``
-as ``key_points``. Without them we use the gold summary's sentences (a deterministic stand-in).
-Precision is judged against ``record_fields.reference_summary`` when present (Multi-LexSum's long
-summary), else against the gold answer (∞Bench Sum's summary). The row's ``parsed_fields`` record
-which were used: ``key_points_from`` (``record_fields`` / ``gold_sentences``), ``key_points`` (their
-number) and ``reference_from`` (``reference_summary`` / ``gold_answer``).
+Rubrics (:class:`Rubric`; each has a version that is part of every cache key and row) belong to the benchmarks that
+define them: each package registers its own by name (``lc_pipeline/benchmarks/<benchmark>/rubrics.py``, our wording
+of the papers' scales), looked up through ``tasks.registry.RUBRICS``. Which rubric a task gets is declared in its
+task file (``rubric:``; a task may have none); the judge resource's ``rubric_overrides`` (``benchmark/task`` or
+``benchmark/*`` -> name or ``none``) win. This module holds what rubrics share: the reply parsers, the generic
+summary prompts (fluency, sentence precision) and the judged rows.
 
 Protocols (issue 30). ``protocol: ours`` (the default) asks the rubrics above with the judge resource's
 settings and :data:`SYSTEM_PROMPT`. ``protocol: official`` asks each rubric as its benchmark's authors do: their
@@ -58,8 +38,8 @@ import polars as pl
 
 from lc_pipeline import schemas
 from lc_pipeline.fingerprints import short_id
-from lc_pipeline.score.metrics import parse_answer
 from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
+from lc_pipeline.tasks.registry import RUBRICS
 
 OK = "ok"
 NO_SCORE = "no_score"  # nothing parseable in the reply
@@ -74,25 +54,7 @@ OURS = "ours"
 OFFICIAL = "official"
 PROTOCOLS = (OFFICIAL, OURS)
 
-# --------------------------------------------------------------------------- prompts (our wording)
-
-HELMET_QA_PROMPT = """You are grading an answer to a question about a long text. You do not see the text; instead you get reference answers that would earn full marks. Grade the given answer against them.
-
-Fluency:
-- 0: incoherent, repetitive (even in different words), incomplete, or gibberish. A coherent answer that repeats itself or breaks off still gets 0.
-- 1: coherent, not repetitive, fluent and grammatical.
-
-Correctness:
-- 0: disagrees with every reference answer.
-- 1: partly agrees with a reference answer (for instance, the date is right but the person is wrong).
-- 2: fully agrees with a reference answer but also says clearly unrelated things. Extra details that are relevant to the question do not count as unrelated.
-- 3: fully agrees with a reference answer and says nothing unrelated. A longer answer is fine if all of it is relevant: for the reference "the North Pole", the answer "They are headed for the North Pole" earns 3.
-
-Think step by step and explain your grade first. Then end with the grade as JSON, like {{"fluency": 1, "correctness": 3}}.
-
-Question: {question}
-Reference answers: {answers}
-Answer to grade: {output}"""
+# --------------------------------------------------------------------------- summary prompts (our wording), shared by rubrics
 
 SUMM_FLUENCY_PROMPT = """You are grading the fluency of a text. It should be coherent, not repetitive, fluent and grammatical.
 
@@ -103,15 +65,6 @@ Reply with the grade as JSON, like {{"fluency": 1}}.
 
 Text: "{summary}\""""
 
-SUMM_RECALL_PROMPT = """You are checking a summary against a numbered list of key points taken from an expert summary. A key point counts as present when its facts are well supported by the summary.
-
-Think step by step about each key point first. Then end with JSON giving the numbers of the key points present and how many there are, like {{"supported_key_points": [1, 3], "recall": 2}}.
-
-Key points:
-{key_points}
-
-Summary: "{summary}\""""
-
 SUMM_PRECISION_PROMPT = """You are checking each sentence of a summary against an expert summary. A sentence is supported when its main facts agree with the expert summary; small details (dates, names, places) may be missing from the expert summary. A sentence whose main facts are missing from or contradicted by the expert summary is not supported.
 
 Think step by step about each sentence first. Then end with JSON giving how many sentences are supported and how many sentences the summary has, like {{"precision": 3, "sentence_count": 5}}.
@@ -119,44 +72,6 @@ Think step by step about each sentence first. Then end with JSON giving how many
 Expert summary: "{reference}"
 
 Summary: "{summary}\""""
-
-LOONG_PROMPT = """[Question]
-{question}
-
-[Gold answer]
-{answers}
-
-[Start of the assistant's answer]
-{output}
-[End of the assistant's answer]
-
-[Instructions]
-Grade the assistant's answer to the question above against the gold answer, which is correct.
-- Accuracy and hallucination: the answer must agree with the gold answer in meaning; numbers and their order must be exact, and nothing may be made up.
-- Completeness: the answer must contain every key point of the gold answer; it need not explain them further.
-Give one overall score from 1 to 100, higher being better. An answer that fully meets both criteria gets 100.
-First explain your grade briefly and without bias (at most 100 words). Then write the score on its own line in exactly this format, for example "Rating: [[100]]":
-Evaluation evidence: <your explanation>
-Rating: [[score]]"""
-
-LB100_QA_PROMPT = """You are grading an answer to a question about a long text. You do not see the text; instead you get a reference answer that would earn full marks. Grade the given answer against it.
-
-Fluency:
-- 0: incoherent.
-- 1: coherent and grammatical, but repetitive.
-- 2: coherent, not repetitive, fluent and grammatical.
-
-Correctness:
-- 0: disagrees with the reference answer.
-- 1: partly agrees with it (for instance, the date is right but the person is wrong).
-- 2: fully agrees with it but also says clearly unrelated things (relevant extra details are fine).
-- 3: fully agrees with it and says nothing unrelated.
-
-Think step by step and explain your grade first. Then end with the grade as JSON, like {{"fluency": 2, "correctness": 3}}.
-
-Question: {question}
-Reference answer: {answers}
-Answer to grade: {output}"""
 
 # --------------------------------------------------------------------------- parsing
 
@@ -226,7 +141,7 @@ class Parsed:
     fields: dict = field(default_factory=dict)
 
 
-def _int_fields(obj: dict | None, ranges: dict[str, tuple[int, int | None]]) -> Parsed:
+def int_fields(obj: dict | None, ranges: dict[str, tuple[int, int | None]]) -> Parsed:
     """Required integer fields within [lo, hi] (hi None: no upper bound)."""
     if obj is None:
         return Parsed(NO_SCORE)
@@ -327,139 +242,14 @@ class Rubric:
     settings: JudgeSettings | None = None
     # (aspect, reply) -> whether the reply is taken, for ``settings.tries`` > 1; None: every reply is.
     accept: Callable[[str, str], bool] | None = None
+    # The prompt templates it fills (ours): hashed by :func:`rubric_fingerprint`, so a reworded prompt re-judges.
+    texts: tuple[str, ...] = ()
 
 
-def _worst(statuses: Sequence[str]) -> str:
+def worst_status(statuses: Sequence[str]) -> str:
+    """The most severe parse status of several replies (no reply: ``no_score``)."""
     return max(statuses, key=_SEVERITY.__getitem__) if statuses else NO_SCORE
 
-
-def _helmet_qa_prompts(inp: JudgeInput) -> dict[str, str]:
-    # HELMET grades the parsed answer line, newlines flattened (spec §4.1).
-    return {"qa": HELMET_QA_PROMPT.format(question=inp.question, answers=json.dumps(list(inp.answers)),
-                                          output=parse_answer(inp.output.replace("\n", " "), "Answer:"))}
-
-
-def _helmet_qa_combine(inp, replies):
-    p = _int_fields(last_json_object(replies["qa"]), {"fluency": (0, 1), "correctness": (0, 3)})
-    if p.status != OK:
-        return p.status, None, None, p.fields, None
-    value = p.fields["fluency"] * p.fields["correctness"]
-    return OK, float(value), value / 3, p.fields, None
-
-
-def summ_key_points(inp: JudgeInput) -> tuple[list[str], str]:
-    """(key points, where from): the instance's ``record_fields.key_points`` when it has a non-empty
-    list of them (HELMET's extracted key points), else the gold summary's sentences."""
-    given = inp.record_fields.get("key_points")
-    if isinstance(given, list) and any(isinstance(k, str) and k.strip() for k in given):
-        return [k.strip() for k in given if isinstance(k, str) and k.strip()], "record_fields"
-    return split_sentences(inp.answers[0]), "gold_sentences"
-
-
-def summ_reference(inp: JudgeInput) -> tuple[str, str]:
-    """(expert summary for precision, where from): ``record_fields.reference_summary`` (Multi-LexSum's
-    long summary, spec §4.2 step 4) when present, else the gold answer."""
-    given = inp.record_fields.get("reference_summary")
-    if isinstance(given, str) and given.strip():
-        return given, "reference_summary"
-    return inp.answers[0], "gold_answer"
-
-
-def _summ_prompts(inp: JudgeInput) -> dict[str, str]:
-    summary = inp.output.strip()
-    points, _ = summ_key_points(inp)
-    reference, _ = summ_reference(inp)
-    return {
-        "fluency": SUMM_FLUENCY_PROMPT.format(summary=summary),
-        "recall": SUMM_RECALL_PROMPT.format(
-            key_points="\n".join(f"{i}. {kp}" for i, kp in enumerate(points, 1)), summary=summary),
-        "precision": SUMM_PRECISION_PROMPT.format(reference=reference, summary=summary),
-    }
-
-
-def _summ_combine(inp, replies):
-    points, points_from = summ_key_points(inp)
-    n_points = len(points)
-    flu = _int_fields(last_json_object(replies["fluency"]), {"fluency": (0, 1)})
-    rec = _int_fields(last_json_object(replies["recall"]), {"recall": (0, n_points)})
-    pre = _int_fields(last_json_object(replies["precision"]), {"precision": (0, None), "sentence_count": (0, None)})
-    fields = {**flu.fields, **rec.fields, **pre.fields, "key_points": n_points, "key_points_from": points_from,
-              "reference_from": summ_reference(inp)[1]}
-    status = _worst([flu.status, rec.status, pre.status])
-    if status == OK and pre.fields["precision"] > pre.fields["sentence_count"]:
-        status = OUT_OF_RANGE
-    if status != OK:
-        return status, None, None, fields, None
-    recall = rec.fields["recall"] / n_points if n_points else 0.0
-    precision = pre.fields["precision"] / pre.fields["sentence_count"] if pre.fields["sentence_count"] else 0.0
-    f1 = 2 * recall * precision / (recall + precision) if recall + precision else 0.0
-    value = flu.fields["fluency"] * f1
-    return OK, value, value, {**fields, "recall_ratio": recall, "precision_ratio": precision, "f1": f1}, None
-
-
-def _loong_prompts(inp: JudgeInput) -> dict[str, str]:
-    gold = inp.answers[0] if len(inp.answers) == 1 else json.dumps(list(inp.answers), ensure_ascii=False)
-    return {"score": LOONG_PROMPT.format(question=inp.question, answers=gold, output=inp.output)}
-
-
-def _loong_combine(inp, replies):
-    n = bracket_score(replies["score"])
-    if n is None:
-        return NO_SCORE, None, None, {}, None
-    if not 0 <= n <= 100:  # the prompt says 1-100, the paper's text 0-100: accept both ends
-        return OUT_OF_RANGE, None, None, {"score": n}, None
-    return OK, n, n / 100, {"score": n}, n == 100
-
-
-def _lb100_qa_prompts(inp: JudgeInput) -> dict[str, str]:
-    # 100-LongBench asks once per gold answer and keeps the best grade; the first line is graded.
-    out = inp.output.lstrip("\n").split("\n")[0]
-    return {f"gold{i}": LB100_QA_PROMPT.format(question=inp.question, answers=g, output=out)
-            for i, g in enumerate(inp.answers[:5])}
-
-
-def _lb100_qa_combine(inp, replies):
-    best, statuses, fields = None, [], {}
-    for aspect, reply in sorted(replies.items()):
-        p = _int_fields(last_json_object(reply), {"fluency": (0, 2), "correctness": (0, 3)})
-        statuses.append(p.status)
-        if p.status == OK and (best is None or p.fields["fluency"] * p.fields["correctness"] > best):
-            best, fields = p.fields["fluency"] * p.fields["correctness"], p.fields
-    if best is None:
-        return _worst(statuses), None, None, {}, None
-    return OK, float(best), best / 6, fields, None
-
-
-def _lb100_summ_prompts(inp: JudgeInput) -> dict[str, str]:
-    out = inp.output.lstrip("\n").split("\n")[0]
-    return {"fluency": SUMM_FLUENCY_PROMPT.format(summary=out),
-            "precision": SUMM_PRECISION_PROMPT.format(reference=inp.answers[0], summary=out)}
-
-
-def _lb100_summ_combine(inp, replies):
-    flu = _int_fields(last_json_object(replies["fluency"]), {"fluency": (0, 1)})
-    pre = _int_fields(last_json_object(replies["precision"]), {"precision": (0, None), "sentence_count": (0, None)})
-    fields = {**flu.fields, **pre.fields}
-    status = _worst([flu.status, pre.status])
-    if status == OK and pre.fields["precision"] > pre.fields["sentence_count"]:
-        status = OUT_OF_RANGE
-    if status != OK:
-        return status, None, None, fields, None
-    ratio = pre.fields["precision"] / pre.fields["sentence_count"] if pre.fields["sentence_count"] else 0.0
-    value = flu.fields["fluency"] * ratio
-    return OK, value, value, fields, None
-
-
-HELMET_LONGQA = Rubric("helmet_longqa", "1", "fluency (0/1) x correctness (0-3), 0-3", _helmet_qa_prompts,
-                       _helmet_qa_combine)
-HELMET_SUMM = Rubric("helmet_summ", "2", "fluency (0/1) x F1(key-point recall, sentence precision), 0-1", _summ_prompts,
-                     _summ_combine)
-LOONG = Rubric("loong", "1", "overall score 1-100", _loong_prompts, _loong_combine, json_reply=False)
-LB100_QA = Rubric("lb100_qa", "1", "fluency (0-2) x correctness (0-3), 0-6", _lb100_qa_prompts, _lb100_qa_combine)
-LB100_SUMM = Rubric("lb100_summ", "1", "fluency (0/1) x supported sentences / sentences, 0-1", _lb100_summ_prompts,
-                    _lb100_summ_combine)
-# By name (what task files and overrides say); tasks.registry.RUBRICS resolves the same names lazily.
-RUBRICS: dict[str, Rubric] = {r.name: r for r in (HELMET_LONGQA, HELMET_SUMM, LOONG, LB100_QA, LB100_SUMM)}
 
 NOT_JUDGED = "none"
 
@@ -472,7 +262,7 @@ def rubric_for(benchmark: str, task: str, default: str | None, overrides: dict[s
     if name is None or name == NOT_JUDGED:
         return None
     if name not in RUBRICS:
-        raise ValueError(f"rubric {name!r} for {benchmark}/{task}: unknown; known rubrics are {sorted(RUBRICS)}")
+        raise ValueError(f"rubric {name!r} for {benchmark}/{task}: unknown; known rubrics are {RUBRICS.names()}")
     return name
 
 
@@ -501,7 +291,7 @@ def official_rubric(name: str, *, settings=None) -> Rubric:
     A rubric no benchmark declares, or authors' files not found, is an error naming what to provide; there is
     no fallback to ours."""
     if name not in RUBRICS:
-        raise ValueError(f"rubric {name!r}: unknown; known rubrics are {sorted(RUBRICS)}")
+        raise ValueError(f"rubric {name!r}: unknown; known rubrics are {RUBRICS.names()}")
     modules = _judging_modules()
     if name not in modules:
         raise ValueError(f"rubric {name!r} has no official version (protocol: official): no "
@@ -514,11 +304,11 @@ def official_rubric(name: str, *, settings=None) -> Rubric:
 
 
 def rubric_fingerprint(names: Sequence[str] | None = None) -> str:
-    """Hash of the rubrics' names, versions and prompt texts: a reworded rubric re-judges."""
-    rubrics = [RUBRICS[n] for n in sorted(names or RUBRICS)]
-    texts = [HELMET_QA_PROMPT, SUMM_FLUENCY_PROMPT, SUMM_RECALL_PROMPT, SUMM_PRECISION_PROMPT, LOONG_PROMPT,
-             LB100_QA_PROMPT, SYSTEM_PROMPT]
-    return short_id(*[f"{r.name}:{r.version}" for r in rubrics], *texts)
+    """Hash of the rubrics' names, versions and prompt texts (each rubric's ``texts``, and our system prompt): a
+    reworded rubric re-judges. ``names``: those rubrics (default: every registered one)."""
+    rubrics = [RUBRICS.get(n) for n in sorted(names or RUBRICS.names())]
+    texts = list(dict.fromkeys(text for r in rubrics for text in r.texts))
+    return short_id(*[f"{r.name}:{r.version}" for r in rubrics], *texts, SYSTEM_PROMPT)
 
 
 # --------------------------------------------------------------------------- planning and rows
@@ -594,12 +384,12 @@ def plan_judgments(
     settings=None,
 ) -> list[Judgment]:
     """One :class:`Judgment` per generation whose instance's task has a rubric (its task file's ``rubric``,
-    or an override; see :func:`rubric_for`). ``protocol``: ``ours`` (:data:`RUBRICS`) or ``official`` (each
+    or an override; see :func:`rubric_for`). ``protocol``: ``ours`` (the registered rubric) or ``official`` (each
     rubric's official version, :func:`official_rubric`, its authors' files found through ``settings``)."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"judge protocol {protocol!r}: expected one of {list(PROTOCOLS)}")
     catalog = catalog or load_catalog()
-    rubrics: dict[str, Rubric] = {} if protocol == OFFICIAL else RUBRICS
+    rubrics: dict[str, Rubric] = {}
     missing = [c for c in _FIELDS if c not in instances.columns]
     if missing:
         raise ValueError(f"instances frame lacks column(s) {missing}")
@@ -619,7 +409,7 @@ def plan_judgments(
         if not inst["answers"]:
             raise ValueError(f"instance {iid!r}: field answers is empty; the judge needs a reference")
         if name not in rubrics:
-            rubrics[name] = official_rubric(name, settings=settings)
+            rubrics[name] = official_rubric(name, settings=settings) if protocol == OFFICIAL else RUBRICS.get(name)
         rubric = rubrics[name]
         inp = JudgeInput(inst["question"] or "", list(inst["answers"]), output, record_fields(inst, gid),
                          inst["task"])
@@ -702,8 +492,8 @@ def judge_frame(judgments: Sequence[Judgment], replies: dict[str, str], judge_mo
 
 
 def judge_summary(frame: pl.DataFrame) -> dict:
-    """Counts for asset metadata: rows, parse failures, parse rate, mean score (and Loong's
-    perfect rate) per rubric. The means are over the verdicts with a score: parse failures are left out, as in
+    """Counts for asset metadata: rows, parse failures, parse rate, mean score (and, for a rubric that marks a top
+    score, its perfect rate) per rubric. The means are over the verdicts with a score: parse failures are left out, as in
     both papers, except where the rubric's protocol scores them (100-LongBench official: 0)."""
     out: dict = {"judgments": frame.height, "parse_failures": int((frame["parse_status"] != OK).sum())}
     out["parse_rate"] = (1 - out["parse_failures"] / frame.height) if frame.height else 1.0
@@ -713,6 +503,6 @@ def judge_summary(frame: pl.DataFrame) -> dict:
         ok = grp.filter(pl.col("parse_status") == OK)
         scored = grp.filter(pl.col("score").is_not_null())
         out[f"mean_score_{name}"] = float(scored["score"].mean()) if scored.height else None
-        if name == "loong" and ok.height:
-            out["perfect_rate_loong"] = float(ok["perfect"].cast(pl.Float64).mean())
+        if ok.height and ok["perfect"].is_not_null().any():  # the rubric marks a top score (its combine's perfect)
+            out[f"perfect_rate_{name}"] = float(ok["perfect"].cast(pl.Float64).mean())
     return out

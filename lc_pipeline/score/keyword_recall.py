@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from lc_pipeline.score.longbench import (
+from lc_pipeline.score.token_scores import (
     f1_from_tokens,
     jieba_cut,
     normalize_zh_answer,

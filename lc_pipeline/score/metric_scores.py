@@ -4,9 +4,10 @@ An instance names its task by ``benchmark`` and ``task``; the task catalog (lc_p
 its ``TaskSpec``, whose ``metrics`` are registered names (``tasks.registry.METRICS``,
 score/task_metrics.py). One row per (generation, metric), the metric's label in ``metric``.
 
-Plus LV-Eval's keyword-recall metric (``lveval``) on every instance of an item that has LV-Eval
-variants in ``instances`` (its plain row too), so plain, CFI and KPR rows compare on one metric
-(spec lveval.md §5-§7), whatever the item's own task declares. Pure: no Dagster.
+Plus the variant metrics (``tasks.registry.variant_metrics()``, named by the benchmark package that defines the
+construction variants' metric) on every instance of an item that has construction variants in ``instances`` (its
+plain row too), so plain, CFI and KPR rows compare on one metric, whatever the item's own task declares. Pure: no
+Dagster.
 """
 
 from __future__ import annotations
@@ -23,13 +24,12 @@ from lc_pipeline.fingerprints import short_id
 from lc_pipeline.score.fallbacks import FallbackZeros, score_noted
 from lc_pipeline.score.task_metrics import FED_TEMPLATE
 from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
-from lc_pipeline.tasks.registry import METRICS
+from lc_pipeline.tasks.registry import METRICS, variant_metrics
 from lc_pipeline.tasks.spec import MetricRef, TaskSpec
 
 INSTANCE_FIELDS = ("instance_id", "item_id", "benchmark", "task", "category", "depth", "answers")
 # Read when present (INSTANCES has them): metrics that need them say so; hand-made frames may lack them.
 OPTIONAL_FIELDS = ("variant", "language", "answer_keywords", "all_classes", "record_fields", "protocol")
-VARIANT_METRIC = MetricRef(name="lveval")
 
 
 LEFT_OUT_HOOK = "official_left_out"  # a protocol module's (task, output) -> bool: the authors keep no result for it
@@ -103,15 +103,16 @@ def score_frame(
     generations: pl.DataFrame,
     instances: pl.DataFrame,
     catalog: TaskCatalog | None = None,
-    lveval_variant: str = "code",
+    metric_variant: str = "code",
     fallbacks: FallbackZeros | None = None,
 ) -> pl.DataFrame:
     """METRIC_SCORES rows: per generation, one row per metric of its instance's task, in generation order.
 
     ``generations`` needs ``generation_id, instance_id, output``; ``instances`` the INSTANCES columns
     ``instance_id, item_id, benchmark, task, category, depth, answers`` (plus, when a metric needs them,
-    ``all_classes``, ``answer_keywords``, ``language``; ``variant`` marks LV-Eval variant rows).
-    ``lveval_variant``: LV-Eval's released scorer ("code", default) or the paper's. Bad input is a
+    ``all_classes``, ``answer_keywords``, ``language``; ``variant`` marks construction variant rows).
+    ``metric_variant``: the metrics' ``variant`` option (a keyword-recall metric's released scorer, "code", default,
+    or the paper's; the config's ``lveval.metric_variant``). Bad input is a
     ValueError naming the generation, the instance and the field.
 
     A generation's ``chat_template_source`` (when the frame has it) reaches the metrics beside the instance's fields
@@ -141,7 +142,8 @@ def score_frame(
         by_id[row["instance_id"]] = row
 
     specs: dict[tuple[str, str], TaskSpec] = {}
-    run_options = {"variant": lveval_variant}
+    run_options = {"variant": metric_variant}
+    on_variants = tuple(MetricRef(name=name) for name in variant_metrics())
     rows: dict[str, list] = {c: [] for c in schemas.METRIC_SCORES}
     if "status" not in generations.columns:  # frames made before statuses, or by hand: derived as the store does
         cut = pl.col("finish_reason") == "length" if "finish_reason" in generations.columns else pl.lit(False)
@@ -166,7 +168,7 @@ def score_frame(
         try:
             if key not in specs:
                 specs[key] = catalog.resolve(*key)
-            extra = (VARIANT_METRIC,) if inst["item_id"] in with_variants else ()
+            extra = on_variants if inst["item_id"] in with_variants else ()
             values = score_instance_noted(specs[key], inst, output, run_options, extra)
         except ValueError as exc:
             raise ValueError(f"generation {gid!r} (instance {iid!r}): {exc}") from exc

@@ -125,6 +125,11 @@ TASK_SELECTION_ORDER: dict[str, int] = {}
 # benchmark: ``subset_item_ids(items, subset) -> set[str]`` (a compressed benchmark's samples of its records).
 RECORD_SUBSETS: Registry = Registry("record subset")
 
+# A released benchmark's own document blocks in its contexts (construct/truncation.split_documents, which the policy
+# drop_documents cuts by), by benchmark: ``split(context) -> list[str]``, the blocks joined by a blank line giving the
+# context back (one block when the context has none of its headers).
+DOCUMENT_SPLITTERS: Registry = Registry("document splitter")
+
 # What a builder tells the instance checks about its rows (construct/instance_checks.py ``SuiteRules``), by the
 # rows' ``INSTANCES.suite``: another length rule, tasks of a fixed size, rows holding no whole documents, checks of
 # its own. A suite not listed is checked by the generic rules only.
@@ -137,6 +142,18 @@ METRICS: Registry = Registry("metric", {
     "em": "lc_pipeline.score.task_metrics:EM",
     "f1": "lc_pipeline.score.task_metrics:F1",
 })
+
+# The metrics every instance of an item that has construction variants (CFI / KPR rows, construct/variants.py) is
+# scored with, beside its task's own, so that the item's plain and variant rows compare on one metric
+# (score/metric_scores.py). A package names its metric (:meth:`Registries.variant_metric`).
+VARIANT_METRICS: list[str] = []
+
+
+def variant_metrics() -> tuple[str, ...]:
+    """:data:`VARIANT_METRICS`, the benchmark packages' included."""
+    load_benchmark_packages()
+    return tuple(VARIANT_METRICS)
+
 
 # LLM-judge rubrics (score/judge.py ``Rubric`` objects): every rubric belongs to the benchmark that defines it.
 RUBRICS: Registry = Registry("rubric")
@@ -188,6 +205,14 @@ class Registries:
     batch_counts = BATCH_COUNTS
     suite_rules = SUITE_RULES
     record_subsets = RECORD_SUBSETS
+    document_splitters = DOCUMENT_SPLITTERS
+
+    @staticmethod
+    def variant_metric(name: str) -> None:
+        """Metric ``name`` scores every instance of an item with construction variants (:data:`VARIANT_METRICS`)."""
+        if name in VARIANT_METRICS:
+            raise ValueError(f"variant metric {name!r} is registered twice")
+        VARIANT_METRICS.append(name)
 
     @staticmethod
     def item_builder(name: str) -> None:

@@ -21,7 +21,7 @@ from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.resources.parquet_io import read_table
 from lc_pipeline.runner import Runner
-from lc_pipeline.score.longbench_v2 import v2_tables
+from lc_pipeline.benchmarks.longbench_v2.metrics import v2_tables
 from lc_pipeline.settings import Settings
 from lc_pipeline.tasks.catalog import load_catalog
 

@@ -10,7 +10,7 @@ import pytest
 
 from lc_pipeline.config import PriorKnowledgeConfig
 from lc_pipeline.resources.judge import JudgeResource
-from lc_pipeline.score.longbench100 import prior_knowledge_frame
+from lc_pipeline.score.prior_knowledge import prior_knowledge_frame
 from lc_pipeline.score.per_model import judge_no_context, no_context_questions
 from lc_pipeline.tasks.catalog import load_catalog
 from servers import llama_server, needs_llama_server, smollm2_gguf

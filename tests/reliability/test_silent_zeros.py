@@ -30,7 +30,7 @@ from lc_pipeline.score.fallbacks import (
     UNICODE_NORMALIZATION,
     score_noted,
 )
-from lc_pipeline.score.longbench import score_record
+from lc_pipeline.benchmarks.longbench.metrics import score_record
 from lc_pipeline.settings import Settings
 
 # A gold summary with no '.' (one ROUGE "sentence") and a prediction that repeats it and goes on for 600 words:

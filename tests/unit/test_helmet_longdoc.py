@@ -19,6 +19,7 @@ from lc_pipeline.benchmarks.helmet import construction as helmet
 from lc_pipeline.benchmarks.helmet.construction.long_document import document_budget
 from lc_pipeline.config import HelmetConfig, SourceConfig
 from lc_pipeline.construct.tokens import TokenCounter
+from lc_pipeline.benchmarks.helmet.rubrics import HELMET_SUMM
 from lc_pipeline.score import judge
 from lc_pipeline.sources.loader import load_source
 from lc_pipeline.sources.validation import RecordError
@@ -256,12 +257,12 @@ def test_summ_judge_asks_for_the_released_key_points_and_judges_precision_agains
 
 def test_summ_judge_without_record_fields_falls_back_to_the_gold_and_says_so():
     inp = judge.JudgeInput("", ["First fact here. Second fact here."], "A summary.")
-    prompts = judge.HELMET_SUMM.prompts(inp)
+    prompts = HELMET_SUMM.prompts(inp)
     assert "1. First fact here.\n2. Second fact here." in prompts["recall"]
-    _, _, _, parsed, _ = judge.HELMET_SUMM.combine(inp, {"fluency": '{"fluency": 1}', "recall": '{"recall": 1}',
+    _, _, _, parsed, _ = HELMET_SUMM.combine(inp, {"fluency": '{"fluency": 1}', "recall": '{"recall": 1}',
                                                          "precision": '{"precision": 1, "sentence_count": 1}'})
     assert (parsed["key_points_from"], parsed["reference_from"]) == ("gold_sentences", "gold_answer")
-    assert judge.HELMET_SUMM.version == "2"
+    assert HELMET_SUMM.version == "2"
 
 
 def test_narrativeqa_is_judged_by_the_longqa_rubric_without_the_story(built):

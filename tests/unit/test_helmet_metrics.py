@@ -9,7 +9,7 @@ import math
 import polars as pl
 import pytest
 
-from lc_pipeline.score import helmet
+from lc_pipeline.benchmarks.helmet import metrics as helmet
 from lc_pipeline.score.metric_scores import score_frame, score_instance
 from lc_pipeline.tasks import load_catalog
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from lc_pipeline.score.task_metrics import icl_label, icl_official_parse
+from lc_pipeline.benchmarks.helmet.metrics import icl_label, icl_official_parse
 
 
 def test_the_whole_parsed_line_must_be_the_label():

@@ -14,13 +14,14 @@ from lc_pipeline import schemas
 from lc_pipeline.resources.judge import JudgeCache, JudgeClient, JudgeResource, scrub
 from lc_pipeline.score import judge
 from lc_pipeline.tasks import load_catalog
+from lc_pipeline.tasks.registry import RUBRICS
 from lc_pipeline.score.longscore import judge_leaderboard
 from conftest import free_port
 
 
 def combine(name: str, replies: dict[str, str], question="Who founded the Orvel Society?",
             answers=("Ada Brenn",), output="Answer: Ada Brenn founded it.") -> tuple:
-    return judge.RUBRICS[name].combine(judge.JudgeInput(question, list(answers), output), replies)
+    return RUBRICS.get(name).combine(judge.JudgeInput(question, list(answers), output), replies)
 
 
 def test_last_json_object_wins_and_fences_are_read():
@@ -40,7 +41,7 @@ def test_helmet_longqa_is_fluency_times_correctness_over_3():
 
 
 def test_helmet_longqa_prompt_grades_the_parsed_answer_line():
-    prompts = judge.RUBRICS["helmet_longqa"].prompts(
+    prompts = RUBRICS.get("helmet_longqa").prompts(
         judge.JudgeInput("Q?", ["Ada Brenn", "Brenn"], "Answer: Ada Brenn\nSome chatter"))
     assert prompts["qa"].endswith('Reference answers: ["Ada Brenn", "Brenn"]\nAnswer to grade: Ada Brenn Some chatter')
 
@@ -57,7 +58,7 @@ def test_helmet_summ_is_fluency_times_f1_of_key_point_recall_and_sentence_precis
     # One unreadable aspect makes the whole verdict unreadable, never a guess.
     assert combine("helmet_summ", {**replies, "recall": "two"}, answers=(gold,))[0] == judge.NO_SCORE
     assert combine("helmet_summ", {**replies, "recall": '{"recall": 5}'}, answers=(gold,))[0] == judge.OUT_OF_RANGE
-    prompts = judge.RUBRICS["helmet_summ"].prompts(judge.JudgeInput("", [gold], "A summary."))
+    prompts = RUBRICS.get("helmet_summ").prompts(judge.JudgeInput("", [gold], "A summary."))
     assert "1. The court approved the decree in 2011.\n2. The state moved 1,100 people." in prompts["recall"]
 
 
@@ -138,7 +139,7 @@ def test_plan_and_rows_keep_raw_parsed_and_status():
 
 
 def test_cache_keys_change_with_model_rubric_version_and_decoding():
-    rubric = judge.RUBRICS["loong"]
+    rubric = RUBRICS.get("loong")
     k = judge.call_key("m", rubric, "score", "prompt", {"temperature": 0.0})
     assert k != judge.call_key("m2", rubric, "score", "prompt", {"temperature": 0.0})
     assert k != judge.call_key("m", rubric, "score", "prompt", {"temperature": 0.1})

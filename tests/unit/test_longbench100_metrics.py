@@ -3,7 +3,7 @@ the metric its task file declares."""
 
 import pytest
 
-from lc_pipeline.score.longbench100 import first_integer_score, kv_retrieval_score
+from lc_pipeline.benchmarks.longbench100.metrics import first_integer_score, kv_retrieval_score
 from lc_pipeline.score.metric_scores import score_instance
 from lc_pipeline.tasks import load_catalog
 

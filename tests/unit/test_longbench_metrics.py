@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from lc_pipeline.score.longbench import (
+from lc_pipeline.benchmarks.longbench.metrics import (
     classification_score,
     code_sim_score,
-    normalize_zh_answer,
     score_record,
     tasks,
-    zh_tokens,
 )
+from lc_pipeline.score.token_scores import normalize_zh_answer, zh_tokens
 from lc_pipeline.tasks import load_catalog
 
 TASKS = tasks()

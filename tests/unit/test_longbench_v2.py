@@ -16,7 +16,7 @@ from lc_pipeline import schemas
 from lc_pipeline.benchmarks.longbench_v2.sources import load_longbench_v2
 from lc_pipeline.cli import main
 from lc_pipeline.config import SourceConfig
-from lc_pipeline.score.longbench_v2 import (
+from lc_pipeline.benchmarks.longbench_v2.metrics import (
     choice_score,
     extract_choice,
     format_v2_table,

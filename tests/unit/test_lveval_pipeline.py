@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from lc_pipeline import schemas
-from lc_pipeline.score.lveval_ablation import ablation_frame
+from lc_pipeline.benchmarks.lveval.ablation import ablation_frame
 from lc_pipeline.config import ConfigError, load_config
 from lc_pipeline.score.metric_scores import score_frame
 
@@ -82,7 +82,7 @@ def test_lveval_metric_rows_for_items_with_variants_and_lveval_datasets():
     # "Lytoford Abbey" is 2/3. The paper's gate is 0.4: the same answer scores 0 there.
     assert got["a-plain"] == pytest.approx(2 / 3) and got["a-kpr"] == pytest.approx(2 / 3)
     assert got["c-plain"] == pytest.approx(2 * (1 / 3) / (1 / 3 + 1))  # F1 of {it, was, ostik} vs {ostik}
-    paper = score_frame(gens, _instances(), lveval_variant="paper").filter(pl.col("metric") == "lveval")
+    paper = score_frame(gens, _instances(), metric_variant="paper").filter(pl.col("metric") == "lveval")
     assert dict(paper.select("instance_id", "score").iter_rows())["a-plain"] == 0.0
 
 

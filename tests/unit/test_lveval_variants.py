@@ -26,8 +26,8 @@ from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.construct.variants import (
     INSERTIONS_DTYPE,
     available_variants,
+    derive_variants,
     kpr_problems,
-    lveval_variants,
 )
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 from lc_pipeline.text import contains_answer
@@ -57,7 +57,7 @@ def _variants(setup, row, seed=11):
     _, facts, rules, counter = setup
     item = row["item_id"]
     wanted = available_variants(len(facts.get(item, [])), len(rules[item]))
-    return lveval_variants(row, facts.get(item, []), rules[item], seed=seed, counter=counter, variants=wanted)
+    return derive_variants(row, facts.get(item, []), rules[item], seed=seed, counter=counter, variants=wanted)
 
 
 def test_variants_come_in_pipeline_order_and_do_what_they_say(setup):
@@ -114,11 +114,11 @@ def test_a_variant_that_cannot_be_built_is_refused(setup):
     plain, _, rules, counter = setup
     row = next(plain.iter_rows(named=True))
     with pytest.raises(ValueError, match="need confusing facts"):
-        lveval_variants(row, [], rules[row["item_id"]], seed=1, counter=counter, variants=("cfi",))
+        derive_variants(row, [], rules[row["item_id"]], seed=1, counter=counter, variants=("cfi",))
     with pytest.raises(ValueError, match="need replacement rules"):
-        lveval_variants(row, [("f", "A fact.")], [], seed=1, counter=counter, variants=("kpr",))
+        derive_variants(row, [("f", "A fact.")], [], seed=1, counter=counter, variants=("kpr",))
     with pytest.raises(ValueError, match="expected a 'plain' row"):
-        lveval_variants({**row, "variant": "cfi"}, [], [], seed=1, counter=counter, variants=())
+        derive_variants({**row, "variant": "cfi"}, [], [], seed=1, counter=counter, variants=())
     assert available_variants(0, 3) == ("kpr",) and available_variants(2, 0) == ("cfi",)
 
 

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from lc_pipeline.benchmarks.helmet import judging as helmet_judging
+from lc_pipeline.benchmarks.helmet.rubrics import HELMET_LONGQA
 from lc_pipeline.benchmarks.helmet.official_files import (
     longqa_judge_prompt,
     summ_judge_prompts,
@@ -27,6 +28,7 @@ from lc_pipeline.config import load_config
 from lc_pipeline.official import OfficialFileError
 from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.score import judge
+from lc_pipeline.tasks.registry import RUBRICS
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_OFFICIAL = REPO.parent / "shared" / "official"
@@ -290,7 +292,7 @@ def test_official_and_ours_never_share_a_key_a_row_id_or_a_version(shared_env):
     decoding = {"temperature": 0.0, "max_tokens": 512, "json_mode": False}
     ours = judge.plan_judgments(generations, instances, "m", decoding)
     official = judge.plan_judgments(generations, instances, "m", decoding, protocol="official")
-    assert ours[0].rubric is judge.HELMET_LONGQA and ours[0].calls["qa"].settings is None
+    assert ours[0].rubric is HELMET_LONGQA and ours[0].calls["qa"].settings is None
     o = official[0]
     assert o.rubric.version == "official@4526dfb/v1" and o.rubric.protocol == "official@4526dfb"
     assert o.calls["qa"].settings == helmet_judging.LONGQA_SETTINGS
@@ -318,7 +320,7 @@ def test_official_without_the_authors_files_names_what_to_provide(monkeypatch, t
         with pytest.raises(OfficialFileError, match="set LCP_OFFICIAL"):
             judge.official_rubric(name)
     # Ours needs none of their files.
-    assert judge.plan_judgments(generations, instances, "m", {})[0].rubric is judge.HELMET_LONGQA
+    assert judge.plan_judgments(generations, instances, "m", {})[0].rubric is HELMET_LONGQA
 
 
 def test_every_rubric_has_one_official_version_declared_by_a_benchmark_package():
@@ -328,7 +330,7 @@ def test_every_rubric_has_one_official_version_declared_by_a_benchmark_package()
                        "helmet_summ": "lc_pipeline.benchmarks.helmet.judging",
                        "lb100_qa": "lc_pipeline.benchmarks.longbench100.judging",
                        "lb100_summ": "lc_pipeline.benchmarks.longbench100.judging"}
-    assert set(modules) == set(judge.RUBRICS)
+    assert set(modules) == set(RUBRICS.names())
     for module in (loong_judging, helmet_judging, lb100_judging):
         for settings in (v for v in vars(module).values() if isinstance(v, judge.JudgeSettings)):
             assert settings.model  # the authors' judge, for the record

@@ -68,6 +68,30 @@ def test_the_dead_word_levels_builder_is_gone():
     assert "qa.word_levels" not in BUILDERS
 
 
+def test_every_builder_hook_resolves():
+    # What generic code looks up by a name it already has (issue 32 "layers": a benchmark package registers the
+    # callable, construct/ names no benchmark): task selections by config section, batch counts by builder,
+    # instance-check rules by suite, record subsets by released benchmark; item builders are builders.
+    from lc_pipeline.construct.instance_checks import SuiteRules
+    from lc_pipeline.tasks.registry import (
+        BATCH_COUNTS,
+        RECORD_SUBSETS,
+        SUITE_RULES,
+        TASK_SELECTION_ORDER,
+        TASK_SELECTIONS,
+        item_builders,
+    )
+
+    for registry in (TASK_SELECTIONS, BATCH_COUNTS, RECORD_SUBSETS):
+        assert {name for name, hook in resolved(registry).items() if not callable(hook)} == set(), registry.kind
+    assert set(TASK_SELECTIONS.names()) == set(TASK_SELECTION_ORDER) >= {"lveval", "longbench100", "helmet"}
+    assert {"qa.assemble"} <= item_builders() <= set(BUILDERS.names())
+    assert set(BATCH_COUNTS.names()) <= set(BUILDERS.names())
+    rules = resolved(SUITE_RULES)
+    assert {suite for suite, r in rules.items() if not isinstance(r, SuiteRules)} == set()
+    assert {"helmet", "longbench100"} <= set(rules) and "longbench" in RECORD_SUBSETS
+
+
 def test_every_metric_resolves_to_a_metric():
     metrics = resolved(METRICS)
     assert len(metrics) > 20

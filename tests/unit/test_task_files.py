@@ -14,7 +14,7 @@ from lc_pipeline.benchmarks.longbench import sources as longbench_source
 from lc_pipeline.benchmarks.loong import sources as loong_source
 from lc_pipeline.benchmarks.lveval import sources as lveval_source
 from lc_pipeline.score import keyword_recall
-from lc_pipeline.score import longbench as longbench_scoring
+from lc_pipeline.benchmarks.longbench import metrics as longbench_scoring
 from lc_pipeline.tasks import load_catalog
 from lc_pipeline.tasks.registry import BUILDERS, METRICS, RUBRICS
 

@@ -25,8 +25,8 @@ def register(registries) -> None:
     registries.metrics.register("alce.citation_precision", "lc_pipeline.score.citations:CITATION_PRECISION")
     registries.metrics.register("helmet.str_em", "lc_pipeline.benchmarks.helmet.alce_correctness:STR_EM")  # ASQA
     registries.metrics.register("helmet.qampari_rec5", "lc_pipeline.benchmarks.helmet.alce_correctness:QAMPARI_REC5")
-    registries.rubrics.register("helmet_longqa", "lc_pipeline.score.judge:HELMET_LONGQA")
-    registries.rubrics.register("helmet_summ", "lc_pipeline.score.judge:HELMET_SUMM")
+    registries.rubrics.register("helmet_longqa", "lc_pipeline.benchmarks.helmet.rubrics:HELMET_LONGQA")
+    registries.rubrics.register("helmet_summ", "lc_pipeline.benchmarks.helmet.rubrics:HELMET_SUMM")
     # Long documents: whole books and case files, their items' own contexts
     for kind, function in {"narrativeqa": "narrativeqa_source", "infbench": "infbench_source",
                            "multi_lexsum": "multi_lexsum_source"}.items():

@@ -11,7 +11,7 @@ def register(registries) -> None:
         "longbench.code_sim": "LONGBENCH_CODE_SIM",
     }
     for name, attribute in metrics.items():
-        registries.metrics.register(name, f"lc_pipeline.score.task_metrics:{attribute}")
+        registries.metrics.register(name, f"lc_pipeline.benchmarks.longbench.metrics:{attribute}")
     registries.source_kinds.register("longbench", "lc_pipeline.benchmarks.longbench.sources:longbench_source")
     registries.file_kind("longbench", {"_id", "dataset", "context", "input", "answers"},
                          "lc_pipeline.benchmarks.longbench.sources:validate_longbench_files")

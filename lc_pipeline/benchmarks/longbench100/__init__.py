@@ -12,5 +12,5 @@ def register(registries) -> None:
                "lb100.qa_f1": "LB100_QA_F1", "lb100.rouge": "LB100_ROUGE"}
     for name, attribute in metrics.items():
         registries.metrics.register(name, f"lc_pipeline.benchmarks.longbench100.metrics:{attribute}")
-    registries.rubrics.register("lb100_qa", "lc_pipeline.score.judge:LB100_QA")
-    registries.rubrics.register("lb100_summ", "lc_pipeline.score.judge:LB100_SUMM")
+    registries.rubrics.register("lb100_qa", "lc_pipeline.benchmarks.longbench100.rubrics:LB100_QA")
+    registries.rubrics.register("lb100_summ", "lc_pipeline.benchmarks.longbench100.rubrics:LB100_SUMM")

@@ -18,7 +18,7 @@ document:
   verbatim (``context``) and, in ``record_fields``, the classes its table is cut by: ``difficulty``
   (easy | hard), ``length`` (short | medium | long: a class, not a count), ``domain`` and ``sub_domain``.
   Instances copy ``record_fields``; the table's easy/hard and short/medium/long columns read them
-  (score/longbench_v2.py ``v2_rows``; the task file's ``headline.breakdown``).
+  (benchmarks/longbench_v2/metrics.py ``v2_rows``; the task file's ``headline.breakdown``).
 * the released question and choices, as the authors' ``pred.py`` fills them in (each stripped), come back from
   the item's ``question`` with :func:`released_question` (the official protocol, benchmarks/longbench_v2/
   protocol.py). Where the merged text cannot be split back into exactly those parts (a question holding a

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -69,6 +70,18 @@ from lc_pipeline.fingerprints import short_id
 SHUFFLE_SEED = 1000000007  # Loong's random.seed (src/run.sh --seed)
 BUILDER = "loong.released"
 _REQUIRED = ("prompt_template", "instruction", "question", "doc_ids")
+# Each document is its header line, its text and a blank line; the header is "《...》" (reports, judgments) or a
+# paper's title above its own "# title" heading.
+_DOCUMENT_START = re.compile(r"\n\n(?=《[^》\n]*》\n|(?P<title>[^\n]+)\n#+[ \t]*(?P=title)[ \t#]*(?:\n|$))")
+DOCUMENT_SEPARATOR = "\n\n"
+
+
+def split_documents(context: str) -> list[str]:
+    """The document blocks of a context built here, in order (construct/truncation.split_documents, the policy
+    ``drop_documents``); joined with a blank line they give the context back."""
+    cuts = [m.start() for m in _DOCUMENT_START.finditer(context)]
+    starts = [0, *(c + len(DOCUMENT_SEPARATOR) for c in cuts)]
+    return [context[a:b] for a, b in zip(starts, [*cuts, len(context)], strict=True)]
 
 
 def document_blocks(headers: Sequence[str], texts: Sequence[str]) -> list[str]:

@@ -7,6 +7,7 @@ def register(registries) -> None:
     # factrecall's tasks when config section lveval asks for them (factrecall_positions), built first
     registries.task_selection("lveval", "lc_pipeline.benchmarks.lveval.factrecall:configured_tasks", 10)
     registries.metrics.register("lveval", "lc_pipeline.benchmarks.lveval.metrics:LVEVAL")
+    registries.variant_metric("lveval")  # the CFI / KPR rows of any corpus compare on keyword recall
     registries.source_kinds.register("lveval", "lc_pipeline.benchmarks.lveval.sources:lveval_source")
     registries.file_kind("lveval", {"input", "context", "answers", "answer_keywords"},
                          "lc_pipeline.benchmarks.lveval.sources:validate_lveval_files")

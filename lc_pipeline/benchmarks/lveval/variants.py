@@ -21,7 +21,7 @@ from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.construct.confusing_facts import accepted_facts
 from lc_pipeline.construct.replacement import rules_by_item
 from lc_pipeline.construct.rows import with_empty_variant_columns
-from lc_pipeline.construct.variants import available_variants, lveval_variants
+from lc_pipeline.construct.variants import available_variants, derive_variants
 
 
 def add_variants(qa: pl.DataFrame, facts: pl.DataFrame, rules: pl.DataFrame, config: BenchmarkConfig, counter
@@ -43,6 +43,6 @@ def add_variants(qa: pl.DataFrame, facts: pl.DataFrame, rules: pl.DataFrame, con
         possible = [v for v in available_variants(len(item_facts), len(item_rules)) if v in wanted]
         unbuildable.update(v for v in wanted if v not in possible)
         if possible:
-            rows += lveval_variants(row, item_facts, item_rules, seed=config.seed, counter=counter, variants=possible)
+            rows += derive_variants(row, item_facts, item_rules, seed=config.seed, counter=counter, variants=possible)
     out = schemas.conform(pl.DataFrame(rows, schema=schemas.INSTANCES), "instances")
     return out, {f"variants_not_buildable_{v}": n for v, n in sorted(unbuildable.items())}

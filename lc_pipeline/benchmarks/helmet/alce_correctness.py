@@ -97,7 +97,7 @@ def record_fields_of(instance: Mapping[str, Any], field: str) -> Any:
     if field not in fields:
         raise ValueError(f"instance {instance.get('instance_id', '?')!r} (task {instance.get('task', '?')!r}): "
                          f"field 'record_fields.{field}' is missing; the cite builder writes it "
-                         "(construct/helmet/cite.py)")
+                         "(benchmarks/helmet/construction/cite.py)")
     return fields[field]
 
 

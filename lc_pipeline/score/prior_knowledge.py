@@ -1,70 +1,20 @@
-"""100-LongBench's per-task scores in the repo's "original metric" mode (spec 100longbench.md §5.2-§5.3).
+"""The prior-knowledge filter (the config's ``prior_knowledge:`` section; spec 100longbench.md §5.4): which QA
+items a model answers without their context, so that its scores can leave them out.
 
-Every task scores only the first line of the output (``first_line``); an empty line scores 0;
-the item score is the max over gold answers.
-
-* passage_retrieval, passage_count, counting_stars: the first integer in the prediction equals
-  the gold string.
-* kv_retrieval: the LAST UUID in the prediction equals the gold.
-* single/multi-doc QA: LongBench token F1; single/multi-doc summarization: ROUGE-L F (the
-  ``rouge`` package, as the repo's ``--original_metric`` mode). The paper's LLM-judge scores for
-  these four tasks belong to the judge stage.
-
-Pure functions (no Dagster).
+Each item's question is asked with no context (score/per_model.py plans the probe); an answer whose first line
+says "unanswerable" is exempt, else it is scored (a metric on the first line, max over golds, or the judge's
+verdict) and the item is dropped for that model when the score reaches the threshold. 100-LongBench introduced
+it; any benchmark's QA tasks can be filtered. Pure functions (no Dagster).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 
 from lc_pipeline.schemas import PRIOR_KNOWLEDGE, conform
 from lc_pipeline.score.metrics import ANSWER_METRICS, first_line
-
-METRIC = "lb100"  # metric_scores.metric of these scores
-
-_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_INTEGER = re.compile(r"\d+")
-
-
-def first_integer_score(prediction: str, gold: str) -> float:
-    """Accuracy of passage retrieval / passage count / counting stars: the first run of digits == gold."""
-    m = _INTEGER.search(prediction)
-    return float(m is not None and m.group(0) == gold)
-
-
-def kv_retrieval_score(prediction: str, gold: str) -> float:
-    """KV retrieval accuracy: the last UUID in the prediction == gold."""
-    found = _UUID.findall(prediction)
-    return float(bool(found) and found[-1] == gold)
-
-
-def first_line_parses(pattern: str, output: str) -> bool:
-    """Whether the first line (as :func:`first_line_score` reads it) holds what the scorer parses: ``"integer"``
-    (first_integer_score) or ``"uuid"`` (kv_retrieval_score); a row without one is unparsable (issue 21)."""
-    regex = {"integer": _INTEGER, "uuid": _UUID}[pattern]
-    return regex.search(first_line(output)) is not None
-
-
-def first_line_score(scorer: Callable[[str, str], float], output: str, answers: Sequence[str]) -> float:
-    """100-LongBench's rule for every task (spec §4.4): score the first line of the output (leading newlines
-    dropped), max over the golds; an empty first line scores 0. Which scorer a task uses is declared in its
-    task file (lc_pipeline/tasks/packaged/longbench100.yaml; metrics registered in score/task_metrics.py).
-
-    >>> first_line_score(first_integer_score, "\\n12 unique paragraphs\\n13", ["12"])
-    1.0
-    """
-    if isinstance(answers, str) or not list(answers):
-        raise ValueError("field answers: expected a non-empty list of gold strings")
-    pred = first_line(output)
-    if not pred.strip():
-        return 0.0
-    return max(scorer(pred, gold) for gold in answers)
-
-
-# --------------------------------------------------------------------------- QA prior-knowledge filter
 
 
 def said_unanswerable(output: str, phrase: str = "unanswerable") -> bool:

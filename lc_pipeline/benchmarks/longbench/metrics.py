@@ -7,161 +7,44 @@ Behaviour follows ``THUDM/LongBench`` ``metrics.py`` + ``eval.py`` (spec ``longb
 * QA F1 (en): ``normalize_answer`` tokens; QA F1 (zh): jieba tokens, each normalized;
 * ROUGE-L F from the ``rouge`` package (1.0.1, as the official requirements), any exception -> 0
   (the official number, counted as a fallback zero: score/fallbacks.py);
-  Chinese strings are jieba-tokenized and space-joined first;
+  Chinese strings are jieba-tokenized and space-joined first (these four: score/token_scores.py, which other
+  benchmarks' scorers share);
 * classification, retrieval, count and code similarity as in the official code, quirks included
   (see each function).
 
 Pure functions, no Dagster. Each metric takes one prediction and one gold answer; use
 :func:`score_with` for the max over golds and the first-line rule, :func:`score_record` for a task
-(its metric and rule as lc_pipeline/tasks/packaged/longbench.yaml declares them).
+(its metric and rule as lc_pipeline/benchmarks/longbench/task_files/longbench.yaml declares them). The ``LONGBENCH_*`` objects at
+the end are the metrics the package registers (``longbench.<metric>``, tasks.registry.METRICS).
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-import string
-import sys
-import threading
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lc_pipeline.score import fallbacks
-from lc_pipeline.text import jieba_tokenizer, normalize_answer
+from lc_pipeline.score.task_metrics import Metric, answers_of
+from lc_pipeline.score.token_scores import (
+    qa_f1_score,
+    qa_f1_zh_score,
+    rouge_score,
+    rouge_zh_score,
+)
 
 __all__ = [
     "METRICS",
     "classification_score",
     "code_sim_score",
     "count_score",
-    "f1_from_tokens",
-    "jieba_cut",
     "longbench_task_metric",
-    "normalize_zh_answer",
-    "qa_f1_score",
-    "qa_f1_zh_score",
     "retrieval_score",
     "retrieval_zh_score",
-    "rouge_l",
-    "rouge_score",
-    "rouge_zh_score",
     "score_record",
     "score_with",
     "tasks",
-    "zh_tokens",
 ]
-
-# LongBench's Chinese punctuation set. It has 》 but not 《, and no ·: those survive as tokens.
-_ZH_PUNCT = "！？｡。＂＃＄％＆＇（）＊＋，－／：；＜＝＞＠［＼］＾＿｀｛｜｝～｟｠｢｣､、〃》「」『』【】〔〕〖〗〘〙〚〛〜〝〞〟〰〾〿–—‘’‛“”„‟…‧﹏."
-_ALL_PUNCT = frozenset(string.punctuation + _ZH_PUNCT)
-
-
-# --------------------------------------------------------------------------- tokenization
-
-
-def jieba_cut(text: str) -> list[str]:
-    """jieba precise mode (``cut_all=False``) on the raw string, as LongBench and LV-Eval do."""
-    return list(jieba_tokenizer().cut(text, cut_all=False))
-
-
-def normalize_zh_answer(s: str) -> str:
-    """LongBench ``normalize_zh_answer``: lower-case, drop ASCII + Chinese punctuation, drop all whitespace."""
-    return "".join(ch for ch in s.lower() if ch not in _ALL_PUNCT and not ch.isspace())
-
-
-def zh_tokens(text: str) -> list[str]:
-    """jieba tokens, each normalized, empty ones dropped (LongBench ``qa_f1_zh_score``)."""
-    return [t for t in (normalize_zh_answer(tok) for tok in jieba_cut(text)) if t]
-
-
-def f1_from_tokens(prediction_tokens: Sequence[str], gold_tokens: Sequence[str]) -> float:
-    """Multiset token F1; 0.0 when nothing is shared. Same arithmetic as LongBench ``f1_score``."""
-    num_same = sum((Counter(prediction_tokens) & Counter(gold_tokens)).values())
-    if num_same == 0:
-        return 0.0
-    precision = 1.0 * num_same / len(prediction_tokens)
-    recall = 1.0 * num_same / len(gold_tokens)
-    return (2 * precision * recall) / (precision + recall)
-
-
-# --------------------------------------------------------------------------- metrics
-
-
-def qa_f1_score(prediction: str, ground_truth: str) -> float:
-    return f1_from_tokens(normalize_answer(prediction).split(), normalize_answer(ground_truth).split())
-
-
-def qa_f1_zh_score(prediction: str, ground_truth: str) -> float:
-    return f1_from_tokens(zh_tokens(prediction), zh_tokens(ground_truth))
-
-
-# `rouge` 1.0.1 reconstructs each LCS recursively, so a long unpunctuated pair of "sentences"
-# (it splits on ASCII '.') raises RecursionError, which the official scorer turns into 0.
-# Whether that happens depends on how much recursion budget is left at the call, so we give
-# `rouge` the budget it has in LongBench's eval.py whatever stack we are called from (pytest,
-# click, Dagster). The budget is counted by the interpreter itself (C-level calls included),
-# so it is measured by probing rather than by counting frames. Measured with the official
-# scripts under CPython's default limit of 1000: 996 calls fit below rouge_score (en), one
-# fewer below rouge_zh_score's extra frame (zh).
-_OFFICIAL_BUDGET = {"en": 996, "zh": 995}
-_recursion_lock = threading.Lock()
-
-
-def _remaining_recursion() -> int:
-    """How many more nested Python calls fit below the caller under the current limit."""
-    n = 0
-
-    def probe() -> None:
-        nonlocal n
-        n += 1
-        probe()
-
-    try:
-        probe()
-    except RecursionError:
-        pass
-    return n
-
-
-def rouge_l(prediction: str, ground_truth: str, *, language: str = "en") -> float:
-    """``Rouge().get_scores([pred], [gold], avg=True)["rouge-l"]["f"]``, 0.0 on any exception.
-
-    That 0 is noted as a fallback (``fallbacks.note``: counted by ``metric_scores`` and ``lcp score``,
-    issue 22) when the prediction has text between its '.': RecursionError on a sentence of ~990 words
-    or more (``rouge_recursion``), any other error (``rouge_error``, e.g. a gold with no sentence). An
-    empty or dot-only prediction's 0 is its own.
-
-    Only ROUGE-L is computed: ROUGE-1/2, which the official call also computes, fail exactly
-    when ROUGE-L does (an empty hypothesis or reference), so the value is the same.
-    """
-    from rouge import Rouge
-
-    rouge = Rouge(metrics=["rouge-l"])
-    with _recursion_lock:  # the limit is process-wide: one adjustment at a time
-        previous = sys.getrecursionlimit()
-        sys.setrecursionlimit(previous + _OFFICIAL_BUDGET[language] - _remaining_recursion())
-        try:
-            return float(rouge.get_scores([prediction], [ground_truth], avg=True)["rouge-l"]["f"])
-        except Exception as exc:  # the official bare `except:` (empty hypothesis, RecursionError, ...)
-            failed = exc
-        finally:
-            sys.setrecursionlimit(previous)
-    # The official 0, counted as a fallback (score/fallbacks.py) unless the prediction has nothing to score.
-    if isinstance(failed, RecursionError):
-        fallbacks.note(fallbacks.ROUGE_RECURSION)
-    elif any(prediction.split(".")):
-        fallbacks.note(fallbacks.ROUGE_ERROR)
-    return 0.0
-
-
-def rouge_score(prediction: str, ground_truth: str) -> float:
-    return rouge_l(prediction, ground_truth, language="en")
-
-
-def rouge_zh_score(prediction: str, ground_truth: str) -> float:
-    return rouge_l(" ".join(jieba_cut(prediction)), " ".join(jieba_cut(ground_truth)), language="zh")
-
 
 def classification_score(prediction: str, ground_truth: str, all_classes: Sequence[str]) -> float:
     """1/len(matches) when the gold label is among the class names found in the prediction.
@@ -254,7 +137,7 @@ def score_with(
     max over gold answers; ``first_line``: the few-shot rule (leading newlines dropped, cut at the next one).
 
     Raises ``ValueError`` naming the field for a bare string or empty list of answers and a missing class
-    list. Which metric and rule a task uses is declared in lc_pipeline/tasks/packaged/longbench.yaml.
+    list. Which metric and rule a task uses is declared in lc_pipeline/benchmarks/longbench/task_files/longbench.yaml.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown LongBench metric {metric!r}; known: {', '.join(METRICS)}")
@@ -303,3 +186,24 @@ def score_record(
         raise ValueError(f"unknown LongBench task {task!r}; known tasks: {', '.join(tasks())}")
     metric, first = longbench_task_metric(catalog.get(f"longbench/{task}"))
     return score_with(metric, prediction, answers, all_classes, first_line=first)
+
+
+# --------------------------------------------------------------------------- the registered metrics
+
+
+def _longbench(kind: str) -> Callable[..., float]:
+    def score(output: str, instance: Mapping[str, Any], task: Any, options: Mapping[str, Any]) -> float:
+        return score_with(kind, output, answers_of(instance), instance.get("all_classes"),
+                          first_line=bool(options.get("first_line", False)))
+    return score
+
+
+LONGBENCH_QA_F1 = Metric("longbench", _longbench("qa_f1"), "QA F1 (English normalization)")
+LONGBENCH_QA_F1_ZH = Metric("longbench", _longbench("qa_f1_zh"), "QA F1 on jieba tokens")
+LONGBENCH_ROUGE = Metric("longbench", _longbench("rouge"), "ROUGE-L F (rouge package)")
+LONGBENCH_ROUGE_ZH = Metric("longbench", _longbench("rouge_zh"), "ROUGE-L F on jieba tokens")
+LONGBENCH_CLASSIFICATION = Metric("longbench", _longbench("classification"), "class names found, gold share")
+LONGBENCH_RETRIEVAL = Metric("longbench", _longbench("retrieval"), "share of numbers equal to the gold paragraph")
+LONGBENCH_RETRIEVAL_ZH = Metric("longbench", _longbench("retrieval_zh"), "the same, Chinese paragraph labels")
+LONGBENCH_COUNT = Metric("longbench", _longbench("count"), "share of numbers equal to the gold count")
+LONGBENCH_CODE_SIM = Metric("longbench", _longbench("code_sim"), "fuzz ratio of the first code line")
