@@ -4,11 +4,11 @@
 
 Issue 29. In a temporary project (its own lake, Dagster home and models.yaml) the benchmark's instances are
 built once; then one model is evaluated three ways, each in a fresh process doing what ``lcp backfill --model``
-does (Runner.evaluate_model over every length, then the leaderboard), on the same instances, one after the other:
+does (Runner.run for the model over every length, then the leaderboard), on the same instances, one after the other:
 
     engine         ``serve: engine``: the in-process engine, kept for all the model's partitions
     server         ``serve: server``: ``vllm serve`` started on 127.0.0.1 once, driven by the openai backend
-    per-partition  ``serve: engine``, one evaluate_model call per length (as ``lcp backfill --length`` once per
+    per-partition  ``serve: engine``, one Runner.run call per length (as ``lcp backfill --length`` once per
                    length, or the generations step before issue 29): an engine per partition
 
 Each is a model of its own (same settings but the slug and ``serve``), so nothing is reused between them. Per
@@ -84,15 +84,15 @@ def _child(mode: str) -> None:
     settings = cli_settings(None)
     runner = Runner(build_pipeline(settings), dg.DagsterInstance.get(), echo=lambda m: print(m, file=sys.stderr))
     if mode == "build":
-        runner.build_benchmark()
+        runner.run(models=[])
         return
     slug = f"reuse-{mode}"
     t0 = time.perf_counter()
     if mode == "per-partition":
         for level in runner.config.lengths:
-            runner.evaluate_model(slug, [level])
+            runner.run([slug], [level], leaderboard=False)
     else:
-        runner.evaluate_model(slug)
+        runner.run([slug], leaderboard=False)
     runner.leaderboard()
     print(json.dumps({"mode": mode, "runner_s": time.perf_counter() - t0, "starts": starts,
                       "generate_s": sum(generate_s), "generate_calls": len(generate_s)}), flush=True)

@@ -188,6 +188,26 @@ def all_assets(parts: Partitions) -> list:
     ]
 
 
+def declared_specs(lengths: tuple[str, ...] = ("all",)) -> dict[str, dg.AssetSpec]:
+    """Every asset's spec (its declared code version, hashed config fields, configs served), by name; where a
+    released and a constructed definition share a name, the constructed one (they declare the same version)."""
+    with quiet_partition_mapping_warnings():
+        built = all_assets(Partitions(list(lengths)))
+    out: dict[str, dg.AssetSpec] = {}
+    for asset in built:
+        for spec in getattr(asset, "specs", ()):
+            name = spec.key.to_user_string()
+            if name not in out or versions.serves(spec, released=False):
+                out[name] = spec
+    return out
+
+
+def declared_fingerprint(asset: str, config: BenchmarkConfig, added: str | None = None) -> str:
+    """The data version ``asset`` records under ``config`` (``added``: what its ``lcp/adds`` name, e.g. a model's
+    settings fingerprint), from its declarations alone."""
+    return versions.fingerprint(declared_specs(tuple(config.lengths))[asset], config, added)
+
+
 def build_pipeline(settings: Settings) -> Pipeline:
     config = settings_config(settings)
     parts = Partitions(config.lengths)

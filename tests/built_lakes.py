@@ -208,7 +208,7 @@ def build_tiny_world(root: Path) -> Template:
     settings = Settings(project_dir=root, config=str(root / CONFIG_FILE), lake_dir=root / "data_lake",
                         models_file=root / "models.yaml", dagster_home=root / ".dagster")
     with dg.instance_for_test(temp_dir=str(root / ".dagster")) as instance:
-        Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()
+        Runner(build_pipeline(settings), instance, echo=lambda m: None).run(models=[])
     template = Template(root)
     template.freeze()
     return template

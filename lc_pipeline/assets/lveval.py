@@ -23,6 +23,11 @@ from lc_pipeline.assets.versions import (
     own_fingerprint,
     versioned,
 )
+from lc_pipeline.benchmarks.lveval.ablation import (
+    ablation_frame,
+    ablation_metadata,
+    level_scores,
+)
 from lc_pipeline.benchmarks.lveval.inputs import (
     CHECK_FACTS,
     CHECK_RULES,
@@ -43,11 +48,6 @@ from lc_pipeline.construct.replacement import rules_frame
 from lc_pipeline.fingerprints import INSTANCE_FIELDS, LVEVAL_FIELDS
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, ModelsResource, TokenizerResource
-from lc_pipeline.score.lveval_ablation import (
-    ablation_frame,
-    ablation_metadata,
-    level_scores,
-)
 from lc_pipeline.tasks.catalog import catalog_for
 
 

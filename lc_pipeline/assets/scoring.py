@@ -15,7 +15,6 @@ from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResourc
 from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.resources.parquet_io import read_generation_statuses, read_judge_scores
 from lc_pipeline.score.fallbacks import FallbackZeros
-from lc_pipeline.score.prior_knowledge import prior_knowledge_frame
 from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.score.per_model import (
     MissingLengths,
@@ -24,6 +23,7 @@ from lc_pipeline.score.per_model import (
     no_context_probe,
     no_context_questions,
 )
+from lc_pipeline.score.prior_knowledge import prior_knowledge_frame
 from lc_pipeline.tasks.catalog import catalog_for
 
 

@@ -19,6 +19,8 @@ runner compares it with :func:`current_fingerprint` of the same declarations, th
 
 from __future__ import annotations
 
+import warnings
+
 import dagster as dg
 
 from lc_pipeline.assets.common import FINGERPRINT_KEY
@@ -103,6 +105,9 @@ def current_fingerprint(spec: dg.AssetSpec, config: BenchmarkConfig, models, dim
 
 
 def versioned(value, fingerprint_: str, output_name: str = "result", metadata: dict | None = None) -> dg.Output:
-    """The asset's output with its data version (and, for older readers, the ``lcp/fingerprint`` metadata)."""
-    return dg.Output(value, output_name, metadata={FINGERPRINT_KEY: fingerprint_, **(metadata or {})},
-                     data_version=dg.DataVersion(fingerprint_))
+    """The asset's output with its data version (and, for older readers, the ``lcp/fingerprint`` metadata).
+    Without the BetaWarning Dagster gives for ``data_version`` each time (no library warnings on a normal run)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*data_version")
+        return dg.Output(value, output_name, metadata={FINGERPRINT_KEY: fingerprint_, **(metadata or {})},
+                         data_version=dg.DataVersion(fingerprint_))

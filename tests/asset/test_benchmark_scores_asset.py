@@ -16,7 +16,6 @@ from built_lakes import instance_on_copy
 
 from lc_pipeline import schemas
 from lc_pipeline.definitions import build_pipeline
-from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, length_model_key
 from lc_pipeline.resources.parquet_io import partition_path, read_table, write_parquet_atomic
 from lc_pipeline.runner import Runner
@@ -52,15 +51,12 @@ def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path, t
     # and hard negatives are reused; the instances at depth 0.5 are built here.
     with instance_on_copy(tiny_world, settings) as instance:
         runner = Runner(pipeline, instance, echo=lambda m: None)
-        runner.build_benchmark()
+        runner.run(models=[])
         runner.register_models([MODEL])
-        model_fp = pipeline.resources["models"].spec(MODEL).fingerprint()
-        fps = {a: stage_fingerprint(a, pipeline.config, model_fp)
-               for a in ("generations", "metric_scores", "benchmark_scores")}
         for level in CONFIG["lengths"]:
-            runner.step(f"scores [{level}]", ["generations", "metric_scores"], fps, length_model_key(level, MODEL),
+            runner.step(f"scores [{level}]", ["generations", "metric_scores"], length_model_key(level, MODEL),
                         {"length": level, MODEL_DIM: MODEL})
-        assert runner.step("benchmark_scores", ["benchmark_scores"], fps, MODEL, {MODEL_DIM: MODEL})
+        assert runner.step("benchmark_scores", ["benchmark_scores"], MODEL, {MODEL_DIM: MODEL})
         [event] = instance.fetch_materializations(dg.AssetKey("benchmark_scores"), limit=1).records
         metadata = event.asset_materialization.metadata
 
@@ -110,7 +106,7 @@ def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path, t
     with dg.instance_for_test() as instance:
         runner = Runner(judged, instance, echo=lambda m: None)
         runner.register_models([MODEL])
-        assert runner.step("benchmark_scores", ["benchmark_scores"], {}, MODEL, {MODEL_DIM: MODEL}, force=True)
+        assert runner.step("benchmark_scores", ["benchmark_scores"], MODEL, {MODEL_DIM: MODEL})
         [event] = instance.fetch_materializations(dg.AssetKey("benchmark_scores"), limit=1).records
         metadata = event.asset_materialization.metadata
     written = read_table(lake / "benchmark_scores")

@@ -16,11 +16,10 @@ import dagster as dg
 import polars as pl
 import pytest
 from lc_pipeline.definitions import build_pipeline
-from lc_pipeline.fingerprints import MODEL_STAGES
 from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.lake import query
-from lc_pipeline.partitions import length_model_key
-from lc_pipeline.runner import Runner
+from lc_pipeline.partitions import MODEL_DIM, length_model_key
+from lc_pipeline.runner import Runner, partition_dims_of
 from lc_pipeline.settings import Settings
 
 pytestmark = [
@@ -91,7 +90,7 @@ def test_second_run_reuses_everything_and_duplicates_nothing(world):
     before = {t: pl.read_parquet(p) for t in ("instances", "generations", "metric_scores")
               for p in [next((settings.lake_dir / t).rglob("data.parquet"))]}
     runner = runner_for(world)
-    runner.demo()
+    runner.run()
     assert runner.ran == ["leaderboard"], runner.ran  # only the cheap cross-model report re-runs
     for table, df in before.items():
         again = pl.read_parquet(next((settings.lake_dir / table).rglob("data.parquet")))
@@ -112,7 +111,7 @@ def test_new_model_costs_only_its_own_partitions(world):
 
     runner = runner_for(world)
     runner.tags = {"lcp/backfill": NEW_MODEL}  # what `lcp backfill --model` tags its runs with
-    runner.evaluate_model(NEW_MODEL)
+    runner.run([NEW_MODEL], leaderboard=False)
 
     # The run records: only the new model's partitions were materialized, every model stage per length.
     new_runs = [r for r in instance.get_runs() if r.run_id not in runs_before]
@@ -120,7 +119,9 @@ def test_new_model_costs_only_its_own_partitions(world):
     done = materializations(instance, [r.run_id for r in new_runs])
     assets = {a for a, _ in done}
     assert not assets & UPSTREAM, "an upstream asset was re-materialized"
-    assert {"generations", "metric_scores"} <= assets <= MODEL_STAGES
+    model_stages = {k.to_user_string() for k in runner.graph.materializable_asset_keys
+                    if MODEL_DIM in partition_dims_of(runner.graph.get(k).partitions_def)}
+    assert {"generations", "metric_scores"} <= assets <= model_stages
     assert all(partition is not None and NEW_MODEL in partition for _, partition in done), done
     lengths = runner.config.lengths
     assert {p for a, p in done if a == "generations"} == {length_model_key(lv, NEW_MODEL) for lv in lengths}
@@ -129,7 +130,7 @@ def test_new_model_costs_only_its_own_partitions(world):
 
     # The same backfill again: every partition is up to date, nothing runs.
     runs = len(instance.get_runs())
-    runner.evaluate_model(NEW_MODEL)
+    runner.run([NEW_MODEL], leaderboard=False)
     assert len(instance.get_runs()) == runs
     assert all(NEW_MODEL in label for label in runner.ran), runner.ran
 

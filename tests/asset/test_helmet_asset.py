@@ -44,7 +44,7 @@ def test_rag_instances_at_8k_and_16k_pass_the_depth_check(tmp_path):
                         models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
     with dg.instance_for_test() as instance:
         pipeline = build_pipeline(settings)
-        Runner(pipeline, instance, echo=lambda m: None).build_benchmark()  # raises if a blocking check fails
+        Runner(pipeline, instance, echo=lambda m: None).run(models=[])  # raises if a blocking check fails
         index_meta = instance.get_latest_materialization_event(dg.AssetKey("passage_index")).asset_materialization
         assert index_meta.metadata["index_kind"].value == "exact"  # a few hundred passages: no ANN needed
 

@@ -52,14 +52,14 @@ def test_helmet_demo_gives_the_helmet_score_with_all_seven_categories(tmp_path):
     slug = "smollm2-135m"
     with dg.instance_for_test() as instance:
         runner = Runner(build_pipeline(settings), instance, echo=messages.append)
-        runner.build_benchmark()
+        runner.run(models=[])
         runner.register_models([slug])
         dims = {LENGTH_DIM: "4k", MODEL_DIM: slug}
-        runner.step("generations + metric_scores", ["generations", "metric_scores"], {}, length_model_key("4k", slug),
-                    dims, force=True)
-        assert runner.judge_headline_tasks(slug, ["4k"]) is False  # the demo's headline file: no judge needed
-        assert runner.score_citations(slug, ["4k"]) is True  # Cite's NLI step, before the tables
-        runner.step("benchmark_scores", ["benchmark_scores"], {}, slug, {MODEL_DIM: slug}, force=True)
+        runner.step("generations + metric_scores", ["generations", "metric_scores"], length_model_key("4k", slug), dims)
+        assert runner.judged_tasks() == []  # the demo's headline file: no judge needed
+        assert runner.cited_tasks()  # Cite's NLI step, before the tables
+        runner.step("citation_scores", ["citation_scores"], length_model_key("4k", slug), dims)
+        runner.step("benchmark_scores", ["benchmark_scores"], slug, {MODEL_DIM: slug})
     lake = settings.lake_dir
 
     instances = pl.read_parquet(lake / "instances" / "length=4k" / "data.parquet")

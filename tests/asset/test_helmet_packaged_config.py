@@ -58,7 +58,7 @@ def test_the_packaged_helmet_config_builds_every_dataset_at_8k_and_16k_from_the_
     settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
                         models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
     with dg.instance_for_test() as instance:
-        Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()
+        Runner(build_pipeline(settings), instance, echo=lambda m: None).run(models=[])
 
     # Sources with their own contexts (ALCE, MS MARCO, books, labelled texts) stay out of the retrieval corpus.
     passages = pl.read_parquet(settings.lake_dir / "passages" / "data.parquet")

@@ -65,7 +65,7 @@ def lake(tmp_path_factory) -> Path:
     settings = Settings(project_dir=tmp, config=str(tmp / "c.yaml"), lake_dir=tmp / "lake",
                         models_file=tmp / "models.yaml", dagster_home=tmp / ".dagster")
     with dg.instance_for_test() as instance:
-        Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()
+        Runner(build_pipeline(settings), instance, echo=lambda m: None).run(models=[])
     return settings.lake_dir
 
 

@@ -69,7 +69,7 @@ def test_the_helmet_released_config_builds_all_seven_categories_at_8k_and_16k(tm
     settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
                         models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
     with dg.instance_for_test() as instance:
-        Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()
+        Runner(build_pipeline(settings), instance, echo=lambda m: None).run(models=[])
 
     for level in ("8k", "16k"):
         rows = pl.read_parquet(settings.lake_dir / "instances" / f"length={level}" / "data.parquet")

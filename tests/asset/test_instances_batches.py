@@ -22,7 +22,7 @@ from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.construct.assembly import build_instances, fitting_items, select_items
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.definitions import build_pipeline
-from lc_pipeline.fingerprints import stage_fingerprint
+from lc_pipeline.assets.instances import instances_fingerprint
 from lc_pipeline.lake import built_by
 from lc_pipeline.partitions import SOURCE_DIM
 from lc_pipeline.resources import LakeResource
@@ -99,7 +99,7 @@ def test_a_level_built_in_batches_is_the_level_built_at_once(project, tmp_path, 
     assert {k: meta[k].value for k in same} == {k: whole_meta[k].value for k in same}
     assert list(scratch.iterdir()) == []  # the staged file was published, the scratch dir removed
     # The asset itself records which config built the level (a run from the UI does as lcp does; issue 31 D5).
-    expected = {"config": project.config.name, "fingerprint": stage_fingerprint("instances", project.config)}
+    expected = {"config": project.config.name, "fingerprint": instances_fingerprint(project.config)}
     assert built_by(tmp_path / "batched", LEVEL) == built_by(tmp_path / "whole", LEVEL) == expected
 
     # The plain QA rows are build_instances' rows for the same inputs.

@@ -94,10 +94,10 @@ def test_every_instance_prompt_is_the_authors_template_formatted_with_the_record
         expected = template[:c] + record["context"] + template[c + 9:q] + record["input"] + template[q + 10:]
         assert row["prompt"] == expected, row["record_id"]
     # official rows are never reused for ours: every stage from instances on has its own fingerprint
-    from lc_pipeline.fingerprints import stage_fingerprint
+    from lc_pipeline.definitions import declared_fingerprint
 
     for stage in ("instances", "generations", "metric_scores", "benchmark_scores"):
-        assert stage_fingerprint(stage, ours_config, "m") != stage_fingerprint(stage, config, "m"), stage
+        assert declared_fingerprint(stage, ours_config, "m") != declared_fingerprint(stage, config, "m"), stage
 
 
 def test_protocol_ours_is_the_default_without_the_authors_files_and_official_then_fails_naming_them(

@@ -67,13 +67,12 @@ def lake(tmp_path_factory):
         judge = JudgeResource(base_url=url, model="smollm2", max_tokens=64, max_concurrency=1,
                               cache_path=str(settings.lake_dir / "_cache" / "judge.sqlite"))
         resources = {**pipeline.resources, "judge": judge}
-        # `lcp demo`'s runner: generations and scores per set, then (Loong's headline is the judge, and one is
-        # configured) judge_scores per set before benchmark_scores
+        # `lcp run`'s runner: generations, scores and (Loong's headline is the judge, and one is configured)
+        # judge_scores per set, in one Dagster run per set, before benchmark_scores
         runner = Runner(dataclasses.replace(pipeline, resources=resources), instance, echo=lambda m: None)
-        runner.build_benchmark()
-        assert runner.evaluate_model(MODEL)
-        assert [label for label in runner.ran if label.startswith("judge_scores")] == [
-            f"judge_scores [{level}|{MODEL}]" for level in SETS]
+        assert runner.run([MODEL]) is not None  # the leaderboard: every step ran
+        assert [label for label in runner.ran if "judge_scores" in label] == [
+            f"generations + judge_scores + metric_scores [{level}|{MODEL}]" for level in SETS]
     return settings.lake_dir
 
 

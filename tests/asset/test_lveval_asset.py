@@ -54,7 +54,7 @@ def world(tmp_path_factory):
     settings = settings_for(root, cfg)
     settings.dagster_home.mkdir()
     with dg.instance_for_test(temp_dir=str(settings.dagster_home)) as instance:
-        Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()  # blocking checks passed
+        Runner(build_pipeline(settings), instance, echo=lambda m: None).run(models=[])  # blocking checks passed
     template = Template(root)
     template.freeze()
     yield from shared(template)
@@ -147,9 +147,9 @@ REBUILD = textwrap.dedent("""
     with dg.instance_for_test() as instance:
         runner = Runner(build_pipeline(settings), instance, echo=lambda m: None)
         runner.register_sources()
-        runner.step("lveval", ["confusing_facts", "replacement_rules"], {}, force=True)
+        runner.step("lveval", ["confusing_facts", "replacement_rules"])
         for level in sys.argv[3:]:
-            runner.step(level, ["instances"], {}, level, {"length": level}, force=True)
+            runner.step(level, ["instances"], level, {"length": level})
 """)
 
 
@@ -181,7 +181,7 @@ def test_word_levels_and_factrecall_through_the_pipeline(tmp_path, world):
     (tmp_path / "words.yaml").write_text(yaml.safe_dump(raw))
     settings = settings_for(tmp_path, tmp_path / "words.yaml")
     with instance_on_copy(world, settings) as instance:
-        Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()  # blocking checks passed
+        Runner(build_pipeline(settings), instance, echo=lambda m: None).run(models=[])  # blocking checks passed
         checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
             [dg.AssetCheckKey(dg.AssetKey("instances"), "within_length_tolerance")])
     inst = table(settings.lake_dir, "instances", "1k")

@@ -19,7 +19,6 @@ import pytest
 
 from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.definitions import build_pipeline
-from lc_pipeline.fingerprints import stage_fingerprint
 from lc_pipeline.partitions import MODEL_DIM, length_model_key
 from lc_pipeline.resources.parquet_io import read_table
 from lc_pipeline.runner import Runner
@@ -60,15 +59,12 @@ def lake(tmp_path_factory):
         assert pipeline.config.name == "lveval" and pipeline.config.lengths == LEVELS
         with dg.instance_for_test() as instance:
             runner = Runner(pipeline, instance, echo=lambda m: None)
-            runner.build_benchmark()
+            runner.run(models=[])
             runner.register_models([MODEL])
-            model_fp = pipeline.resources["models"].spec(MODEL).fingerprint()
-            fps = {a: stage_fingerprint(a, pipeline.config, model_fp)
-                   for a in ("generations", "metric_scores", "benchmark_scores")}
             for level in LEVELS:
-                runner.step(f"scores [{level}]", ["generations", "metric_scores"], fps, length_model_key(level, MODEL),
+                runner.step(f"scores [{level}]", ["generations", "metric_scores"], length_model_key(level, MODEL),
                             {"length": level, MODEL_DIM: MODEL})
-            assert runner.step("benchmark_scores", ["benchmark_scores"], fps, MODEL, {MODEL_DIM: MODEL})
+            assert runner.step("benchmark_scores", ["benchmark_scores"], MODEL, {MODEL_DIM: MODEL})
     return settings.lake_dir
 
 

@@ -128,7 +128,7 @@ def test_lcp_stops_at_the_failed_guard_and_prints_its_verdict(project, capfd):
     with dg.instance_for_test() as instance:
         runner = Runner(project, instance, echo=print)
         with pytest.raises(Exception, match=r"blocking asset check failed(.|\n)*generations: prompt_format"):
-            runner.evaluate_model("smollm2-double-bos")
+            runner.run(["smollm2-double-bos"], leaderboard=False)
         assert not instance.fetch_materializations(dg.AssetKey("metric_scores"), limit=1).records
     printed = capfd.readouterr()
     assert "model 'smollm2-double-bos': doubled BOS" in printed.out + printed.err

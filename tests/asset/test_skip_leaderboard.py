@@ -52,7 +52,7 @@ def lake(tmp_path_factory, tiny_world):
     registry.add(dataclasses.replace(registry.get(BUILT_IN), slug=SMALL, max_model_len=3000, truncation="skip"))
     with instance_on_copy(tiny_world, settings) as instance:
         runner = Runner(build_pipeline(settings), instance, echo=lambda m: None)
-        board = runner.demo([BUILT_IN, SMALL])
+        board = runner.run([BUILT_IN, SMALL])
         yield settings.lake_dir, board
 
 

@@ -91,8 +91,7 @@ def test_a_task_from_a_users_yaml_file_runs_through_the_graph_with_no_code_chang
     settings = settings_for(tmp_path, config)
     with instance_on_copy(tiny_world, settings) as instance:
         runner = Runner(build_pipeline(settings), instance, echo=lambda m: None)
-        runner.build_benchmark()
-        runner.evaluate_model("smollm2-135m")
+        runner.run(["smollm2-135m"], leaderboard=False)
 
     rows = table(settings, "instances", "length=1k")
     assert (rows["benchmark"].unique().to_list(), rows["task"].unique().to_list()) == (["mine"], ["kv_quiz"])
@@ -118,7 +117,7 @@ def test_overriding_a_packaged_prompt_changes_only_that_tasks_rows(tmp_path, tin
     tables = []
     for settings in (before_settings, after_settings):
         with instance_on_copy(tiny_world, settings) as instance:
-            Runner(build_pipeline(settings), instance, echo=lambda m: None).build_benchmark()
+            Runner(build_pipeline(settings), instance, echo=lambda m: None).run(models=[])
         tables.append(table(settings, "instances", "length=1k").sort("instance_id"))
     before, after = tables
 

@@ -65,7 +65,7 @@ def world(tmp_path_factory, server_url):
     with dg.instance_for_test() as instance:
         pipeline = build_pipeline(settings)
         runner = Runner(pipeline, instance, echo=lambda m: None)
-        runner.build_benchmark()
+        runner.run(models=[])
         runner.register_models([SLUG])
         yield settings, pipeline, instance
 
