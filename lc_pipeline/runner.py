@@ -391,8 +391,7 @@ class Runner:
         after = [g for g in groups if g not in before and g not in per_model]
         self.echo(f"benchmark {self.config.name!r}: lengths {list(self.config.lengths)}, lake {self.lake}")
         with self.releasing_engines():  # a vLLM model that made LV-Eval's facts is closed before any model runs
-            for source in self.register_sources():
-                validate_source_name(source)
+            self.register_sources()
             stale = set(self.missing_instances())
             for group in before:
                 self.run_group(group, [], list(self.config.lengths), stale=stale)

@@ -1,0 +1,135 @@
+"""Issue 32 (acceptance 2): a run started from the UI's GraphQL and the same run from `lcp run` materialize the same
+asset partitions and write the same tables.
+
+A benchmark run as released over three invented LongBench records (qasper), with imported predictions (no model is
+called), in two projects of their own: in one, `lcp run --model first`; in the other, `lcp ui` (the webserver and
+its daemon, on 127.0.0.1) and one asset backfill over every partition of the assets that `lcp run` materialized,
+launched through GraphQL as the UI's "Materialize all" does, executed by the daemon in the graph's order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from conftest import free_port, released_longbench_project
+
+from lc_pipeline.cli import main
+from lc_pipeline.partitions import SOURCE_DIM
+from lc_pipeline.runner import BackfillError, _graphql, wait_for_backfill
+
+IDS = ["q-1", "q-2", "q-3"]
+MODEL = "first"
+RECORDS = [{"dataset": "qasper", "_id": rid, "language": "en", "context": f"The paper {rid} studies parsing.",
+            "input": "What is studied?", "answers": ["parsing"], "all_classes": None} for rid in IDS]
+# What differs between two runs of the same work: when it ran and how long it took.
+RUN_COLUMNS = {"latency_s", "created_at", "generated_at", "started_at", "finished_at", "seconds"}
+
+LAUNCH_ALL = """
+mutation Launch($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+  }
+}
+"""
+
+
+def lcp(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return result.output
+
+
+def project(root: Path, monkeypatch) -> Path:
+    """A released LongBench project with the model ``first``'s predictions imported; its environment is set."""
+    released_longbench_project(root, monkeypatch, RECORDS)
+    preds = root / f"{MODEL}.jsonl"
+    preds.write_text("".join(json.dumps({"_id": r, "prediction": f"{r} studies parsing"}) + "\n" for r in IDS))
+    lcp("import-predictions", str(preds), "--model", MODEL, "--config", str(root / "lb.yaml"))
+    return root
+
+
+def materialized(home: Path) -> set[tuple[str, str | None]]:
+    """(asset, partition) of every materialization the Dagster instance under ``home`` recorded."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        out = set()
+        for key in instance.get_asset_keys():
+            for record in instance.fetch_materializations(key, limit=1000).records:
+                out.add((key.to_user_string(), record.asset_materialization.partition))
+        return out
+
+
+def tables(lake: Path) -> dict[str, pl.DataFrame]:
+    """Every Parquet partition of the lake's tables (not the stores or caches), by path, without run timings."""
+    out = {}
+    for path in sorted(lake.rglob("*.parquet")):
+        rel = path.relative_to(lake).as_posix()
+        if rel.startswith("_") or "/_" in rel:
+            continue
+        frame = pl.read_parquet(path)
+        out[rel] = frame.drop([c for c in frame.columns if c in RUN_COLUMNS])
+    return out
+
+
+def ui_answers(port: int, proc: subprocess.Popen, deadline_s: float = 300) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if _graphql(f"http://127.0.0.1:{port}", "{ assetNodes { assetKey { path } } }", {})["assetNodes"]:
+                return
+        except (OSError, BackfillError, KeyError, TypeError):
+            pass
+        time.sleep(2)
+    raise AssertionError(f"`lcp ui` did not answer within {deadline_s:.0f}s (exit code {proc.poll()})")
+
+
+@pytest.mark.slow
+def test_a_run_from_the_ui_graphql_materializes_what_lcp_run_does(tmp_path, monkeypatch):
+    cli_root = project(tmp_path / "cli", monkeypatch)
+    out = lcp("run", "--model", MODEL)
+    assert "longbench/en" in out  # the leaderboard, printed
+    by_cli = materialized(cli_root / ".dagster")
+    assert {a for a, _ in by_cli} >= {"source_items", "instances", "generations", "metric_scores", "benchmark_scores",
+                                      "leaderboard"}
+
+    ui_root = project(tmp_path / "ui", monkeypatch)  # the environment now names this project
+    with dg.DagsterInstance.from_config(str(ui_root / ".dagster")) as instance:
+        instance.add_dynamic_partitions(SOURCE_DIM, ["longbench"])  # the UI's "add partition" (lcp run adds it)
+    port, url = free_port(), None
+    proc = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "ui", "--port", str(port)], cwd=ui_root,
+                            env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        ui_answers(port, proc)
+        url = f"http://127.0.0.1:{port}"
+        params = {"assetSelection": [{"path": [a]} for a in sorted({a for a, _ in by_cli})], "allPartitions": True,
+                  "title": "materialize all", "tags": []}
+        launched = _graphql(url, LAUNCH_ALL, {"params": params})["launchPartitionBackfill"]
+        assert launched["__typename"] == "LaunchBackfillSuccess", launched
+        final = wait_for_backfill(url, launched["backfillId"], timeout_s=900, echo=lambda m: None)
+        assert final["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), final
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+    assert materialized(ui_root / ".dagster") == by_cli  # the same assets and partitions, once each way
+    by_ui_tables, by_cli_tables = tables(ui_root / "lake"), tables(cli_root / "lake")
+    assert set(by_ui_tables) == set(by_cli_tables)
+    for path, frame in by_cli_tables.items():
+        assert by_ui_tables[path].equals(frame), path
