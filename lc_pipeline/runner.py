@@ -444,7 +444,7 @@ class Runner:
             if LENGTH_DIM not in group.dims:
                 waiting = self.unscored_lengths(group, slug)
                 if waiting:
-                    self.echo(f"  - {' + '.join(group.assets)} [{slug}]: waiting for lengths {waiting} "
+                    self.echo(f"  - {self.label(group.assets, slug)}: waiting for lengths {waiting} "
                               f"(lcp backfill --model {slug} --length ...)")
                     return False
             extra = riders if i == len(groups) - 1 else []
@@ -506,7 +506,7 @@ class Runner:
         ran = []
         for dims in self.partition_keys(group, models, lengths):
             pk = self.key_of(group, dims)
-            label = f"{' + '.join(assets)}" + (f" [{pk}]" if pk else "")
+            label = self.label(assets, pk)
             kept = [a for a in assets if versions.runs(self.node(a)) == "always"]  # the others run every time
             must = force or self.upstream_ran(assets, dims) or (
                 "instances" in assets and dims.get(LENGTH_DIM) in stale)  # the lake's record (lake.built_by) wins
@@ -514,14 +514,14 @@ class Runner:
             todo = [a for a in assets if a not in kept] if fresh else assets
             extra = [a for g in riders for a in self.selected(g)]
             if fresh and kept:
-                self.echo(f"  = {' + '.join(kept)}" + (f" [{pk}]" if pk else "") + ": up to date, reused")
+                self.echo(f"  = {self.label(kept, pk)}: up to date, reused")
                 self.reused.append(label)
             if not todo:
                 continue
-            label = f"{' + '.join(todo)}" + (f" [{pk}]" if pk else "")
+            label = self.label(todo, pk)
             if extra:
                 with self.leaderboard_lock():
-                    self.step(f"{label} + {' + '.join(extra)}", todo + extra, pk, dims, pooled=pooled)
+                    self.step(f"{label} + {self.label(extra, None)}", todo + extra, pk, dims, pooled=pooled)
                     self.mark_ran(todo + extra, dims)
                     self.board = self._read_leaderboard()
             else:
@@ -529,6 +529,12 @@ class Runner:
                 self.mark_ran(todo, dims)
             ran.append(label)
         return ran
+
+    def label(self, assets: list[str], pk: str | None) -> str:
+        """A step's name on the terminal: its assets' ops (a multi-asset by its own name: ``sources``) and the
+        partition key."""
+        ops = dict.fromkeys(self.graph.assets_def_for_key(dg.AssetKey(a)).node_def.name for a in assets)
+        return " + ".join(ops) + (f" [{pk}]" if pk else "")
 
     def mark_ran(self, assets: list[str], dims: dict[str, str]) -> None:
         self.materialized.extend((a, dict(dims)) for a in assets)
