@@ -18,6 +18,7 @@ import signal
 import socket
 import time
 import urllib.request
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -183,7 +184,9 @@ class Runner:
         # progress lines instead (the UI keeps the full event log either way).
         self.run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
         self.config = pipeline.config
-        self.graph = pipeline.defs.resolve_asset_graph()  # what lcp runs: Dagster's own asset graph
+        with warnings.catch_warnings():  # Dagster's BetaWarning on the asset checks' execution_type, each time
+            warnings.filterwarnings("ignore", category=dg.BetaWarning, message=".*execution_type")
+            self.graph = pipeline.defs.resolve_asset_graph()  # what lcp runs: Dagster's own asset graph
         self.materialized: list[tuple[str, dict[str, str]]] = []  # (asset, partition dims) run by this process
         self._said_no_judge = False
         self.instance = instance
