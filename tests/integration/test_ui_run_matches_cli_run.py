@@ -2,8 +2,8 @@
 asset partitions and write the same tables.
 
 A benchmark run as released over three invented LongBench records (qasper), with imported predictions (no model is
-called), in two projects of their own: in one, `lcp run --model first`; in the other, `lcp ui` (the webserver and
-its daemon, on 127.0.0.1) and one asset backfill of the partitions `lcp run` materialized, launched through
+called): `lcp run --model first`; then, on the same project with its tables and Dagster storage removed (the
+imported predictions kept: their path is the model's id), `lcp ui` (the webserver and its daemon, on 127.0.0.1) and one asset backfill of the partitions `lcp run` materialized, launched through
 GraphQL as the UI's "Materialize" does, executed by the daemon in the graph's order.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -76,7 +77,7 @@ def tables(lake: Path) -> dict[str, pl.DataFrame]:
     out = {}
     for path in sorted(lake.rglob("*.parquet")):
         rel = path.relative_to(lake).as_posix()
-        if rel.startswith("_") or "/_" in rel:
+        if rel.startswith(("_", "imports/")) or "/_" in rel:
             continue
         frame = pl.read_parquet(path)
         out[rel] = frame.drop([c for c in frame.columns if c in RUN_COLUMNS])
@@ -100,11 +101,16 @@ def test_a_run_from_the_ui_graphql_materializes_what_lcp_run_does(tmp_path, monk
     cli_root = project(tmp_path / "cli", monkeypatch)
     out = lcp("run", "--model", MODEL)
     assert "longbench/en" in out  # the leaderboard, printed
-    by_cli = materialized(cli_root / ".dagster")
+    by_cli, by_cli_tables = materialized(cli_root / ".dagster"), tables(cli_root / "lake")
     assert {a for a, _ in by_cli} >= {"source_items", "instances", "generations", "metric_scores", "benchmark_scores",
                                       "leaderboard"}
 
-    ui_root = project(tmp_path / "ui", monkeypatch)  # the environment now names this project
+    ui_root = cli_root  # the same project again, as if nothing had run: only the imported predictions are kept
+    shutil.rmtree(ui_root / ".dagster")
+    (ui_root / ".dagster").mkdir()
+    for entry in (ui_root / "lake").iterdir():
+        if entry.name != "imports":
+            shutil.rmtree(entry)
     with dg.DagsterInstance.from_config(str(ui_root / ".dagster")) as instance:
         instance.add_dynamic_partitions(SOURCE_DIM, ["longbench"])  # the UI's "add partition" (lcp run adds it)
     port, url = free_port(), None
@@ -136,7 +142,7 @@ def test_a_run_from_the_ui_graphql_materializes_what_lcp_run_does(tmp_path, monk
             proc.wait(timeout=10)
 
     assert materialized(ui_root / ".dagster") == by_cli  # the same assets and partitions, once each way
-    by_ui_tables, by_cli_tables = tables(ui_root / "lake"), tables(cli_root / "lake")
+    by_ui_tables = tables(ui_root / "lake")
     assert set(by_ui_tables) == set(by_cli_tables)
     for path, frame in by_cli_tables.items():
         assert by_ui_tables[path].equals(frame), path
