@@ -87,6 +87,7 @@ class Project:
         self.root, self.config, self.timeout = root, config, timeout
         self.lake = self.project / "lake"
         self.log = (self.dir / "commands.log").open("w")
+        self.json: dict[str, str] = {}  # further outputs to digest: name -> JSON text
         self.entry = lcp_entry(root)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("LCP_", "DAGSTER_", "OPENAI_"))}
         self.env.update(
@@ -97,27 +98,28 @@ class Project:
             TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
             TOKENIZERS_PARALLELISM="false")
 
-    def run(self, args: list[str], lcp: bool = True) -> tuple[int, str, float]:
-        """Run `lcp ARGS` (or ARGS) in the project folder; log command, exit code, seconds and output tail."""
+    def run(self, args: list[str], lcp: bool = True, stderr: bool = True) -> tuple[int, str, float]:
+        """Run `lcp ARGS` (or ARGS) in the project folder; log command, exit code, seconds and output tail
+        (stderr=False: the output is stdout alone, stderr goes to the log)."""
         cmd = self.entry + args if lcp else args
         shown = ("lcp " + " ".join(args)) if lcp else " ".join(args)
         start = time.monotonic()
         proc = subprocess.Popen(cmd, cwd=self.project, env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                stderr=subprocess.STDOUT if stderr else subprocess.PIPE, text=True, start_new_session=True)
         try:
-            output, _ = proc.communicate(timeout=self.timeout)
+            output, errors = proc.communicate(timeout=self.timeout)
             rc = proc.returncode
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
-                output, _ = proc.communicate(timeout=30)
+                output, errors = proc.communicate(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
-                output, _ = proc.communicate()
+                output, errors = proc.communicate()
             rc = "timeout"
             output = (output or "") + f"\n[killed after {self.timeout:.0f} s]"
         took = time.monotonic() - start
-        tail = "\n".join(output.splitlines()[-40:])
+        tail = "\n".join(((errors or "") + (output or "")).splitlines()[-40:])
         self.log.write(f"$ {shown}\n[exit {rc}, {took:.1f} s]\n{tail}\n\n")
         self.log.flush()
         print(f"  {self.config}: {shown} -> exit {rc} ({took:.1f} s)", flush=True)
@@ -180,7 +182,8 @@ def capture_config(out: Path, name: str, config_file: Path, root: Path, timeout:
         status.update(state="build_failed" if rc != 124 else "build_timeout",
                       reason="\n".join(output.strip().splitlines()[-5:]))
         return finish(p, status, started)
-    released = "released" in (yaml.safe_load(config_file.read_text()) or {})
+    cfg = yaml.safe_load(config_file.read_text()) or {}
+    released = "released" in cfg
     status["state"] = "built"
     if not released:
         status["scoring"] = "not scored: a constructed benchmark, scored only by generating with a model"
@@ -199,12 +202,38 @@ def capture_config(out: Path, name: str, config_file: Path, root: Path, timeout:
                                         "unjudged": [line.strip() for line in output.splitlines()
                                                      if "judge" in line.lower()][:5]}
         status["state"] = "scored" if all(v["exit"] == 0 for v in status["scoring"].values()) else "score_failed"
+    if (cfg.get("minilongbench") or {}).get("scores"):
+        minilongbench(p, cfg, status)
     return finish(p, status, started)
+
+
+def minilongbench(p: Project, cfg: dict, status: dict) -> None:
+    """A config with `minilongbench: scores:` also runs `lcp minilongbench fit` with the authors' released IRT
+    parameters and subset (no refit: seconds) and `estimate` in every mode on the training models' scores; the
+    fit folder's Parquet files are digested as tables (minilongbench_fit/<file>), its JSON and each estimate's
+    JSON output as json entries."""
+    scores = cfg["minilongbench"]["scores"].replace("$LCP_DATA", str(SHARED / "data"))
+    fit = p.project / "minilongbench_fit"
+    args = ["minilongbench", "fit", "--scores", scores, "--irt", "released", "--out", str(fit)]
+    if (cfg.get("released") or {}).get("subset"):
+        args += ["--subset", cfg["released"]["subset"]]
+    rc, output, took = p.run(args)
+    status["steps"].append({"step": "minilongbench fit", "exit": rc, "seconds": round(took, 1)})
+    p.json = {f"minilongbench_fit/{f.name}": f.read_text() for f in sorted(fit.glob("*.json"))}
+    if rc != 0:
+        return
+    for mode in ("predict", "direct", "weighted", "blend"):
+        rc, output, took = p.run(["minilongbench", "estimate", "--model-dir", str(fit), "--scores", scores,
+                                  "--mode", mode], stderr=False)
+        status["steps"].append({"step": f"minilongbench estimate {mode}", "exit": rc, "seconds": round(took, 1)})
+        p.json[f"minilongbench_estimate/{mode}"] = output if rc == 0 else f"exit {rc}"
 
 
 def finish(p: Project, status: dict, started: float) -> dict:
     status["seconds"] = round(time.monotonic() - started, 1)
     status["tables"] = digest_lake(p) if p.lake.exists() else {}
+    status["tables"].update(digest_files(p))
+    status["json"] = digest_json(p)
     p.log.close()
     (p.dir / "digest.json").write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
     print(f"{status['config']}: {status['state']} in {status['seconds']} s, {len(status['tables'])} tables"
@@ -245,10 +274,37 @@ def normalize(frame: pl.DataFrame, table: str, subs: list[tuple[str, str]]) -> t
 
 
 def digest_lake(p: Project) -> dict:
-    subs = [(str(p.project), "<project>"), (str(p.root), "<code>")]
     tables: dict[str, list[Path]] = {}
     for f in sorted(p.lake.rglob("*.parquet")):
         tables.setdefault(f.parent.relative_to(p.lake).as_posix(), []).append(f)
+    return digest_tables(p, tables)
+
+
+def digest_files(p: Project) -> dict:
+    """Parquet outputs outside the lake (`lcp minilongbench fit`'s folder), one table per file."""
+    fit = p.project / "minilongbench_fit"
+    return digest_tables(p, {f"minilongbench_fit/{f.stem}": [f] for f in sorted(fit.glob("*.parquet"))})
+
+
+def digest_json(p: Project) -> dict:
+    """Each JSON output: its sha256 (paths replaced, keys sorted) and a copy in json/ for compare to show."""
+    subs = [(str(p.project), "<project>"), (str(p.root), "<code>")]
+    out = {}
+    store = p.dir / "json"
+    for name, text in sorted(p.json.items()):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = {"unparsable output": text[-2000:]}
+        canon = canonical(value, subs)
+        store.mkdir(exist_ok=True)
+        (store / (name.replace("/", "__") + ".json")).write_text(canon)
+        out[name] = hashlib.sha256(canon.encode()).hexdigest()
+    return out
+
+
+def digest_tables(p: Project, tables: dict[str, list[Path]]) -> dict:
+    subs = [(str(p.project), "<project>"), (str(p.root), "<code>")]
     out = {}
     store = p.dir / "tables"
     store.mkdir(exist_ok=True)
@@ -301,6 +357,28 @@ def examples(base_dir: Path, new_dir: Path, table: str, col: str, key: str | Non
     return lines
 
 
+def json_examples(base_dir: Path, new_dir: Path, name: str, n: int = 5) -> list[str]:
+    """The first leaves (dotted paths) whose values differ between the two JSON outputs."""
+    file = name.replace("/", "__") + ".json"
+    a, b = (json.loads((d / "json" / file).read_text()) for d in (base_dir, new_dir))
+    out: list[str] = []
+
+    def walk(x, y, path: str) -> None:
+        if len(out) >= n:
+            return
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y)):
+                walk(x.get(k, "<absent>"), y.get(k, "<absent>"), f"{path}.{k}")
+        elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            for i, (u, v) in enumerate(zip(x, y, strict=True)):
+                walk(u, v, f"{path}[{i}]")
+        elif x != y:
+            out.append(f"{path or '.'}: {short(x)} -> {short(y)}")
+
+    walk(a, b, "")
+    return out
+
+
 def compare(base: Path, new: Path) -> int:
     differ = 0
     names = sorted({d.name for d in base.iterdir() if (d / "digest.json").exists()}
@@ -321,6 +399,12 @@ def compare(base: Path, new: Path) -> int:
             if (sa.get("records"), sa.get("exit")) != (sb.get("records"), sb.get("exit")):
                 lines.append(f"scoring {model}: records/exit {sa.get('records')}/{sa.get('exit')} -> "
                              f"{sb.get('records')}/{sb.get('exit')}")
+        ja, jb = a.get("json", {}), b.get("json", {})
+        for j in sorted(set(ja) | set(jb)):
+            if ja.get(j) != jb.get(j):
+                lines.append(f"json {j}: " + ("added" if j not in ja else "removed" if j not in jb else "differs"))
+                if j in ja and j in jb:
+                    lines += ["    " + e for e in json_examples(base / name, new / name, j)]
         ta, tb = a.get("tables", {}), b.get("tables", {})
         for t in sorted(set(ta) - set(tb)):
             lines.append(f"table removed: {t} ({ta[t].get('rows')} rows)")
