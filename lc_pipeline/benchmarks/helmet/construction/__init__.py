@@ -1,7 +1,7 @@
 """HELMET instance construction at controllable length (pure logic, no Dagster).
 
 Spec: ``shared/specs/helmet.md`` (§2 categories, §5 prompts, §9 what must be right). Each task is a
-``TaskSpec`` (``lc_pipeline/tasks/packaged/helmet.yaml``): its name, category, prompt, answer
+``TaskSpec`` (``lc_pipeline/benchmarks/helmet/task_files/helmet.yaml``): its name, category, prompt, answer
 prefix and ``max_new_tokens`` are the spec's; its ``builder.options.kind`` picks the construction.
 The length lever is the number of passages / pairs / needles (RAG, re-rank, synthetic recall) or
 the cut of one long document (LongQA, summarization); every prompt is filled to just under the
