@@ -164,6 +164,11 @@ RUBRICS: Registry = Registry("rubric")
 # one has no official protocol.
 OFFICIAL_RUBRICS: Registry = Registry("official rubric")
 
+# The authors' versions of rubrics (``protocol: official``, score/judge.official_rubric), by rubric name: a callable
+# ``official_rubric(name, *, settings) -> Rubric`` reading the authors' prompts from their files. A rubric without
+# one has no official protocol.
+OFFICIAL_RUBRICS: Registry = Registry("official rubric")
+
 # Source adapters by ``kind`` (sources/loader.py): ``adapter(source: SourceConfig) -> (documents, items, reports)``.
 SOURCE_KINDS: Registry = Registry("source kind", {
     "demo_corpus": "lc_pipeline.sources.demo_corpus:demo_corpus_source",
@@ -214,6 +219,7 @@ class Registries:
     builders = BUILDERS
     metrics = METRICS
     rubrics = RUBRICS
+    official_rubrics = OFFICIAL_RUBRICS
     official_rubrics = OFFICIAL_RUBRICS
     source_kinds = SOURCE_KINDS
     file_kinds = FILE_KINDS

@@ -32,6 +32,8 @@ def register(registries) -> None:
     registries.rubrics.register("helmet_summ", "lc_pipeline.benchmarks.helmet.rubrics:HELMET_SUMM")
     for name in ("helmet_longqa", "helmet_summ"):  # the authors' judge prompts and settings (judging.py)
         registries.official_rubrics.register(name, "lc_pipeline.benchmarks.helmet.judging:official_rubric")
+    for name in ("helmet_longqa", "helmet_summ"):  # the authors' judge prompts and settings (judging.py)
+        registries.official_rubrics.register(name, "lc_pipeline.benchmarks.helmet.judging:official_rubric")
     # Long documents: whole books and case files, their items' own contexts
     for kind, function in {"narrativeqa": "narrativeqa_source", "infbench": "infbench_source",
                            "multi_lexsum": "multi_lexsum_source"}.items():

@@ -19,3 +19,5 @@ def register(registries) -> None:
     registries.rubrics.register("lb100_summ", "lc_pipeline.benchmarks.longbench100.rubrics:LB100_SUMM")
     for name in ("lb100_qa", "lb100_summ"):  # the authors' judge prompts and settings (judging.py)
         registries.official_rubrics.register(name, "lc_pipeline.benchmarks.longbench100.judging:official_rubric")
+    for name in ("lb100_qa", "lb100_summ"):  # the authors' judge prompts and settings (judging.py)
+        registries.official_rubrics.register(name, "lc_pipeline.benchmarks.longbench100.judging:official_rubric")
