@@ -164,11 +164,6 @@ RUBRICS: Registry = Registry("rubric")
 # one has no official protocol.
 OFFICIAL_RUBRICS: Registry = Registry("official rubric")
 
-# The authors' versions of rubrics (``protocol: official``, score/judge.official_rubric), by rubric name: a callable
-# ``official_rubric(name, *, settings) -> Rubric`` reading the authors' prompts from their files. A rubric without
-# one has no official protocol.
-OFFICIAL_RUBRICS: Registry = Registry("official rubric")
-
 # Source adapters by ``kind`` (sources/loader.py): ``adapter(source: SourceConfig) -> (documents, items, reports)``.
 SOURCE_KINDS: Registry = Registry("source kind", {
     "demo_corpus": "lc_pipeline.sources.demo_corpus:demo_corpus_source",
@@ -205,6 +200,10 @@ for _kind, _fields, _validator in (
     FILE_KINDS.register(_kind, FileKind(frozenset(_fields), _validator))
 
 
+# The benchmark packages' sections of the config (``helmet:``, ...): name -> ``"module:Model"``, a
+# config.ConfigSection (or a model with its ``TASK_BENCHMARK`` and ``fingerprint_data``), read as ``config.<name>``.
+CONFIG_SECTIONS: Registry = Registry("config section")
+
 # The packaged task files (YAML, tasks/catalog.py): each benchmark package's own folder of them.
 TASK_FILE_FOLDERS: list[Path] = []
 
@@ -220,9 +219,9 @@ class Registries:
     metrics = METRICS
     rubrics = RUBRICS
     official_rubrics = OFFICIAL_RUBRICS
-    official_rubrics = OFFICIAL_RUBRICS
     source_kinds = SOURCE_KINDS
     file_kinds = FILE_KINDS
+    config_sections = CONFIG_SECTIONS
     batch_counts = BATCH_COUNTS
     suite_rules = SUITE_RULES
     record_subsets = RECORD_SUBSETS

@@ -237,3 +237,15 @@ def test_each_benchmark_package_owns_the_task_files_of_its_benchmark_and_the_cor
     assert not list((PACKAGE / "tasks").rglob("*.yaml"))
     assert SOURCE_KIND_BENCHMARKS == {"longbench": "longbench", "longbench_v2": "longbench_v2", "lveval": "lveval",
                                       "loong": "loong"}
+
+
+def test_every_config_section_is_a_model_the_config_reads_by_its_name():
+    from lc_pipeline.config import load_config
+    from lc_pipeline.tasks.registry import CONFIG_SECTIONS
+
+    sections = resolved(CONFIG_SECTIONS)
+    assert set(sections) == {"helmet", "longbench100", "lveval", "minilongbench", "prior_knowledge"}
+    config = load_config("demo")
+    for name, model in sections.items():
+        assert callable(getattr(model, "fingerprint_data", None)) and hasattr(model, "TASK_BENCHMARK"), name
+        assert isinstance(getattr(config, name), model), name  # a section left out takes its defaults

@@ -13,7 +13,6 @@ def register(registries) -> None:
     registries.document_splitters.register("loong", "lc_pipeline.benchmarks.loong.released_build:split_documents")
     registries.rubrics.register("loong", "lc_pipeline.benchmarks.loong.rubrics:LOONG")
     registries.official_rubrics.register("loong", "lc_pipeline.benchmarks.loong.judging:official_rubric")
-    registries.official_rubrics.register("loong", "lc_pipeline.benchmarks.loong.judging:official_rubric")
     registries.source_kinds.register("loong", "lc_pipeline.benchmarks.loong.sources:loong_source")
     registries.file_kind("loong", {"id", "doc", "question", "instruction", "answer", "level", "type"},
                          "lc_pipeline.benchmarks.loong.sources:validate_loong_files")

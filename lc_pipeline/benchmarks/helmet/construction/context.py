@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lc_pipeline.benchmarks.helmet.construction.pools import Pools
-from lc_pipeline.config import HelmetConfig
+from lc_pipeline.benchmarks.helmet.config import HelmetConfig
 from lc_pipeline.construct.assembly import instance_id
 from lc_pipeline.construct.rows import instance_row
 from lc_pipeline.construct.tokens import TokenCounter
