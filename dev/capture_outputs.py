@@ -27,6 +27,7 @@ column hashes with a few example rows by key); exit 1 when anything differs, 0 w
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -44,6 +45,7 @@ import yaml
 HERE = Path(__file__).resolve().parents[1]
 SHARED = HERE.parent / "shared"
 WRONG = "xq-capture-wrong-answer"
+WORK = Path("/tmp/lcp-capture-work")  # where a config's project runs (one capture at a time: a lock file beside it)
 # Columns that differ between two captures of the same code (found by capturing twice and comparing):
 # {table name prefix ("" for every table): [columns]}.
 VOLATILE: dict[str, list[str]] = {
@@ -80,7 +82,12 @@ class Project:
         self.dir = out / config
         if self.dir.exists():
             shutil.rmtree(self.dir)
-        self.project = self.dir / "project"
+        # The project runs at the same absolute path in every capture (WORK/<config>), then moves to
+        # DIR/<config>/project: ids hashed from a path (an imported model's predictions file is part of its
+        # settings, so of generation_id, cache_key and score_id) then compare across captures.
+        self.project = WORK / config
+        if self.project.exists():
+            shutil.rmtree(self.project)
         (self.project / ".dagster").mkdir(parents=True)
         if (root / "dagster.yaml").exists():
             shutil.copy(root / "dagster.yaml", self.project / "dagster.yaml")
@@ -179,8 +186,10 @@ def capture_config(out: Path, name: str, config_file: Path, root: Path, timeout:
     rc, output, took = p.run(["plan", "--config", name, "--format", "json"])
     status["steps"].append({"step": "plan", "exit": rc, "seconds": round(took, 1)})
     if rc != 0:
+        lines = output.strip().splitlines()
+        errors = [ln for ln in lines if ln.startswith("Error")]
         status.update(state="build_failed" if rc != 124 else "build_timeout",
-                      reason="\n".join(output.strip().splitlines()[-5:]))
+                      reason="\n".join(errors or lines[-3:]).replace(str(p.project), "<project>"))
         return finish(p, status, started)
     cfg = yaml.safe_load(config_file.read_text()) or {}
     released = "released" in cfg
@@ -235,6 +244,7 @@ def finish(p: Project, status: dict, started: float) -> dict:
     status["tables"].update(digest_files(p))
     status["json"] = digest_json(p)
     p.log.close()
+    shutil.move(p.project, p.dir / "project")
     (p.dir / "digest.json").write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
     print(f"{status['config']}: {status['state']} in {status['seconds']} s, {len(status['tables'])} tables"
           + (f" ({status['reason'][:200]})" if status.get("reason") else ""), flush=True)
@@ -339,6 +349,10 @@ def examples(base_dir: Path, new_dir: Path, table: str, col: str, key: str | Non
         a, b = pl.read_parquet(base_dir / "tables" / name), pl.read_parquet(new_dir / "tables" / name)
     except OSError as exc:
         return [f"(normalized table unreadable: {exc})"]
+    if key and col == key:
+        only_a, only_b = set(a[key].to_list()) - set(b[key].to_list()), set(b[key].to_list()) - set(a[key].to_list())
+        return ([f"{key} only in base: {short(sorted(only_a)[:n])} ({len(only_a)})"] if only_a else []) + (
+            [f"{key} only in new: {short(sorted(only_b)[:n])} ({len(only_b)})"] if only_b else [])
     if key and key in a.columns and key in b.columns:
         joined = a.select(key, col).join(b.select(key, col), on=key, how="full", suffix="__new", coalesce=True)
         lines = []
@@ -462,6 +476,12 @@ def main() -> None:
     if unknown:
         fail(f"no packaged config {unknown} in {root}/lc_pipeline/configs (there: {sorted(available)})")
     args.out.mkdir(parents=True, exist_ok=True)
+    WORK.mkdir(parents=True, exist_ok=True)
+    lock = (WORK.parent / (WORK.name + ".lock")).open("w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fail(f"another capture is running (it holds {lock.name}): captures run one at a time in {WORK}")
     for name in names:
         capture_config(args.out.resolve(), name, available[name], root, args.timeout)
 
