@@ -82,6 +82,7 @@ class Project:
         self.dir = out / config
         if self.dir.exists():
             shutil.rmtree(self.dir)
+        self.dir.mkdir(parents=True)
         # The project runs at the same absolute path in every capture (WORK/<config>), then moves to
         # DIR/<config>/project: ids hashed from a path (an imported model's predictions file is part of its
         # settings, so of generation_id, cache_key and score_id) then compare across captures.
