@@ -204,6 +204,10 @@ for _kind, _fields, _validator in (
 # config.ConfigSection (or a model with its ``TASK_BENCHMARK`` and ``fingerprint_data``), read as ``config.<name>``.
 CONFIG_SECTIONS: Registry = Registry("config section")
 
+# The benchmark packages' own tables (schemas.TABLES includes them): name -> ``"module:SCHEMA"`` (a polars Schema
+# made with schemas.table_schema, which records its column descriptions).
+TABLES: Registry = Registry("table")
+
 # The packaged task files (YAML, tasks/catalog.py): each benchmark package's own folder of them.
 TASK_FILE_FOLDERS: list[Path] = []
 
@@ -222,6 +226,7 @@ class Registries:
     source_kinds = SOURCE_KINDS
     file_kinds = FILE_KINDS
     config_sections = CONFIG_SECTIONS
+    tables = TABLES
     batch_counts = BATCH_COUNTS
     suite_rules = SUITE_RULES
     record_subsets = RECORD_SUBSETS

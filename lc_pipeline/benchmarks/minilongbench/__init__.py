@@ -185,6 +185,10 @@ def __dir__() -> list[str]:
 
 def register(registries) -> None:
     """MiniLongBench's samples of LongBench's released records (config ``released.subset``, tasks.registry)."""
+    registries.tables.register("minilongbench_subset",
+                               "lc_pipeline.benchmarks.minilongbench.schemas:MINILONGBENCH_SUBSET")
+    registries.tables.register("minilongbench_estimates",
+                               "lc_pipeline.benchmarks.minilongbench.schemas:MINILONGBENCH_ESTIMATES")
     registries.config_sections.register("minilongbench",
                                         "lc_pipeline.benchmarks.minilongbench.options:MiniLongBenchOptions")
     registries.record_subsets.register("longbench", "lc_pipeline.benchmarks.minilongbench.subset:subset_item_ids")
