@@ -10,8 +10,9 @@ ROOT/pyproject.toml), so nothing here depends on where modules live:
 
 - `lcp plan --config NAME` builds the instances (sources, retrieval, instances; nothing generated);
 - a config that runs a benchmark as released (`released:`) is scored without a model: predictions made from its
-  instances are imported (`lcp import-predictions`) as model `gold` (each record's first gold answer) and `half`
-  (gold for every other record in record-id order, WRONG otherwise), then `lcp backfill --model gold|half`.
+  instances are imported (`lcp import-predictions`) as model `gold` (each record's first gold answer), `half`
+  (gold for every other record in record-id order, WRONG otherwise) and `part` (partial()), then
+  `lcp backfill --model gold|half|part`.
   Judge-scored tasks stay unjudged (no judge is configured), which the log records;
 - every Parquet table of the lake (a folder's parquet files read together; the table is the folder's path under
   the lake, hive partitions included) is normalized: volatile columns dropped (VOLATILE), the project folder and
@@ -154,12 +155,21 @@ def predictions(lake: Path) -> dict[str, list[dict]]:
     if not frames:
         return {}
     rows = pl.concat(frames).filter(pl.col("record_id").is_not_null()).unique("record_id").sort("record_id")
-    gold, half = [], []
+    gold, half, part = [], [], []
     for i, (rid, answers) in enumerate(rows.iter_rows()):
         answer = answers[0] if answers else ""
         gold.append({"_id": rid, "prediction": answer})
         half.append({"_id": rid, "prediction": answer if i % 2 == 0 else WRONG})
-    return {"gold": gold, "half": half}
+        part.append({"_id": rid, "prediction": partial(answer)})
+    return {"gold": gold, "half": half, "part": part}
+
+
+def partial(answer: str) -> str:
+    """A prediction with partial credit on overlap metrics (F1, ROUGE, edit similarity): the first half of the
+    gold answer's words (of its characters when it has one word), then two words of ours."""
+    words = answer.split()
+    head = " ".join(words[: (len(words) + 1) // 2]) if len(words) > 1 else answer[: (len(answer) + 1) // 2]
+    return f"{head} plus more"
 
 
 def packaged_configs(root: Path) -> dict[str, Path]:
@@ -237,6 +247,71 @@ def minilongbench(p: Project, cfg: dict, status: dict) -> None:
                                   "--mode", mode], stderr=False)
         status["steps"].append({"step": f"minilongbench estimate {mode}", "exit": rc, "seconds": round(took, 1)})
         p.json[f"minilongbench_estimate/{mode}"] = output if rc == 0 else f"exit {rc}"
+
+
+# `lcp score` on records of our own (capture "_metrics"): every LongBench task's metric and every LV-Eval dataset's
+# (both variants) on exact, partial, multi-gold, wrong, empty, multi-line, Chinese, code and label predictions.
+LONGBENCH_TASKS = ("narrativeqa", "qasper", "multifieldqa_en", "multifieldqa_zh", "hotpotqa", "2wikimqa", "musique",
+                   "dureader", "gov_report", "qmsum", "multi_news", "vcsum", "trec", "triviaqa", "samsum", "lsht",
+                   "passage_count", "passage_retrieval_en", "passage_retrieval_zh", "lcc", "repobench-p")
+LVEVAL_DATASETS = ("hotpotwikiqa_mixup", "loogle_SD_mixup", "loogle_CR_mixup", "loogle_MIR_mixup",
+                   "multifieldqa_en_mixup", "multifieldqa_zh_mixup", "lic_mixup", "cmrc_mixup", "dureader_mixup",
+                   "factrecall_en", "factrecall_zh", "keyword_recall_en", "keyword_recall_zh")
+CLASSES = ["Location", "Person", "Number", "Description"]
+METRIC_RECORDS = [
+    ("exact", "The red lighthouse", ["the red lighthouse"], "red lighthouse"),
+    ("partial", "a red house near the harbour wall", ["the red lighthouse by the harbour"], "lighthouse harbour"),
+    ("multi_gold", "Oslo, I think", ["Bergen", "Oslo"], "Oslo"),
+    ("wrong", "seventeen", ["forty-two"], "forty-two"),
+    ("empty", "", ["forty-two"], "forty-two"),
+    ("multiline", "Paragraph 3\nand then some other text", ["Paragraph 3"], "Paragraph 3"),
+    ("count", "There are 7 unique paragraphs, not 8.", ["7"], "7"),
+    ("zh_exact", "北京大学图书馆", ["北京大学图书馆"], "图书馆"),
+    ("zh_partial", "他在北京的一所大学读书", ["他在上海的一所大学工作"], "上海"),
+    ("zh_para", "答案是段落5", ["段落5"], "段落5"),
+    ("code", "    return total + value\n    }", ["    return total + values[i];"], "return"),
+    ("label", "Location question\nPerson", ["Location"], "Location"),
+    ("summary", "The council met twice and agreed to repair the bridge before winter.",
+     ["In two meetings the council agreed the bridge would be repaired before the winter."], "bridge repaired"),
+]
+
+# Passage retrieval golds name a paragraph: records of their own ({task: records}).
+PARAGRAPH_RECORDS = {
+    task: [("exact", f"{word}3", [f"{word}3"]), ("sentence", f"The answer is {word}12.", [f"{word}12"]),
+           ("two", f"{word}3 or {word}5", [f"{word}5"]), ("wrong", f"{word}4", [f"{word}9"]),
+           ("empty", "", [f"{word}2"]), ("no_number", "the third one", [f"{word}3"])]
+    for task, word in (("passage_retrieval_en", "Paragraph "), ("passage_retrieval_zh", "段落"))
+}
+
+
+def records_file(path: Path, records) -> Path:
+    path.write_text("".join(json.dumps({"_id": r[0], "prediction": r[1], "answers": r[2], "all_classes": CLASSES,
+                                        "answer_keywords": r[3] if len(r) > 3 else r[2][0]}, ensure_ascii=False)
+                            + "\n" for r in records))
+    return path
+
+
+def capture_metrics(out: Path, root: Path, timeout: float) -> dict:
+    p = Project(out, "_metrics", root, timeout)
+    started = time.monotonic()
+    files = {task: records_file(p.dir / f"records_{task}.jsonl", recs) for task, recs in PARAGRAPH_RECORDS.items()}
+    general = records_file(p.dir / "records.jsonl", METRIC_RECORDS)
+    status: dict = {"config": "_metrics", "code_root": str(root), "steps": [], "state": "scored"}
+    runs = [(f"longbench:{t}", None) for t in LONGBENCH_TASKS] + [
+        (f"lveval:{d}", v) for d in LVEVAL_DATASETS for v in ("code", "paper")]
+    for metric, variant in runs:
+        args = ["score", str(files.get(metric.partition(":")[2], general)), "--metric", metric] + (["--variant", variant] if variant else [])
+        rc, output, took = p.run(args, stderr=False)
+        name = metric + (f"@{variant}" if variant else "")
+        status["steps"].append({"step": f"score {name}", "exit": rc, "seconds": round(took, 1)})
+        try:
+            scores = [json.loads(line) for line in output.splitlines() if line.strip()]
+        except json.JSONDecodeError:
+            scores = None
+        p.json[f"metrics/{name}"] = json.dumps(scores if rc == 0 and scores is not None else f"exit {rc}")
+        if rc != 0:
+            status["state"] = "score_failed"
+    return finish(p, status, started)
 
 
 def finish(p: Project, status: dict, started: float) -> dict:
@@ -472,8 +547,8 @@ def main() -> None:
         ap.error("--out DIR or --compare BASE_DIR NEW_DIR")
     root = args.python_path.resolve()
     available = packaged_configs(root)
-    names = args.configs.split(",") if args.configs else sorted(available)
-    unknown = [n for n in names if n not in available]
+    names = args.configs.split(",") if args.configs else [*sorted(available), "_metrics"]
+    unknown = [n for n in names if n not in available and n != "_metrics"]
     if unknown:
         fail(f"no packaged config {unknown} in {root}/lc_pipeline/configs (there: {sorted(available)})")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -484,7 +559,10 @@ def main() -> None:
     except BlockingIOError:
         fail(f"another capture is running (it holds {lock.name}): captures run one at a time in {WORK}")
     for name in names:
-        capture_config(args.out.resolve(), name, available[name], root, args.timeout)
+        if name == "_metrics":
+            capture_metrics(args.out.resolve(), root, args.timeout)
+        else:
+            capture_config(args.out.resolve(), name, available[name], root, args.timeout)
 
 
 if __name__ == "__main__":
