@@ -34,7 +34,7 @@ demonstrations per level, spec §2 table) instead of filling to the level's budg
 Other modules: ``pools`` (items, documents, passages, hard negatives; gold passages), ``fitting``
 (depths, the exact-count search, cutting), ``context`` (one task's build context and its rows),
 ``suite`` (``build_helmet``; each spec checked first by ``construct.spec_checks``), ``checks``
-(``gold_depth_violations``).
+(``gold_depth_violations``; ``HelmetRows``, what the instance checks know of HELMET's rows).
 
 A task's random draws are seeded by its name, and its name is part of its instance ids: a copy of a
 packaged task under another name (its own prompt, say) draws its own sample and gets its own ids.
