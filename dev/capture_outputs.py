@@ -150,7 +150,7 @@ def missing_data(config_file: Path) -> list[str]:
 
 
 def predictions(lake: Path) -> dict[str, list[dict]]:
-    """Predictions for models gold and half from the lake's instances (one per record id, first gold answer)."""
+    """Predictions of models gold, half and part from the lake's instances (one per record id)."""
     frames = [pl.read_parquet(p, columns=["record_id", "answers"]) for p in sorted(lake.glob("instances/*/*.parquet"))]
     if not frames:
         return {}
@@ -246,7 +246,7 @@ def minilongbench(p: Project, cfg: dict, status: dict) -> None:
         rc, output, took = p.run(["minilongbench", "estimate", "--model-dir", str(fit), "--scores", scores,
                                   "--mode", mode], stderr=False)
         status["steps"].append({"step": f"minilongbench estimate {mode}", "exit": rc, "seconds": round(took, 1)})
-        p.json[f"minilongbench_estimate/{mode}"] = output if rc == 0 else f"exit {rc}"
+        p.json[f"minilongbench_estimate/{mode}"] = output if rc == 0 else json.dumps(f"exit {rc}")
 
 
 # `lcp score` on records of our own (capture "_metrics"): every LongBench task's metric and every LV-Eval dataset's
@@ -525,7 +525,7 @@ def compare(base: Path, new: Path) -> int:
             print(f"[{name}] {len([ln for ln in lines if not ln.startswith('    ')])} differences")
             print("\n".join("  " + ln for ln in lines))
         else:
-            print(f"[{name}] same ({a.get('state')}, {len(ta)} tables)")
+            print(f"[{name}] same ({a.get('state')}, {len(ta)} tables, {len(a.get('json', {}))} json outputs)")
     print(f"{differ} of {len(names)} configs differ")
     return 1 if differ else 0
 
