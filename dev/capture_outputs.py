@@ -10,8 +10,9 @@ ROOT/pyproject.toml), so nothing here depends on where modules live:
 
 - `lcp plan --config NAME` builds the instances (sources, retrieval, instances; nothing generated);
 - a config that runs a benchmark as released (`released:`) is scored without a model: predictions made from its
-  instances are imported (`lcp import-predictions`) as model `gold` (each record's first gold answer) and `half`
-  (gold for every other record in record-id order, WRONG otherwise), then `lcp backfill --model gold|half`.
+  instances are imported (`lcp import-predictions`) as model `gold` (each record's first gold answer), `half`
+  (gold for every other record in record-id order, WRONG otherwise) and `part` (partial()), then
+  `lcp backfill --model gold|half|part`.
   Judge-scored tasks stay unjudged (no judge is configured), which the log records;
 - every Parquet table of the lake (a folder's parquet files read together; the table is the folder's path under
   the lake, hive partitions included) is normalized: volatile columns dropped (VOLATILE), the project folder and
@@ -27,6 +28,7 @@ column hashes with a few example rows by key); exit 1 when anything differs, 0 w
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -44,6 +46,7 @@ import yaml
 HERE = Path(__file__).resolve().parents[1]
 SHARED = HERE.parent / "shared"
 WRONG = "xq-capture-wrong-answer"
+WORK = Path("/tmp/lcp-capture-work")  # where a config's project runs (one capture at a time: a lock file beside it)
 # Columns that differ between two captures of the same code (found by capturing twice and comparing):
 # {table name prefix ("" for every table): [columns]}.
 VOLATILE: dict[str, list[str]] = {
@@ -80,13 +83,20 @@ class Project:
         self.dir = out / config
         if self.dir.exists():
             shutil.rmtree(self.dir)
-        self.project = self.dir / "project"
+        self.dir.mkdir(parents=True)
+        # The project runs at the same absolute path in every capture (WORK/<config>), then moves to
+        # DIR/<config>/project: ids hashed from a path (an imported model's predictions file is part of its
+        # settings, so of generation_id, cache_key and score_id) then compare across captures.
+        self.project = WORK / config
+        if self.project.exists():
+            shutil.rmtree(self.project)
         (self.project / ".dagster").mkdir(parents=True)
         if (root / "dagster.yaml").exists():
             shutil.copy(root / "dagster.yaml", self.project / "dagster.yaml")
         self.root, self.config, self.timeout = root, config, timeout
         self.lake = self.project / "lake"
         self.log = (self.dir / "commands.log").open("w")
+        self.json: dict[str, str] = {}  # further outputs to digest: name -> JSON text
         self.entry = lcp_entry(root)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("LCP_", "DAGSTER_", "OPENAI_"))}
         self.env.update(
@@ -97,27 +107,28 @@ class Project:
             TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
             TOKENIZERS_PARALLELISM="false")
 
-    def run(self, args: list[str], lcp: bool = True) -> tuple[int, str, float]:
-        """Run `lcp ARGS` (or ARGS) in the project folder; log command, exit code, seconds and output tail."""
+    def run(self, args: list[str], lcp: bool = True, stderr: bool = True) -> tuple[int, str, float]:
+        """Run `lcp ARGS` (or ARGS) in the project folder; log command, exit code, seconds and output tail
+        (stderr=False: the output is stdout alone, stderr goes to the log)."""
         cmd = self.entry + args if lcp else args
         shown = ("lcp " + " ".join(args)) if lcp else " ".join(args)
         start = time.monotonic()
         proc = subprocess.Popen(cmd, cwd=self.project, env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                stderr=subprocess.STDOUT if stderr else subprocess.PIPE, text=True, start_new_session=True)
         try:
-            output, _ = proc.communicate(timeout=self.timeout)
+            output, errors = proc.communicate(timeout=self.timeout)
             rc = proc.returncode
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
-                output, _ = proc.communicate(timeout=30)
+                output, errors = proc.communicate(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
-                output, _ = proc.communicate()
+                output, errors = proc.communicate()
             rc = "timeout"
             output = (output or "") + f"\n[killed after {self.timeout:.0f} s]"
         took = time.monotonic() - start
-        tail = "\n".join(output.splitlines()[-40:])
+        tail = "\n".join(((errors or "") + (output or "")).splitlines()[-40:])
         self.log.write(f"$ {shown}\n[exit {rc}, {took:.1f} s]\n{tail}\n\n")
         self.log.flush()
         print(f"  {self.config}: {shown} -> exit {rc} ({took:.1f} s)", flush=True)
@@ -139,17 +150,26 @@ def missing_data(config_file: Path) -> list[str]:
 
 
 def predictions(lake: Path) -> dict[str, list[dict]]:
-    """Predictions for models gold and half from the lake's instances (one per record id, first gold answer)."""
+    """Predictions of models gold, half and part from the lake's instances (one per record id)."""
     frames = [pl.read_parquet(p, columns=["record_id", "answers"]) for p in sorted(lake.glob("instances/*/*.parquet"))]
     if not frames:
         return {}
     rows = pl.concat(frames).filter(pl.col("record_id").is_not_null()).unique("record_id").sort("record_id")
-    gold, half = [], []
+    gold, half, part = [], [], []
     for i, (rid, answers) in enumerate(rows.iter_rows()):
         answer = answers[0] if answers else ""
         gold.append({"_id": rid, "prediction": answer})
         half.append({"_id": rid, "prediction": answer if i % 2 == 0 else WRONG})
-    return {"gold": gold, "half": half}
+        part.append({"_id": rid, "prediction": partial(answer)})
+    return {"gold": gold, "half": half, "part": part}
+
+
+def partial(answer: str) -> str:
+    """A prediction with partial credit on overlap metrics (F1, ROUGE, edit similarity): the first half of the
+    gold answer's words (of its characters when it has one word), then two words of ours."""
+    words = answer.split()
+    head = " ".join(words[: (len(words) + 1) // 2]) if len(words) > 1 else answer[: (len(answer) + 1) // 2]
+    return f"{head} plus more"
 
 
 def packaged_configs(root: Path) -> dict[str, Path]:
@@ -177,10 +197,13 @@ def capture_config(out: Path, name: str, config_file: Path, root: Path, timeout:
     rc, output, took = p.run(["plan", "--config", name, "--format", "json"])
     status["steps"].append({"step": "plan", "exit": rc, "seconds": round(took, 1)})
     if rc != 0:
+        lines = output.strip().splitlines()
+        errors = [ln for ln in lines if ln.startswith("Error")]
         status.update(state="build_failed" if rc != 124 else "build_timeout",
-                      reason="\n".join(output.strip().splitlines()[-5:]))
+                      reason="\n".join(errors or lines[-3:]).replace(str(p.project), "<project>"))
         return finish(p, status, started)
-    released = "released" in (yaml.safe_load(config_file.read_text()) or {})
+    cfg = yaml.safe_load(config_file.read_text()) or {}
+    released = "released" in cfg
     status["state"] = "built"
     if not released:
         status["scoring"] = "not scored: a constructed benchmark, scored only by generating with a model"
@@ -199,13 +222,105 @@ def capture_config(out: Path, name: str, config_file: Path, root: Path, timeout:
                                         "unjudged": [line.strip() for line in output.splitlines()
                                                      if "judge" in line.lower()][:5]}
         status["state"] = "scored" if all(v["exit"] == 0 for v in status["scoring"].values()) else "score_failed"
+    if (cfg.get("minilongbench") or {}).get("scores"):
+        minilongbench(p, cfg, status)
+    return finish(p, status, started)
+
+
+def minilongbench(p: Project, cfg: dict, status: dict) -> None:
+    """A config with `minilongbench: scores:` also runs `lcp minilongbench fit` with the authors' released IRT
+    parameters and subset (no refit: seconds) and `estimate` in every mode on the training models' scores; the
+    fit folder's Parquet files are digested as tables (minilongbench_fit/<file>), its JSON and each estimate's
+    JSON output as json entries."""
+    scores = cfg["minilongbench"]["scores"].replace("$LCP_DATA", str(SHARED / "data"))
+    fit = p.project / "minilongbench_fit"
+    args = ["minilongbench", "fit", "--scores", scores, "--irt", "released", "--out", str(fit)]
+    if (cfg.get("released") or {}).get("subset"):
+        args += ["--subset", cfg["released"]["subset"]]
+    rc, output, took = p.run(args)
+    status["steps"].append({"step": "minilongbench fit", "exit": rc, "seconds": round(took, 1)})
+    p.json = {f"minilongbench_fit/{f.name}": f.read_text() for f in sorted(fit.glob("*.json"))}
+    if rc != 0:
+        return
+    for mode in ("predict", "direct", "weighted", "blend"):
+        rc, output, took = p.run(["minilongbench", "estimate", "--model-dir", str(fit), "--scores", scores,
+                                  "--mode", mode], stderr=False)
+        status["steps"].append({"step": f"minilongbench estimate {mode}", "exit": rc, "seconds": round(took, 1)})
+        p.json[f"minilongbench_estimate/{mode}"] = output if rc == 0 else json.dumps(f"exit {rc}")
+
+
+# `lcp score` on records of our own (capture "_metrics"): every LongBench task's metric and every LV-Eval dataset's
+# (both variants) on exact, partial, multi-gold, wrong, empty, multi-line, Chinese, code and label predictions.
+LONGBENCH_TASKS = ("narrativeqa", "qasper", "multifieldqa_en", "multifieldqa_zh", "hotpotqa", "2wikimqa", "musique",
+                   "dureader", "gov_report", "qmsum", "multi_news", "vcsum", "trec", "triviaqa", "samsum", "lsht",
+                   "passage_count", "passage_retrieval_en", "passage_retrieval_zh", "lcc", "repobench-p")
+LVEVAL_DATASETS = ("hotpotwikiqa_mixup", "loogle_SD_mixup", "loogle_CR_mixup", "loogle_MIR_mixup",
+                   "multifieldqa_en_mixup", "multifieldqa_zh_mixup", "lic_mixup", "cmrc_mixup", "dureader_mixup",
+                   "factrecall_en", "factrecall_zh", "keyword_recall_en", "keyword_recall_zh")
+CLASSES = ["Location", "Person", "Number", "Description"]
+METRIC_RECORDS = [
+    ("exact", "The red lighthouse", ["the red lighthouse"], "red lighthouse"),
+    ("partial", "a red house near the harbour wall", ["the red lighthouse by the harbour"], "lighthouse harbour"),
+    ("multi_gold", "Oslo, I think", ["Bergen", "Oslo"], "Oslo"),
+    ("wrong", "seventeen", ["forty-two"], "forty-two"),
+    ("empty", "", ["forty-two"], "forty-two"),
+    ("multiline", "Paragraph 3\nand then some other text", ["Paragraph 3"], "Paragraph 3"),
+    ("count", "There are 7 unique paragraphs, not 8.", ["7"], "7"),
+    ("zh_exact", "北京大学图书馆", ["北京大学图书馆"], "图书馆"),
+    ("zh_partial", "他在北京的一所大学读书", ["他在上海的一所大学工作"], "上海"),
+    ("zh_para", "答案是段落5", ["段落5"], "段落5"),
+    ("code", "    return total + value\n    }", ["    return total + values[i];"], "return"),
+    ("label", "Location question\nPerson", ["Location"], "Location"),
+    ("summary", "The council met twice and agreed to repair the bridge before winter.",
+     ["In two meetings the council agreed the bridge would be repaired before the winter."], "bridge repaired"),
+]
+
+# Passage retrieval golds name a paragraph: records of their own ({task: records}).
+PARAGRAPH_RECORDS = {
+    task: [("exact", f"{word}3", [f"{word}3"]), ("sentence", f"The answer is {word}12.", [f"{word}12"]),
+           ("two", f"{word}3 or {word}5", [f"{word}5"]), ("wrong", f"{word}4", [f"{word}9"]),
+           ("empty", "", [f"{word}2"]), ("no_number", "the third one", [f"{word}3"])]
+    for task, word in (("passage_retrieval_en", "Paragraph "), ("passage_retrieval_zh", "段落"))
+}
+
+
+def records_file(path: Path, records) -> Path:
+    path.write_text("".join(json.dumps({"_id": r[0], "prediction": r[1], "answers": r[2], "all_classes": CLASSES,
+                                        "answer_keywords": r[3] if len(r) > 3 else r[2][0]}, ensure_ascii=False)
+                            + "\n" for r in records))
+    return path
+
+
+def capture_metrics(out: Path, root: Path, timeout: float) -> dict:
+    p = Project(out, "_metrics", root, timeout)
+    started = time.monotonic()
+    files = {task: records_file(p.dir / f"records_{task}.jsonl", recs) for task, recs in PARAGRAPH_RECORDS.items()}
+    general = records_file(p.dir / "records.jsonl", METRIC_RECORDS)
+    status: dict = {"config": "_metrics", "code_root": str(root), "steps": [], "state": "scored"}
+    runs = [(f"longbench:{t}", None) for t in LONGBENCH_TASKS] + [
+        (f"lveval:{d}", v) for d in LVEVAL_DATASETS for v in ("code", "paper")]
+    for metric, variant in runs:
+        args = ["score", str(files.get(metric.partition(":")[2], general)), "--metric", metric] + (["--variant", variant] if variant else [])
+        rc, output, took = p.run(args, stderr=False)
+        name = metric + (f"@{variant}" if variant else "")
+        status["steps"].append({"step": f"score {name}", "exit": rc, "seconds": round(took, 1)})
+        try:
+            scores = [json.loads(line) for line in output.splitlines() if line.strip()]
+        except json.JSONDecodeError:
+            scores = None
+        p.json[f"metrics/{name}"] = json.dumps(scores if rc == 0 and scores is not None else f"exit {rc}")
+        if rc != 0:
+            status["state"] = "score_failed"
     return finish(p, status, started)
 
 
 def finish(p: Project, status: dict, started: float) -> dict:
     status["seconds"] = round(time.monotonic() - started, 1)
     status["tables"] = digest_lake(p) if p.lake.exists() else {}
+    status["tables"].update(digest_files(p))
+    status["json"] = digest_json(p)
     p.log.close()
+    shutil.move(p.project, p.dir / "project")
     (p.dir / "digest.json").write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
     print(f"{status['config']}: {status['state']} in {status['seconds']} s, {len(status['tables'])} tables"
           + (f" ({status['reason'][:200]})" if status.get("reason") else ""), flush=True)
@@ -245,10 +360,37 @@ def normalize(frame: pl.DataFrame, table: str, subs: list[tuple[str, str]]) -> t
 
 
 def digest_lake(p: Project) -> dict:
-    subs = [(str(p.project), "<project>"), (str(p.root), "<code>")]
     tables: dict[str, list[Path]] = {}
     for f in sorted(p.lake.rglob("*.parquet")):
         tables.setdefault(f.parent.relative_to(p.lake).as_posix(), []).append(f)
+    return digest_tables(p, tables)
+
+
+def digest_files(p: Project) -> dict:
+    """Parquet outputs outside the lake (`lcp minilongbench fit`'s folder), one table per file."""
+    fit = p.project / "minilongbench_fit"
+    return digest_tables(p, {f"minilongbench_fit/{f.stem}": [f] for f in sorted(fit.glob("*.parquet"))})
+
+
+def digest_json(p: Project) -> dict:
+    """Each JSON output: its sha256 (paths replaced, keys sorted) and a copy in json/ for compare to show."""
+    subs = [(str(p.project), "<project>"), (str(p.root), "<code>")]
+    out = {}
+    store = p.dir / "json"
+    for name, text in sorted(p.json.items()):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = {"unparsable output": text[-2000:]}
+        canon = canonical(value, subs)
+        store.mkdir(exist_ok=True)
+        (store / (name.replace("/", "__") + ".json")).write_text(canon)
+        out[name] = hashlib.sha256(canon.encode()).hexdigest()
+    return out
+
+
+def digest_tables(p: Project, tables: dict[str, list[Path]]) -> dict:
+    subs = [(str(p.project), "<project>"), (str(p.root), "<code>")]
     out = {}
     store = p.dir / "tables"
     store.mkdir(exist_ok=True)
@@ -283,6 +425,10 @@ def examples(base_dir: Path, new_dir: Path, table: str, col: str, key: str | Non
         a, b = pl.read_parquet(base_dir / "tables" / name), pl.read_parquet(new_dir / "tables" / name)
     except OSError as exc:
         return [f"(normalized table unreadable: {exc})"]
+    if key and col == key:
+        only_a, only_b = set(a[key].to_list()) - set(b[key].to_list()), set(b[key].to_list()) - set(a[key].to_list())
+        return ([f"{key} only in base: {short(sorted(only_a)[:n])} ({len(only_a)})"] if only_a else []) + (
+            [f"{key} only in new: {short(sorted(only_b)[:n])} ({len(only_b)})"] if only_b else [])
     if key and key in a.columns and key in b.columns:
         joined = a.select(key, col).join(b.select(key, col), on=key, how="full", suffix="__new", coalesce=True)
         lines = []
@@ -299,6 +445,28 @@ def examples(base_dir: Path, new_dir: Path, table: str, col: str, key: str | Non
             if len(lines) == n:
                 break
     return lines
+
+
+def json_examples(base_dir: Path, new_dir: Path, name: str, n: int = 5) -> list[str]:
+    """The first leaves (dotted paths) whose values differ between the two JSON outputs."""
+    file = name.replace("/", "__") + ".json"
+    a, b = (json.loads((d / "json" / file).read_text()) for d in (base_dir, new_dir))
+    out: list[str] = []
+
+    def walk(x, y, path: str) -> None:
+        if len(out) >= n:
+            return
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y)):
+                walk(x.get(k, "<absent>"), y.get(k, "<absent>"), f"{path}.{k}")
+        elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            for i, (u, v) in enumerate(zip(x, y, strict=True)):
+                walk(u, v, f"{path}[{i}]")
+        elif x != y:
+            out.append(f"{path or '.'}: {short(x)} -> {short(y)}")
+
+    walk(a, b, "")
+    return out
 
 
 def compare(base: Path, new: Path) -> int:
@@ -321,6 +489,12 @@ def compare(base: Path, new: Path) -> int:
             if (sa.get("records"), sa.get("exit")) != (sb.get("records"), sb.get("exit")):
                 lines.append(f"scoring {model}: records/exit {sa.get('records')}/{sa.get('exit')} -> "
                              f"{sb.get('records')}/{sb.get('exit')}")
+        ja, jb = a.get("json", {}), b.get("json", {})
+        for j in sorted(set(ja) | set(jb)):
+            if ja.get(j) != jb.get(j):
+                lines.append(f"json {j}: " + ("added" if j not in ja else "removed" if j not in jb else "differs"))
+                if j in ja and j in jb:
+                    lines += ["    " + e for e in json_examples(base / name, new / name, j)]
         ta, tb = a.get("tables", {}), b.get("tables", {})
         for t in sorted(set(ta) - set(tb)):
             lines.append(f"table removed: {t} ({ta[t].get('rows')} rows)")
@@ -351,7 +525,7 @@ def compare(base: Path, new: Path) -> int:
             print(f"[{name}] {len([ln for ln in lines if not ln.startswith('    ')])} differences")
             print("\n".join("  " + ln for ln in lines))
         else:
-            print(f"[{name}] same ({a.get('state')}, {len(ta)} tables)")
+            print(f"[{name}] same ({a.get('state')}, {len(ta)} tables, {len(a.get('json', {}))} json outputs)")
     print(f"{differ} of {len(names)} configs differ")
     return 1 if differ else 0
 
@@ -373,13 +547,22 @@ def main() -> None:
         ap.error("--out DIR or --compare BASE_DIR NEW_DIR")
     root = args.python_path.resolve()
     available = packaged_configs(root)
-    names = args.configs.split(",") if args.configs else sorted(available)
-    unknown = [n for n in names if n not in available]
+    names = args.configs.split(",") if args.configs else [*sorted(available), "_metrics"]
+    unknown = [n for n in names if n not in available and n != "_metrics"]
     if unknown:
         fail(f"no packaged config {unknown} in {root}/lc_pipeline/configs (there: {sorted(available)})")
     args.out.mkdir(parents=True, exist_ok=True)
+    WORK.mkdir(parents=True, exist_ok=True)
+    lock = (WORK.parent / (WORK.name + ".lock")).open("w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fail(f"another capture is running (it holds {lock.name}): captures run one at a time in {WORK}")
     for name in names:
-        capture_config(args.out.resolve(), name, available[name], root, args.timeout)
+        if name == "_metrics":
+            capture_metrics(args.out.resolve(), root, args.timeout)
+        else:
+            capture_config(args.out.resolve(), name, available[name], root, args.timeout)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Field,
     PlainValidator,
     PrivateAttr,
     StrictBool,
@@ -36,13 +37,14 @@ from pydantic import (
     StrictStr,
     ValidationError,
     ValidationInfo,
+    WrapValidator,
     computed_field,
+    create_model,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
 from lc_pipeline.yaml_files import read_yaml
 
 PACKAGED_CONFIGS = Path(__file__).parent / "configs"
@@ -191,7 +193,7 @@ def _number(value: Any) -> float:
 Number = Annotated[float, PlainValidator(_number, json_schema_input_type=float)]
 
 
-def _file_sha256(paths: tuple[str, ...]) -> str:
+def files_sha256(paths: tuple[str, ...]) -> str:
     """A short content hash of ``paths`` in order ("" for none): an edited file re-runs what it feeds."""
     if not paths:
         return ""
@@ -203,7 +205,7 @@ def _file_sha256(paths: tuple[str, ...]) -> str:
     return outer.hexdigest()[:16]
 
 
-def _resolve(value: str, info: ValidationInfo) -> str:
+def resolve_config_path(value: str, info: ValidationInfo) -> str:
     """A path from a config file, resolved against the file's folder (when loaded from a file)."""
     base = (info.context or {}).get("config_dir")
     return str((Path(base) / value).resolve()) if base is not None and value else value
@@ -232,6 +234,18 @@ class _Model(BaseModel):
         """A copy with ``changes`` applied, validated again (``dataclasses.replace`` for these models)."""
         data = {name: getattr(self, name) for name in type(self).model_fields}
         return type(self)(**{**data, **changes})
+
+
+class ConfigSection(_Model):
+    """A benchmark package's section of the config (``helmet:``, ``lveval:``, ...), registered by the package
+    (tasks.registry.CONFIG_SECTIONS) and read as ``config.<name>``. ``TASK_BENCHMARK``: the benchmark whose task
+    files the section's ``tasks`` name (built beside the QA suite), else None."""
+
+    TASK_BENCHMARK: ClassVar[str | None] = None
+
+    def fingerprint_data(self) -> Any:
+        """What the config's fingerprint hashes for this section (every field, as the dataclasses gave it)."""
+        return self.model_dump()
 
 
 class SourceConfig(_Model):
@@ -276,55 +290,15 @@ class SourceConfig(_Model):
         return {"name": name, "kind": str(raw.pop("kind", "demo_corpus")), "options": raw}
 
 
-def _task_list(value: Any, benchmark: str, section: str) -> Any:
+def section_tasks(value: Any, benchmark: str, section: str) -> Any:
     """A section's ``tasks``: a list, or ``all`` = every packaged task of the benchmark, in file order."""
     if value == "all":
         from lc_pipeline.tasks.catalog import load_catalog
 
         return tuple(t.name for t in load_catalog().tasks(benchmark))
     if isinstance(value, str):
-        raise ConfigError(f"{section}.tasks must be a list (or 'all' for longbench100 / helmet)")
+        raise ConfigError(f"{section}.tasks must be a list (or 'all': every task of {benchmark})")
     return value
-
-
-class LongBench100Config(_Model):
-    """100-LongBench instances built beside the QA suite (``tasks: all`` or a list)."""
-
-    tasks: tuple[StrictStr, ...] = ()
-    n_per_task: StrictInt = 2
-
-    @field_validator("tasks", mode="before")
-    @classmethod
-    def _all_tasks(cls, value: Any) -> Any:
-        return _task_list(value, "longbench100", "longbench100")
-
-    @model_validator(mode="after")
-    def _check(self) -> LongBench100Config:
-        # Task names are checked against the task files by BenchmarkConfig (a user file may add some).
-        if self.n_per_task < 1:
-            raise ConfigError("longbench100.n_per_task must be >= 1")
-        return self
-
-
-class HelmetConfig(_Model):
-    """HELMET instances built beside the QA suite (``tasks: all`` or a list; spec helmet.md)."""
-
-    tasks: tuple[StrictStr, ...] = ()
-    n_per_task: StrictInt = 2  # items (or synthetic queries) per task; the paper samples 100
-    shots: StrictInt = 2  # HELMET's 2-shot demonstrations (0 = none); RULER tasks never have any
-    n_depths: StrictInt = 6  # evenly spaced gold positions (RAG, JSON KV)
-    n_permutations: StrictInt = 3  # shuffled orders (multi-gold RAG, re-rank)
-
-    @field_validator("tasks", mode="before")
-    @classmethod
-    def _all_tasks(cls, value: Any) -> Any:
-        return _task_list(value, "helmet", "helmet")
-
-    @model_validator(mode="after")
-    def _check(self) -> HelmetConfig:
-        if self.n_per_task < 1 or self.n_depths < 1 or self.n_permutations < 1 or self.shots < 0:
-            raise ConfigError("helmet: n_per_task, n_depths and n_permutations must be >= 1, shots >= 0")
-        return self
 
 
 class NLIConfig(_Model):
@@ -336,93 +310,7 @@ class NLIConfig(_Model):
     model: StrictStr = ""
 
 
-LVEVAL_VARIANTS = ("plain", "cfi", "kpr", "cfi_kpr")  # construct.variants.VARIANT_ORDER
-LVEVAL_METRIC_VARIANTS = ("code", "paper")  # score.keyword_recall.VARIANTS
-KNOWLEDGE_BASE_FACTS = "knowledge_base"
 
-
-class LVEvalConfig(_Model):
-    """LV-Eval's variants of the QA suite (spec lveval.md §5-§7): confusing-fact insertion (CFI)
-    and keyword/phrase replacement (KPR), derived from each plain instance in the paper's order
-    (mixing, then CFI, then KPR), and the keyword-recall metric that scores them."""
-
-    variants: tuple[StrictStr, ...] = ("plain",)  # rows of `instances`; plain is always built (the others derive from it)
-    n_facts: StrictInt = 2  # confusing facts per item (LV-Eval: two descriptions per QA pair)
-    fact_generator: StrictStr = KNOWLEDGE_BASE_FACTS  # "knowledge_base" (demo corpus, no model) or a registry model slug
-    fact_attempts: StrictInt = 3  # LLM generator: rounds per item, rejected statements shown again
-    rules_file: StrictStr = ""  # KPR rules, CSV/JSONL item_id,old,new; a relative path is relative to the config file
-    auto_rules: StrictBool = True  # propose rules for the items the rules file does not cover
-    max_rules: StrictInt = 4  # proposed rules per item
-    metric_variant: StrictStr = "code"  # keyword-recall metric: the released code's (published numbers) or the paper's
-    # factrecall: one fact sentence (a needle) in a haystack of distractor documents, at this many
-    # evenly spaced positions per level (LV-Eval: 200); 0 = not built.
-    factrecall_positions: StrictInt = 0
-    factrecall_items: StrictInt = 1  # needles (LV-Eval: one per language)
-    _rules_file_sha256: str = PrivateAttr("")
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def rules_file_sha256(self) -> str:
-        """Content hash of the rules file (computed, never set): edited rules re-run the stage."""
-        return self._rules_file_sha256
-
-    @field_validator("rules_file")
-    @classmethod
-    def _relative_to_config(cls, value: str, info: ValidationInfo) -> str:
-        return _resolve(value, info)
-
-    @model_validator(mode="after")
-    def _check(self) -> LVEvalConfig:
-        unknown = [v for v in self.variants if v not in LVEVAL_VARIANTS]
-        if unknown or "plain" not in self.variants or len(set(self.variants)) != len(self.variants):
-            raise ConfigError(f"lveval.variants {list(self.variants)}: expected distinct values of "
-                              f"{list(LVEVAL_VARIANTS)} including 'plain'")
-        if self.n_facts < 1 or self.fact_attempts < 1 or self.max_rules < 1:
-            raise ConfigError("lveval: n_facts, fact_attempts and max_rules must be >= 1")
-        if self.factrecall_positions < 0 or self.factrecall_items < 1:
-            raise ConfigError("lveval: factrecall_positions must be >= 0 and factrecall_items >= 1")
-        if self.metric_variant not in LVEVAL_METRIC_VARIANTS:
-            raise ConfigError(f"lveval.metric_variant {self.metric_variant!r}: expected one of "
-                              f"{list(LVEVAL_METRIC_VARIANTS)}")
-        if self.wants_kpr and not self.rules_file and not self.auto_rules:
-            raise ConfigError("lveval: KPR variants need rules: set rules_file or auto_rules: true")
-        if self.rules_file:
-            if not Path(self.rules_file).is_file():
-                raise ConfigError(f"lveval.rules_file {self.rules_file!r} does not exist")
-            self._rules_file_sha256 = _file_sha256((self.rules_file,))
-        return self
-
-    @property
-    def wants_cfi(self) -> bool:
-        return any("cfi" in v for v in self.variants)
-
-    @property
-    def wants_kpr(self) -> bool:
-        return any("kpr" in v for v in self.variants)
-
-
-class PriorKnowledgeConfig(_Model):
-    """100-LongBench's QA filter: ask each model the question without context and leave out,
-    for that model, the items it answers with score >= ``threshold`` (paper code: 0.5)."""
-
-    tasks: tuple[StrictStr, ...] = ("single_doc_qa", "multi_doc_qa")
-    threshold: Number = 0.5
-    metric: StrictStr = "f1"  # scorer of the no-context answer (first line, max over golds)
-    max_new_tokens: StrictInt = 256  # the paper code's QA generation length
-    enabled: StrictBool = True
-    # "metric": the no-context answer scored by `metric`; "judge": by the configured LLM judge with the
-    # task's rubric (100-LongBench's headline setting). Hashed only when not "metric" (ids stay as they were).
-    scorer: StrictStr = "metric"
-
-    @model_validator(mode="after")
-    def _check(self) -> PriorKnowledgeConfig:
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ConfigError(f"prior_knowledge.threshold {self.threshold} is outside [0, 1]")
-        if self.max_new_tokens < 1:
-            raise ConfigError("prior_knowledge.max_new_tokens must be >= 1")
-        if self.scorer not in ("metric", "judge"):
-            raise ConfigError(f"prior_knowledge.scorer {self.scorer!r}: expected 'metric' or 'judge'")
-        return self
 
 
 RELEASED_LEVEL_RULES = ("one", "record_length", "record_level", "prompt_tokens")
@@ -450,7 +338,7 @@ class ReleasedConfig(_Model):
     level_by: StrictStr = "one"
     bounds: dict[StrictStr, tuple[StrictInt, StrictInt | None]] = {}
     tasks: tuple[StrictStr, ...] = ()  # only these of the benchmark's tasks (default: every task the records name)
-    subset: StrictStr = ""  # "minilongbench": only MiniLongBench's released sample ids (score/minilongbench/)
+    subset: StrictStr = ""  # a registered record subset (tasks.registry.RECORD_SUBSETS): only its released sample ids
 
     @model_validator(mode="after")
     def _check(self) -> ReleasedConfig:
@@ -481,10 +369,42 @@ class RunSelection(_Model):
         return self
 
 
-_SECTIONS = ("longbench100", "prior_knowledge", "lveval", "helmet", "minilongbench", "released", "only")
+_SECTIONS = ("released", "only")  # the core's own sections (the packages' are registered: section_models)
 # Fields added after configs had fingerprints: hashed only when set, so existing ids stay as they were.
 _NEW_FIELDS = ("task_files", "task_files_sha256", "tasks", "released", "nli", "protocol", "tokenizer_fallback",
                "only")
+
+
+SECTIONS_FIELD = "sections"
+
+
+def section_models() -> dict[str, type[BaseModel]]:
+    """The config sections the benchmark packages register (tasks.registry.CONFIG_SECTIONS): name -> model."""
+    from lc_pipeline.tasks.registry import CONFIG_SECTIONS
+
+    return {name: CONFIG_SECTIONS.get(name) for name in CONFIG_SECTIONS.names()}
+
+
+_SECTION_MODELS: dict[tuple, type[BaseModel]] = {}
+
+
+def _sections_model(models: dict[str, type[BaseModel]]) -> type[BaseModel]:
+    """One model whose fields are the sections, so their errors carry the section's name (``helmet.n_depths``)."""
+    key = tuple(sorted((name, id(model)) for name, model in models.items()))
+    if key not in _SECTION_MODELS:
+        fields = {name: (model, Field(default_factory=model)) for name, model in models.items()}
+        _SECTION_MODELS[key] = create_model("ConfigSections", __config__=ConfigDict(extra="forbid"), **fields)
+    return _SECTION_MODELS[key]
+
+
+def _validate_sections(value: Any, handler: Any, info: ValidationInfo) -> dict[str, Any]:
+    """Every registered section, validated by its model (with the config file's folder, for relative paths); a
+    section the config leaves out takes its defaults."""
+    if not isinstance(value, Mapping):
+        value = handler(value)
+    model = _sections_model(section_models())
+    validated = model.model_validate(dict(value), context=info.context)
+    return {name: getattr(validated, name) for name in type(validated).model_fields}
 
 
 class BenchmarkConfig(_Model):
@@ -512,13 +432,9 @@ class BenchmarkConfig(_Model):
     # Unit of the QA suite's levels: "tokens" (k = 1,024, evidence at the configured depths) or
     # LV-Eval's "words" (k = 1,000 words, characters for Chinese; whole documents mixed and shuffled).
     length_unit: StrictStr = "tokens"
-    longbench100: LongBench100Config = LongBench100Config()
-    prior_knowledge: PriorKnowledgeConfig = PriorKnowledgeConfig()
-    lveval: LVEvalConfig = LVEvalConfig()
-    helmet: HelmetConfig = HelmetConfig()
-    # MiniLongBench options (keys documented in lc_pipeline/score/minilongbench/options.py); the
-    # fingerprint hashes the keys written, as written (model_dump(exclude_unset=True)).
-    minilongbench: MiniLongBenchOptions = MiniLongBenchOptions()
+    # The benchmark packages' sections (``helmet:``, ``lveval:``, ...; tasks.registry.CONFIG_SECTIONS), each validated by
+    # its package's model and read as ``config.<name>``; a section left out takes its defaults.
+    sections: Annotated[dict[str, Any], WrapValidator(_validate_sections)] = {}
     # The task registry's inputs: YAML task files of the user (resolved against the config file's
     # folder, must exist) and extra task names to build (checked by the registry, lc_pipeline/tasks/).
     task_files: tuple[StrictStr, ...] = ()
@@ -539,6 +455,13 @@ class BenchmarkConfig(_Model):
 
     _LENGTH_FIELDS: ClassVar[tuple[str, ...]] = ("lengths", "base_lengths", "long_lengths")
 
+    def __getattr__(self, name: str) -> Any:
+        """A benchmark package's section by its name (``config.helmet``): :data:`sections`."""
+        sections = self.__dict__.get(SECTIONS_FIELD)
+        if sections is not None and name in sections:
+            return sections[name]
+        return super().__getattr__(name)
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def task_files_sha256(self) -> str:
@@ -553,9 +476,15 @@ class BenchmarkConfig(_Model):
         if not isinstance(data, Mapping):
             return data
         data = dict(data)
-        for key in _SECTIONS:
+        registered = section_models()
+        for key in (*_SECTIONS, *registered):
             if key in data and data[key] is None:
                 del data[key]
+        sections = dict(data.pop(SECTIONS_FIELD, None) or {})
+        for key in registered:
+            if key in data:
+                sections[key] = data.pop(key)
+        data[SECTIONS_FIELD] = sections
         for key in cls._LENGTH_FIELDS:
             if isinstance(data.get(key), list | tuple):
                 data[key] = [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in data[key]]
@@ -571,7 +500,7 @@ class BenchmarkConfig(_Model):
     @field_validator("task_files")
     @classmethod
     def _task_files_exist(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        resolved = tuple(_resolve(f, info) for f in value)
+        resolved = tuple(resolve_config_path(f, info) for f in value)
         missing = [f for f in resolved if not Path(f).is_file()]
         if missing:
             raise ValueError(f"task file(s) {missing} do not exist (a relative path is relative to the config file)")
@@ -603,13 +532,15 @@ class BenchmarkConfig(_Model):
         for d in self.depths:
             if not 0.0 <= d <= 1.0:
                 raise ConfigError(f"config {self.name!r}: depth {d} is outside [0, 1]")
+        task_sections = [name for name, section in self.sections.items()
+                         if getattr(type(section), "TASK_BENCHMARK", None)]
         if self.items_per_length < 0 or (
-            self.items_per_length == 0 and not self.longbench100.tasks and not self.helmet.tasks and not self.tasks
+            self.items_per_length == 0 and not any(self.sections[n].tasks for n in task_sections) and not self.tasks
             and self.released is None
         ):
             raise ConfigError(
                 f"config {self.name!r}: items_per_length must be >= 1 "
-                "(0 only when longbench100.tasks, helmet.tasks or tasks builds instances)"
+                f"(0 only when {', '.join(f'{n}.tasks' for n in task_sections)} or tasks builds instances)"
             )
         if not 0 < self.length_tolerance < 1:
             raise ConfigError(f"config {self.name!r}: length_tolerance must be in (0, 1)")
@@ -620,7 +551,7 @@ class BenchmarkConfig(_Model):
         if self.length_unit not in LENGTH_UNITS:
             raise ConfigError(f"config {self.name!r}: length_unit {self.length_unit!r}: expected one of "
                               f"{list(LENGTH_UNITS)}")
-        self._task_files_sha256 = _file_sha256(self.task_files)
+        self._task_files_sha256 = files_sha256(self.task_files)
         self._check_tasks()
         self._check_protocol()
         return self
@@ -688,9 +619,12 @@ class BenchmarkConfig(_Model):
             catalog = load_catalog(self.task_files)
         except TaskFileError as exc:
             raise ConfigError(f"config {self.name!r}: task_files: {exc}") from None
-        for section in ("longbench100", "helmet"):
-            known = [t.name for t in catalog.tasks(section)]
-            unknown = [t for t in getattr(self, section).tasks if t not in known]
+        for section, values in self.sections.items():
+            benchmark = getattr(type(values), "TASK_BENCHMARK", None)
+            if benchmark is None:
+                continue
+            known = [t.name for t in catalog.tasks(benchmark)]
+            unknown = [t for t in values.tasks if t not in known]
             if unknown:
                 raise ConfigError(f"{section}.tasks: unknown {unknown}; known tasks are {known}")
         for name in self.tasks:
@@ -772,10 +706,9 @@ class BenchmarkConfig(_Model):
         this model replaced gave (``dataclasses.asdict``): sections as mappings, computed hashes
         included; fields added since then count only when set.
         """
-        data = self.model_dump()
-        data["minilongbench"] = self.minilongbench.model_dump(exclude_unset=True)  # what the old mapping gave
-        if data["prior_knowledge"]["scorer"] == "metric":  # added later: hashed only when set otherwise
-            del data["prior_knowledge"]["scorer"]
+        data = self.model_dump(exclude={SECTIONS_FIELD})
+        for name, section in self.sections.items():  # each section as its package hashes it, at the top level
+            data[name] = section.fingerprint_data()
         # The protocol in force, not as written: unset resolves by the files found; ours is not hashed (its rows are
         # what they were before protocols existed).
         data["protocol"] = None if self.protocol_label() == OURS else self.protocol_label()
@@ -792,7 +725,14 @@ class BenchmarkConfig(_Model):
 
 
 def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
-    """The field names of the section at ``loc`` (an unknown key's parent)."""
+    """The field names of the section at ``loc`` (an unknown key's parent); a config's registered sections are
+    among its keys."""
+    if model is BenchmarkConfig:
+        sections = section_models()
+        if not loc:
+            return sorted({*model.model_fields, *sections} - {SECTIONS_FIELD})
+        if str(loc[0]) in sections:
+            model, loc = sections[str(loc[0])], loc[1:]
     for key in loc:
         if isinstance(key, int):
             continue
@@ -843,6 +783,8 @@ def describe(exc: ValidationError, data: Any, model: type[BaseModel]) -> str:
     unknown: dict[tuple, list[str]] = {}
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
+        if loc[:1] == (SECTIONS_FIELD,):  # a package's section: named as the config writes it (``helmet.n_depths``)
+            loc = loc[1:]
         if err["type"] == "extra_forbidden":
             unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
             continue

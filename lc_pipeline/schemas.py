@@ -11,22 +11,24 @@ partitions are loaded as one frame.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import polars as pl
 
 Str = pl.String
 StrList = pl.List(pl.String)
 
-# table -> column -> what the column holds (filled by _table, one entry per table of TABLES)
-DESCRIPTIONS: dict[str, dict[str, str]] = {}
+# table -> column -> what the column holds (filled by table_schema, one entry per table of TABLES)
+_DESCRIPTIONS: dict[str, dict[str, str]] = {}
 
 
-def _table(name: str, columns: dict[str, tuple[pl.DataType, str]]) -> pl.Schema:
+def table_schema(name: str, columns: dict[str, tuple[pl.DataType, str]]) -> pl.Schema:
     """The schema of table ``name``; its column descriptions go to :data:`DESCRIPTIONS`."""
-    DESCRIPTIONS[name] = {column: description for column, (_, description) in columns.items()}
+    _DESCRIPTIONS[name] = {column: description for column, (_, description) in columns.items()}
     return pl.Schema({column: dtype for column, (dtype, _) in columns.items()})
 
 
-SOURCE_DOCUMENTS = _table("source_documents", {
+SOURCE_DOCUMENTS = table_schema("source_documents", {
     "doc_id": (Str, "Document id, unique within the source"),
     "source": (Str, 'The source the document came from, e.g. "demo", "longbench/hotpotqa"'),
     "title": (Str, "Document title"),
@@ -36,7 +38,7 @@ SOURCE_DOCUMENTS = _table("source_documents", {
     "entity_type": (Str, 'person / place / organisation / work (demo corpus); "" when unknown'),
 })
 
-SOURCE_ITEMS = _table("source_items", {
+SOURCE_ITEMS = table_schema("source_items", {
     "item_id": (Str, "Item (question) id, unique within the source"),
     "source": (Str, "The source the item came from"),
     "task": (Str, 'Task of the item, e.g. "single_hop_qa", "multi_hop_qa"'),
@@ -61,7 +63,7 @@ SOURCE_ITEMS = _table("source_items", {
 RECORD_COLUMN_DEFAULTS = {"record_id": "", "context": "", "record_fields": "{}"}
 
 # Records an adapter refused (config `on_error: reject`), each with the reason: never a silent skip.
-REJECTED_RECORDS = _table("rejected_records", {
+REJECTED_RECORDS = table_schema("rejected_records", {
     "source": (Str, "The source whose adapter refused the record"),
     "file": (Str, "The file the record was read from"),
     "record_index": (pl.Int64, "0-based position of the record in its file; null when the problem concerns the "
@@ -71,7 +73,7 @@ REJECTED_RECORDS = _table("rejected_records", {
     "reason": (Str, "Why the record was refused"),
 })
 
-PASSAGES = _table("passages", {
+PASSAGES = table_schema("passages", {
     "passage_id": (Str, 'Passage id: f"{doc_id}#{position}"'),
     "doc_id": (Str, "The document the passage was cut from"),
     "source": (Str, "The document's source"),
@@ -84,7 +86,7 @@ PASSAGES = _table("passages", {
 
 # Row i of the FAISS index file is passage_ids[i]; the vectors are kept here as well so
 # the index can be rebuilt (or moved to a GPU) without re-embedding.
-PASSAGE_INDEX = _table("passage_index", {
+PASSAGE_INDEX = table_schema("passage_index", {
     "row": (pl.Int64, "Row of the vector in the FAISS index file"),
     "passage_id": (Str, "The embedded passage (passages.passage_id)"),
     "embedding": (pl.List(pl.Float32), "Normalized embedding vector (kept to rebuild the index without "
@@ -92,7 +94,7 @@ PASSAGE_INDEX = _table("passage_index", {
     "embedding_model": (Str, "The embedding model that made the vector"),
 })
 
-HARD_NEGATIVES = _table("hard_negatives", {
+HARD_NEGATIVES = table_schema("hard_negatives", {
     "item_id": (Str, "The item the passage is a distractor for"),
     "rank": (pl.Int32, "0 = most similar passage that contains no gold answer"),
     "passage_id": (Str, "The distractor passage (passages.passage_id)"),
@@ -107,7 +109,7 @@ INSERTIONS = pl.List(
     pl.Struct({"fact_id": Str, "sentence_index": pl.Int32, "char_offset": pl.Int64, "char_length": pl.Int64})
 )
 
-INSTANCES = _table("instances", {
+INSTANCES = table_schema("instances", {
     "instance_id": (Str, "Hash of (item, length, depth, variant, seed, construction config)"),
     "item_id": (Str, "The source item the instance asks about"),
     "source": (Str, "The item's source"),
@@ -149,7 +151,7 @@ INSTANCES = _table("instances", {
 })
 
 # Same row from every backend (transformers, llamacpp, openai, vllm).
-GENERATIONS = _table("generations", {
+GENERATIONS = table_schema("generations", {
     "generation_id": (Str, "Hash of (instance_id, model slug + settings, sampling params)"),
     "instance_id": (Str, "The instance answered"),
     "output": (Str, "The model's answer"),
@@ -189,7 +191,7 @@ GENERATION_STATUSES = ("answered", "empty", "cut", "skipped", "invalid")
 NOT_SCORED = ("skipped", "invalid")
 SCORED_STATUSES = ("answered", "empty", "cut", "unparsable")
 
-METRIC_SCORES = _table("metric_scores", {
+METRIC_SCORES = table_schema("metric_scores", {
     "score_id": (Str, "Hash of (generation, metric)"),
     "generation_id": (Str, "The generation scored"),
     "instance_id": (Str, "The generation's instance"),
@@ -203,7 +205,7 @@ METRIC_SCORES = _table("metric_scores", {
                     'its answer, an MC letter, a label integer, a ranking, and found none: scored 0, counted)'),
 })
 
-PRIOR_KNOWLEDGE = _table("prior_knowledge", {
+PRIOR_KNOWLEDGE = table_schema("prior_knowledge", {
     # 100-LongBench's QA filter, one row per (model, QA item): the model answers without context.
     "item_id": (Str, "The QA item asked without context"),
     "task": (Str, "The item's task"),
@@ -220,7 +222,7 @@ PRIOR_KNOWLEDGE = _table("prior_knowledge", {
     "finish_reason": (Str, '"stop" | "length"'),
 })
 
-LONG_SCORES = _table("long_scores", {
+LONG_SCORES = table_schema("long_scores", {
     "task": (Str, 'A task name or "overall"'),
     "base_lengths": (StrList, "Lengths averaged into Base Ability"),
     "base_ability": (pl.Float64, "Base Ability: mean score over the base lengths, 0-100"),
@@ -231,7 +233,7 @@ LONG_SCORES = _table("long_scores", {
     "n_instances": (pl.Int64, "Instances scored"),
 })
 
-LEADERBOARD = _table("leaderboard", {
+LEADERBOARD = table_schema("leaderboard", {
     "model": (Str, "Model slug"),
     "metric": (Str, "The metric the scores come from"),
     "base_ability": (pl.Float64, "Base Ability, 0-100"),
@@ -262,7 +264,7 @@ LEADERBOARD = _table("leaderboard", {
 # (level "breakdown"). Several numbers of one cell are rows told apart by ``metric``: the score (the
 # task's metric label, or "judge:<rubric>" for a judge-scored task) and, where a cell has judge verdicts,
 # "scoring_success" and (Loong's rubric) "perfect_rate".
-BENCHMARK_SCORES = _table("benchmark_scores", {
+BENCHMARK_SCORES = table_schema("benchmark_scores", {
     "benchmark": (Str, "The benchmark (its task file)"),
     "table": (Str, 'The paper\'s table the row belongs to (aggregation.table: LongBench "en" / "zh"), else "all"'),
     "level": (Str, '"task" | "group" | "overall" | "breakdown" (the overall on the instances of one record-field '
@@ -301,7 +303,7 @@ BENCHMARK_SCORES = _table("benchmark_scores", {
 
 # LV-Eval confusing-fact insertion (CFI): every candidate fact with its verdict; only accepted
 # facts are inserted, rejected ones keep the reason (nothing is dropped silently).
-CONFUSING_FACTS = _table("confusing_facts", {
+CONFUSING_FACTS = table_schema("confusing_facts", {
     "fact_id": (Str, "Hash of (item, generator, text)"),
     "item_id": (Str, "The item the fact is made for"),
     "fact_index": (pl.Int32, "0, 1, ... among the item's accepted facts; null when rejected"),
@@ -314,7 +316,7 @@ CONFUSING_FACTS = _table("confusing_facts", {
 })
 
 # LV-Eval keyword and phrase replacement (KPR): per item, old term -> new term.
-REPLACEMENT_RULES = _table("replacement_rules", {
+REPLACEMENT_RULES = table_schema("replacement_rules", {
     "rule_id": (Str, "Hash of (item, old, new)"),
     "item_id": (Str, "The item whose instances the rule rewrites"),
     "rule_index": (pl.Int32, "Order within the item"),
@@ -323,42 +325,8 @@ REPLACEMENT_RULES = _table("replacement_rules", {
     "origin": (Str, '"user" (a rules file) | "auto" (proposed substitutes)'),
 })
 
-# MiniLongBench (score/minilongbench): the selected samples with their IRT parameters.
-MINILONGBENCH_SUBSET = _table("minilongbench_subset", {
-    "sample_id": (Str, "LongBench global sample index (as text) or our instance_id"),
-    "task": (Str, "The sample's task"),
-    "category": (Str, "The sample's category"),
-    "cluster_group": (Str, "The K-Means group the sample was chosen in (its category)"),
-    "cluster": (pl.Int64, "The sample's K-Means cluster"),
-    "cluster_weight": (pl.Float64, "Summed balance weight of the sample's cluster"),
-    "alpha": (pl.List(pl.Float64), "IRT discrimination (d dims)"),
-    "beta": (pl.Float64, "IRT difficulty (enters the logit as d * beta)"),
-})
-
-# One model's estimated full-benchmark scores from its scores on the subset (partitioned by model).
-MINILONGBENCH_ESTIMATES = _table("minilongbench_estimates", {
-    "mode": (Str, '"predict" (IRT ability, predicted remainder) | "direct" (subset mean) | "weighted" | "blend"'),
-    "scope": (Str, '"overall" | "category" | "task"'),
-    "name": (Str, '"overall", a category or a task'),
-    "estimate": (pl.Float64, "Estimated score in [0, 1]: mean of category means of task means"),
-    "n_observed": (pl.Int64, "Subset samples this model has a score on"),
-    "n_subset": (pl.Int64, "Samples in the subset"),
-    "in_training": (pl.Boolean, "The model was one of the training models (an in-sample estimate)"),
-})
-
-# LV-Eval's CFI/KPR ablation of one model (partitioned by model): keyword-recall scores of the
-# same items per length level and variant (score/keyword_recall.py::ablation_table).
-LVEVAL_ABLATION = _table("lveval_ablation", {
-    "length_level": (Str, "Length level"),
-    "variant": (Str, '"plain" | "cfi" | "kpr" | "cfi_kpr"'),
-    "task": (Str, 'A task, or "all": the level score (unweighted mean over the tasks)'),
-    "score": (pl.Float64, "Keyword-recall score, 0-100, 2 decimals per task"),
-    "n_instances": (pl.Int64, "Instances scored"),
-    "metric_variant": (Str, '"code" (released scorer) | "paper"'),
-})
-
 # One LLM-judge verdict per (generation, rubric) (score/judge.py); partitioned by length x model.
-JUDGE_SCORES = _table("judge_scores", {
+JUDGE_SCORES = table_schema("judge_scores", {
     "judgment_id": (Str, "Hash of (generation, rubric, rubric version, judge model)"),
     "generation_id": (Str, "The generation judged"),
     "instance_id": (Str, "The generation's instance"),
@@ -380,7 +348,7 @@ JUDGE_SCORES = _table("judge_scores", {
 })
 
 # ALCE citation recall / precision per (generation, metric), NLI-judged (score/citations.py); length x model.
-CITATION_SCORES = _table("citation_scores", {
+CITATION_SCORES = table_schema("citation_scores", {
     "score_id": (Str, "Hash of (generation, metric): the same id a metric_scores row of it would have"),
     "generation_id": (Str, "The generation scored"),
     "instance_id": (Str, "The generation's instance"),
@@ -402,7 +370,7 @@ CITATION_SCORES = _table("citation_scores", {
                     "for their citations have status no_citation / out_of_range"),
 })
 
-TABLES: dict[str, pl.Schema] = {
+_CORE_TABLES: dict[str, pl.Schema] = {
     "source_documents": SOURCE_DOCUMENTS,
     "source_items": SOURCE_ITEMS,
     "rejected_records": REJECTED_RECORDS,
@@ -418,12 +386,41 @@ TABLES: dict[str, pl.Schema] = {
     "benchmark_scores": BENCHMARK_SCORES,
     "confusing_facts": CONFUSING_FACTS,
     "replacement_rules": REPLACEMENT_RULES,
-    "lveval_ablation": LVEVAL_ABLATION,
     "judge_scores": JUDGE_SCORES,
     "citation_scores": CITATION_SCORES,
-    "minilongbench_subset": MINILONGBENCH_SUBSET,
-    "minilongbench_estimates": MINILONGBENCH_ESTIMATES,
 }
+
+
+def _registered_tables() -> dict[str, pl.Schema]:
+    """The tables the benchmark packages register (tasks.registry.TABLES: ``"module:SCHEMA"`` made with
+    :func:`table_schema`, whose import fills the descriptions)."""
+    from lc_pipeline.tasks.registry import TABLES as REGISTERED
+
+    return {name: REGISTERED.get(name) for name in REGISTERED.names()}
+
+
+class _AllTables(Mapping):
+    """A read-only view over the core's tables and the packages' (``read()`` after their modules are imported)."""
+
+    def __init__(self, read) -> None:
+        self._read = read
+
+    def _all(self) -> Mapping:
+        registered = _registered_tables()
+        return self._read(registered)
+
+    def __getitem__(self, table: str):
+        return self._all()[table]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+TABLES: Mapping[str, pl.Schema] = _AllTables(lambda registered: {**_CORE_TABLES, **registered})
+DESCRIPTIONS: Mapping[str, dict[str, str]] = _AllTables(lambda registered: _DESCRIPTIONS)  # table -> column -> text
 
 
 class SchemaError(ValueError):

@@ -28,6 +28,7 @@ from lc_pipeline.benchmarks.lveval.ablation import (
     ablation_metadata,
     level_scores,
 )
+from lc_pipeline.benchmarks.lveval.config import KNOWLEDGE_BASE_FACTS
 from lc_pipeline.benchmarks.lveval.inputs import (
     CHECK_FACTS,
     CHECK_RULES,
@@ -41,7 +42,6 @@ from lc_pipeline.benchmarks.lveval.inputs import (
     rules_metadata,
 )
 from lc_pipeline.benchmarks.qa.items import items_for_variants
-from lc_pipeline.config import KNOWLEDGE_BASE_FACTS
 from lc_pipeline.construct.confusing_facts import fact_problems, facts_frame
 from lc_pipeline.construct.instance_checks import CheckResult
 from lc_pipeline.construct.replacement import rules_frame

@@ -15,7 +15,7 @@ IRT model is fitted on the imported LongBench score matrix, and a model's estima
 subset's samples it had (``n_observed`` of ``n_subset``) and which tasks were missing.
 
 Options: the ``minilongbench:`` mapping of the benchmark config, every key optional, typed and
-documented by :class:`lc_pipeline.score.minilongbench.options.MiniLongBenchOptions` (scores,
+documented by :class:`lc_pipeline.benchmarks.minilongbench.options.MiniLongBenchOptions` (scores,
 embeddings, texts, estimate_scores, train_models, metrics, representation, ratio, dims, seed,
 epochs, baseline_draws, subset_candidates, mode, validation_*); relative paths are resolved against the config
 file's folder. What the assets run (reading the matrix, fitting, saving the model in the lake,
@@ -36,12 +36,12 @@ from lc_pipeline import storage
 from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
 from lc_pipeline.assets.versions import RUNS
 from lc_pipeline.benchmarks.minilongbench import pipeline as mlbp
+from lc_pipeline.benchmarks.minilongbench.options import MiniLongBenchOptions
 from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.fingerprints import short_id
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, EmbedderResource, LakeResource
 from lc_pipeline.resources.parquet_io import read_table
-from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
 
 CODE_VERSION = "2"  # 2: weighted and blend estimates; the subset chosen among K-Means candidates
 MODEL_DIR = mlbp.MODEL_DIR

@@ -24,7 +24,8 @@ import warnings
 import dagster as dg
 
 from lc_pipeline.assets.common import FINGERPRINT_KEY
-from lc_pipeline.config import KNOWLEDGE_BASE_FACTS, BenchmarkConfig
+from lc_pipeline.benchmarks.lveval.config import KNOWLEDGE_BASE_FACTS
+from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.fingerprints import asset_fingerprint
 from lc_pipeline.partitions import MODEL_DIM
 

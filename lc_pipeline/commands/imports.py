@@ -101,7 +101,7 @@ def _source_records(config):
     items = pl.concat([load_source(s).items for s in config.sources], how="diagonal_relaxed")
     items = items.filter(pl.col("task").is_in(sorted(wanted)))
     if released.subset:
-        from lc_pipeline.construct.released_subset import subset_item_ids
+        from lc_pipeline.benchmarks.minilongbench.subset import subset_item_ids
 
         items = items.filter(pl.col("item_id").is_in(sorted(subset_item_ids(items, released.subset))))
     if released.level_by in ("record_length", "record_level"):  # read from the record alone (no prompt to count)

@@ -57,12 +57,12 @@ def resolve_metric(name: str, variant: str | None) -> Callable[[dict, str], floa
         from lc_pipeline.score.keyword_recall import (
             DEFAULT_VARIANT,
             dataset_rule,
-            lveval_score,
+            keyword_recall_score,
         )
 
         rule = dataset_rule(target)  # ValueError lists the known datasets
         chosen = variant or DEFAULT_VARIANT
-        return lambda rec, pred: lveval_score(rule.name, pred, rec["answers"], rec.get("answer_keywords"), chosen)
+        return lambda rec, pred: keyword_recall_score(rule.name, pred, rec["answers"], rec.get("answer_keywords"), chosen)
     raise ValueError(f"unknown metric {name!r}: expected longbench:<task> or lveval:<dataset>")
 
 

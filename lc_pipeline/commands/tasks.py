@@ -1,6 +1,6 @@
 """`lcp tasks list [--benchmark B] [--format table|json]` and `lcp tasks show NAME`: the declared tasks.
 
-Every task of the packaged task files (lc_pipeline/tasks/packaged/) plus a config's own
+Every task of the packaged task files (lc_pipeline/benchmarks/*/task_files/) plus a config's own
 (``task_files:``; ``--config``), with what changes its numbers: benchmark, category, builder,
 metric(s), judge rubric, truncation policy, max_new_tokens, chat-template switch, answer prefix and
 the prompt template (``show``; ``list --format json`` includes it too).

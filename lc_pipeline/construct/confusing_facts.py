@@ -40,7 +40,7 @@ from lc_pipeline.score.keyword_recall import (
     BLACKLIST_ZH,
     VARIANTS,
     dataset_rule,
-    lveval_score,
+    keyword_recall_score,
     tokens,
 )
 from lc_pipeline.score.token_scores import f1_from_tokens, normalize_zh_answer
@@ -245,7 +245,7 @@ def validate_fact(
         return f"contains the gold answer {hit!r}"
     rule = _scoring_rule(item)
     for variant in VARIANTS:
-        value = lveval_score(rule, text, answers, list(item.get("answer_keywords") or []), variant)
+        value = keyword_recall_score(rule, text, answers, list(item.get("answer_keywords") or []), variant)
         if value > 0:
             return f"a model copying it would score {value:.3f} on {rule} ({variant} variant)"
     for name in _question_subjects(item["question"], language):
@@ -532,7 +532,7 @@ def fact_problems(facts: pl.DataFrame, items: pl.DataFrame) -> list[str]:
             continue
         rule = _scoring_rule(item)
         for variant in VARIANTS:
-            value = lveval_score(rule, f["text"], item["answers"], list(item["answer_keywords"] or []), variant)
+            value = keyword_recall_score(rule, f["text"], item["answers"], list(item["answer_keywords"] or []), variant)
             if value > 0:
                 problems.append(f"fact {f['fact_id']} (item {f['item_id']!r}): copying it scores {value:.3f} "
                                 f"on {rule} ({variant} variant)")

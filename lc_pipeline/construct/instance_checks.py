@@ -85,7 +85,8 @@ class SuiteRules:
     of its target, whole evidence documents in its context, no checks of its own."""
 
     holds_whole_documents = True  # False: its contexts hold passages, cut documents or pairs (no evidence checks)
-    checks: ClassVar[Mapping[str, str]] = {}  # its own checks: name -> what it asserts (:meth:`level_checks` makes them)
+    # its own checks: name -> what it asserts (:meth:`level_checks` makes them)
+    checks: ClassVar[Mapping[str, str]] = {}
 
     def too_far(self) -> pl.Expr | None:
         """Its rows that are off their length, in place of "relative error over the tolerance" (None: that rule)."""

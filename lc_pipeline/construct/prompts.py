@@ -23,7 +23,8 @@ QA_TEMPLATE = "{instruction}\n\n{context}\n\nQuestion: {question}\nAnswer:"
 
 BLOCK_SEPARATOR = "\n\n"
 
-# The prior-knowledge probe (config ``prior_knowledge``; 100-LongBench's `qa_old`, in our words): the question alone, no context.
+# The prior-knowledge probe (config ``prior_knowledge``; 100-LongBench's `qa_old`, in our words): the question
+# alone, no context.
 NO_CONTEXT_PROMPT = (
     "Answer the question as briefly as you can, in one phrase or sentence if possible. If it cannot be "
     'answered, write "unanswerable". Give no explanation.\nQuestion: {input}\nReply with the answer only. Answer:\n'

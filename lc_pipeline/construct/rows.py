@@ -101,7 +101,8 @@ def with_length_units(frame: pl.DataFrame, level: str, config: BenchmarkConfig) 
     words = config.length_unit == "words"
     is_word_row = (pl.col("length_unit") != "tokens") if words else pl.lit(False)
     word_target = level_size(level, "words") if words else None
-    units = [count_units(ctx, lang if lang in ("en", "zh") else "en") if (words and unit not in (None, "tokens")) else None
+    units = [count_units(ctx, lang if lang in ("en", "zh") else "en")
+             if (words and unit not in (None, "tokens")) else None
              for ctx, lang, unit in frame.select("context", "language", "length_unit").iter_rows()]
     return frame.with_columns(
         length_unit=pl.when(is_word_row).then(

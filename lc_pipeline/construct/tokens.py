@@ -133,7 +133,7 @@ class TokenCounter:
         if self._encoding is None:
             raise TokenizerUnavailable(
                 f"tokenizer {self.name!r}: this step needs a tiktoken encoding (e.g. cl100k_base); a Hugging Face "
-                "tokenizer counts HELMET's and 100-LongBench's lengths, not the QA suite's assembly"
+                "tokenizer counts the lengths of the benchmarks whose authors count in it, not the QA suite's assembly"
             )
         return self._encoding
 

@@ -21,7 +21,7 @@ template included) plus the tokens to generate does not fit the model's window, 
   (:func:`cut_prompt_middle`, used by ``generate/prompting.fit_request``). Not chosen by task files: a
   config's ``protocol: official`` sets it (config.py ``OfficialProtocol``).
 
-Which policy a task uses is declared in its task file (``truncation:``; lc_pipeline/tasks/packaged/),
+Which policy a task uses is declared in its task file (``truncation:``; lc_pipeline/benchmarks/*/task_files/),
 and a test holds the packaged ones against the papers (tests/unit/test_truncation_policies.py). A model
 may set one for all its tasks (models.yaml ``truncation:``), and a run's ``truncation_overrides`` win over
 both: run override > model > task file (generate/partition.py ``plan_partition``).

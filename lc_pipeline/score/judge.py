@@ -17,8 +17,8 @@ settings and :data:`SYSTEM_PROMPT`. ``protocol: official`` asks each rubric as i
 prompt(s), read from their files, filled as their scripts fill them, with their call settings
 (:class:`JudgeSettings`: temperature, top_p, max_tokens, seed, system turn or none, tries, and the score of a
 verdict that cannot be read) and their parse rules. Those rubrics are declared by the benchmark packages, in
-``lc_pipeline/benchmarks/<benchmark>/judging.py`` (``OFFICIAL_RUBRICS``: the rubric names it declares;
-``official_rubric(name, *, settings)``: the :class:`Rubric`), found by :func:`official_rubric`; this module names
+``lc_pipeline/benchmarks/<benchmark>/judging.py`` (``official_rubric(name, *, settings)``: the :class:`Rubric`),
+registered by name in ``tasks.registry.OFFICIAL_RUBRICS`` and found by :func:`official_rubric`; this module names
 no benchmark. An official rubric's ``version`` names the protocol and the authors' commit
 (``official@<commit>/v<n>``), so its rows and cache keys are never those of ours, nor of another commit.
 """
@@ -26,10 +26,7 @@ no benchmark. An official rubric's ``version`` names the protocol and the author
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import json
-import pkgutil
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +36,7 @@ import polars as pl
 from lc_pipeline import schemas
 from lc_pipeline.fingerprints import short_id
 from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
-from lc_pipeline.tasks.registry import RUBRICS
+from lc_pipeline.tasks.registry import OFFICIAL_RUBRICS, RUBRICS
 
 OK = "ok"
 NO_SCORE = "no_score"  # nothing parseable in the reply
@@ -266,39 +263,21 @@ def rubric_for(benchmark: str, task: str, default: str | None, overrides: dict[s
     return name
 
 
-_BENCHMARKS_PACKAGE = "lc_pipeline.benchmarks"
-
-
-def _judging_modules() -> dict[str, str]:
-    """Rubric name -> the ``lc_pipeline.benchmarks.<benchmark>.judging`` module declaring its official version
-    (``OFFICIAL_RUBRICS``); modules are found by that convention, none is named here."""
-    package = importlib.import_module(_BENCHMARKS_PACKAGE)
-    out: dict[str, str] = {}
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-        module = f"{_BENCHMARKS_PACKAGE}.{info.name}.judging"
-        if not info.ispkg or importlib.util.find_spec(module) is None:
-            continue
-        for name in importlib.import_module(module).OFFICIAL_RUBRICS:
-            if name in out:
-                raise ValueError(f"rubric {name!r}: official versions declared by both {out[name]} and {module}")
-            out[name] = module
-    return out
-
-
 def official_rubric(name: str, *, settings=None) -> Rubric:
     """The rubric ``name`` under ``protocol: official``: the authors' prompts read from their files (through
-    ``settings``: ``$LCP_OFFICIAL``, the cache, or fetched; lc_pipeline/official.py) with their call settings.
-    A rubric no benchmark declares, or authors' files not found, is an error naming what to provide; there is
+    ``settings``: ``$LCP_OFFICIAL``, the cache, or fetched; lc_pipeline/official.py) with their call settings, built
+    by the callable its benchmark package registered (``tasks.registry.OFFICIAL_RUBRICS``). A rubric no package
+    declares an official version of, or authors' files not found, is an error naming what to provide; there is
     no fallback to ours."""
     if name not in RUBRICS:
         raise ValueError(f"rubric {name!r}: unknown; known rubrics are {RUBRICS.names()}")
-    modules = _judging_modules()
-    if name not in modules:
-        raise ValueError(f"rubric {name!r} has no official version (protocol: official): no "
-                         f"{_BENCHMARKS_PACKAGE}.<benchmark>.judging declares it; use protocol: ours")
-    rubric = importlib.import_module(modules[name]).official_rubric(name, settings=settings)
+    if name not in OFFICIAL_RUBRICS:
+        raise ValueError(f"rubric {name!r} has no official version (protocol: official): no benchmark package "
+                         "registers one (registries.official_rubrics); use protocol: ours")
+    where = OFFICIAL_RUBRICS.target(name) or "its official_rubric"
+    rubric = OFFICIAL_RUBRICS.get(name)(name, settings=settings)
     if rubric.name != name or rubric.settings is None or rubric.protocol == OURS:
-        raise ValueError(f"{modules[name]}.official_rubric({name!r}) returned rubric {rubric.name!r} "
+        raise ValueError(f"{where}({name!r}) returned rubric {rubric.name!r} "
                          f"(protocol {rubric.protocol!r}): not an official version of {name!r}")
     return rubric
 

@@ -55,7 +55,7 @@ __all__ = [
     "keyword_recall",
     "keyword_recall_f1",
     "level_score",
-    "lveval_score",
+    "keyword_recall_score",
     "rouge_l_blacklist",
     "tokens",
 ]
@@ -216,7 +216,7 @@ def dataset_rule(name: str) -> DatasetRule:
     lowered = {k.lower(): k for k in DATASETS}
     canonical = DATASET_ALIASES.get(key.lower()) or lowered.get(key.lower())
     if canonical is None:
-        raise ValueError(f"unknown LV-Eval dataset {name!r}; known: {', '.join(DATASETS)}")
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
     return DATASETS[canonical]
 
 
@@ -226,7 +226,7 @@ def _first_answer(answers: str | Sequence[str]) -> str:
     return answers[0]
 
 
-def lveval_score(
+def keyword_recall_score(
     dataset: str,
     prediction: str,
     answers: Sequence[str],

@@ -7,8 +7,9 @@ Pure functions (no Dagster). Definitions follow the specs:
 * ``parse_answer``: HELMET ``parse_output``; ``score_qa`` keeps, per metric, the max of the
   raw output and the parsed output (HELMET's default QA post-processing).
 
-Which metrics a task uses is declared in its task file; ``score/task_metrics.py`` registers these
-(and every benchmark's own) by name, and ``score/metric_scores.py`` builds the table.
+Which metrics a task uses is declared in its task file; ``score/task_metrics.py`` wraps these as the generic
+metrics (each benchmark package's ``metrics.py`` its own), registered by name, and ``score/metric_scores.py``
+builds the table.
 
 All normalization goes through :func:`lc_pipeline.text.normalize_answer`, the same function
 construction uses to decide that a distractor "contains no gold answer".

@@ -35,14 +35,11 @@ from lc_pipeline.ids import short_id
 from lc_pipeline.tasks.spec import Headline, TaskSpec
 from lc_pipeline.yaml_files import read_yaml
 
-PACKAGED_DIR = Path(__file__).parent / "packaged"
 FILE_KEYS = {"benchmark", "description", "headline", "defaults", "tasks"}
 MAX_PROMPT_FILE_BYTES = 4 * 1024 * 1024  # a prompt table is kilobytes (LongBench's: 9 KB); /dev/zero is endless
 ANY_TASK = "*"  # a catch-all task of a benchmark: items whose task the benchmark does not declare
 
-# The benchmark whose tasks a source kind's items belong to (QA suite); other kinds: "qa".
-SOURCE_KIND_BENCHMARKS = {"longbench": "longbench", "longbench_v2": "longbench_v2", "lveval": "lveval", "loong": "loong"}
-DEFAULT_BENCHMARK = "qa"
+DEFAULT_BENCHMARK = "qa"  # the benchmark of the items of a source kind no package claims (the QA suite's)
 
 
 class TaskFileError(ValueError):
@@ -50,6 +47,11 @@ class TaskFileError(ValueError):
 
 
 def benchmark_of_source_kind(kind: str) -> str:
+    """The benchmark whose task files declare the tasks of source kind ``kind``'s items (a package registers it,
+    tasks.registry.SOURCE_KIND_BENCHMARKS); :data:`DEFAULT_BENCHMARK` for the others."""
+    from lc_pipeline.tasks.registry import SOURCE_KIND_BENCHMARKS, load_benchmark_packages
+
+    load_benchmark_packages()
     return SOURCE_KIND_BENCHMARKS.get(kind, DEFAULT_BENCHMARK)
 
 
@@ -253,7 +255,16 @@ def _check_names(where: str, spec: TaskSpec) -> None:
 
 
 def packaged_files() -> list[Path]:
-    return sorted(PACKAGED_DIR.glob("*.yaml"))
+    """The benchmark packages' task files (tasks.registry.TASK_FILE_FOLDERS), in the order of their file names (a
+    file name is unique across the packages)."""
+    from lc_pipeline.tasks.registry import TASK_FILE_FOLDERS, load_benchmark_packages
+
+    load_benchmark_packages()
+    files = sorted((p for folder in TASK_FILE_FOLDERS for p in folder.glob("*.yaml")), key=lambda p: p.name)
+    repeated = sorted({p.name for p in files if [q.name for q in files].count(p.name) > 1})
+    if repeated:
+        raise TaskFileError(f"task files named alike in two benchmark packages: {repeated}")
+    return files
 
 
 @lru_cache(maxsize=16)

@@ -19,6 +19,7 @@ import importlib.metadata
 import pkgutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -158,6 +159,11 @@ def variant_metrics() -> tuple[str, ...]:
 # LLM-judge rubrics (score/judge.py ``Rubric`` objects): every rubric belongs to the benchmark that defines it.
 RUBRICS: Registry = Registry("rubric")
 
+# The authors' versions of rubrics (``protocol: official``, score/judge.official_rubric), by rubric name: a callable
+# ``official_rubric(name, *, settings) -> Rubric`` reading the authors' prompts from their files. A rubric without
+# one has no official protocol.
+OFFICIAL_RUBRICS: Registry = Registry("official rubric")
+
 # Source adapters by ``kind`` (sources/loader.py): ``adapter(source: SourceConfig) -> (documents, items, reports)``.
 SOURCE_KINDS: Registry = Registry("source kind", {
     "demo_corpus": "lc_pipeline.sources.demo_corpus:demo_corpus_source",
@@ -194,14 +200,33 @@ for _kind, _fields, _validator in (
     FILE_KINDS.register(_kind, FileKind(frozenset(_fields), _validator))
 
 
+# The benchmark packages' sections of the config (``helmet:``, ...): name -> ``"module:Model"``, a
+# config.ConfigSection (or a model with its ``TASK_BENCHMARK`` and ``fingerprint_data``), read as ``config.<name>``.
+CONFIG_SECTIONS: Registry = Registry("config section")
+
+# The benchmark packages' own tables (schemas.TABLES includes them): name -> ``"module:SCHEMA"`` (a polars Schema
+# made with schemas.table_schema, which records its column descriptions).
+TABLES: Registry = Registry("table")
+
+# The packaged task files (YAML, tasks/catalog.py): each benchmark package's own folder of them.
+TASK_FILE_FOLDERS: list[Path] = []
+
+# The benchmark whose task files declare the tasks of a source kind's items (catalog.benchmark_of_source_kind); the
+# items of every other kind belong to the constructed QA suite's tasks.
+SOURCE_KIND_BENCHMARKS: dict[str, str] = {}
+
+
 class Registries:
     """What a benchmark package's ``register(registries)`` receives: each registry, and the flags that go with a name."""
 
     builders = BUILDERS
     metrics = METRICS
     rubrics = RUBRICS
+    official_rubrics = OFFICIAL_RUBRICS
     source_kinds = SOURCE_KINDS
     file_kinds = FILE_KINDS
+    config_sections = CONFIG_SECTIONS
+    tables = TABLES
     batch_counts = BATCH_COUNTS
     suite_rules = SUITE_RULES
     record_subsets = RECORD_SUBSETS
@@ -238,6 +263,20 @@ class Registries:
     @staticmethod
     def file_kind(kind: str, fields: set[str] | frozenset[str], validator: str) -> None:
         FILE_KINDS.register(kind, FileKind(frozenset(fields), validator))
+
+    @staticmethod
+    def task_files(folder: Path) -> None:
+        """The package's task files: every ``*.yaml`` in ``folder`` (:data:`TASK_FILE_FOLDERS`)."""
+        if not folder.is_dir():
+            raise ValueError(f"task file folder {folder} does not exist")
+        TASK_FILE_FOLDERS.append(folder)
+
+    @staticmethod
+    def source_kind_benchmark(kind: str, benchmark: str) -> None:
+        """The items of source kind ``kind`` are tasks of ``benchmark`` (:data:`SOURCE_KIND_BENCHMARKS`)."""
+        if kind in SOURCE_KIND_BENCHMARKS:
+            raise ValueError(f"source kind {kind!r} is given a benchmark twice")
+        SOURCE_KIND_BENCHMARKS[kind] = benchmark
 
 
 PACKAGES = "lc_pipeline.benchmarks"  # the namespace of the built-in benchmark packages

@@ -1,6 +1,6 @@
 """``TaskSpec``: everything about one benchmark task that changes its numbers, as data.
 
-A task is declared once, in a YAML task file (``lc_pipeline/tasks/packaged/<benchmark>.yaml`` or a
+A task is declared once, in a YAML task file (``lc_pipeline/benchmarks/<benchmark>/task_files/*.yaml`` or a
 user's own file named by the config's ``task_files``): which builder makes its instances (a
 registered name with options), its prompt template, whether an instruct model gets it through its
 chat template, the answer prefix its metric parses after, ``max_new_tokens``, stop sequences, the

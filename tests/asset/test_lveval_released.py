@@ -23,7 +23,7 @@ from lc_pipeline.partitions import MODEL_DIM, length_model_key
 from lc_pipeline.resources.parquet_io import read_table
 from lc_pipeline.runner import Runner
 from lc_pipeline.score.benchmark_scores import benchmark_table
-from lc_pipeline.score.keyword_recall import lveval_score
+from lc_pipeline.score.keyword_recall import keyword_recall_score
 from lc_pipeline.settings import Settings
 from lc_pipeline.tasks.catalog import load_catalog
 
@@ -103,7 +103,7 @@ def test_the_dataset_by_level_table_and_the_level_score(lake):
             pl.struct(pl.exclude("output")), "output").iter_rows():
         record = records[inst["task"], inst["length"]][json.loads(inst["record_fields"])["index"]]
         expected.setdefault((inst["task"], inst["length"]), []).append(
-            lveval_score(inst["task"], output, record["answers"], record.get("answer_keywords")))
+            keyword_recall_score(inst["task"], output, record["answers"], record.get("answer_keywords")))
 
     table = read_table(lake / "benchmark_scores").filter(pl.col("benchmark") == "lveval")
     assert set(table["length"]) == {"16k", "32k"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from lc_pipeline.config import PriorKnowledgeConfig
+from lc_pipeline.benchmarks.longbench100.config import PriorKnowledgeConfig
 from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.score.prior_knowledge import prior_knowledge_frame
 from lc_pipeline.score.per_model import judge_no_context, no_context_questions

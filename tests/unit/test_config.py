@@ -19,16 +19,16 @@ import pytest
 import yaml
 
 from lc_pipeline.tasks import load_catalog
+from lc_pipeline.benchmarks.helmet.config import HelmetConfig
+from lc_pipeline.benchmarks.lveval.config import LVEvalConfig
 from lc_pipeline.config import (
     BenchmarkConfig,
     ConfigError,
-    HelmetConfig,
-    LVEvalConfig,
     SourceConfig,
     load_config,
     packaged_config_names,
 )
-from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
+from lc_pipeline.benchmarks.minilongbench.options import MiniLongBenchOptions
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PINNED = json.loads((FIXTURES / "config_fingerprints.json").read_text())
@@ -205,7 +205,7 @@ def test_an_unknown_key_is_refused_in_every_section(tmp_path, changes, expected)
     ({"lveval": {"variants": "plain"}}, "field 'lveval.variants': expected a list, got 'plain'"),
     ({"models": ["m", 7]}, "field 'models': element 1: expected a string, got 7"),
     ({"helmet": 3}, "field 'helmet': expected a mapping, got 3"),
-    ({"helmet": {"tasks": "rag"}}, "helmet.tasks must be a list (or 'all' for longbench100 / helmet)"),
+    ({"helmet": {"tasks": "rag"}}, "helmet.tasks must be a list (or 'all': every task of helmet)"),
     ({"tasks": "helmet/rag"}, "field 'tasks': expected a list, got 'helmet/rag'"),
     ({"sources": [{"name": "demo", "options": 1}, {"name": "Bad/Name"}]},
      "source 'Bad/Name', field 'name': invalid source name 'Bad/Name'"),

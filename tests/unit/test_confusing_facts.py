@@ -24,7 +24,7 @@ from lc_pipeline.construct.confusing_facts import (
     validate_fact,
 )
 from lc_pipeline.construct.word_levels import sentence_boundaries
-from lc_pipeline.score.keyword_recall import lveval_score
+from lc_pipeline.score.keyword_recall import keyword_recall_score
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 from lc_pipeline.text import contains_answer
 
@@ -102,7 +102,7 @@ def test_knowledge_base_facts_come_from_siblings_and_never_give_the_answer_away(
         assert f.generator == KNOWLEDGE_BASE and f.subject in titles and f.reason == ""
         assert not contains_answer(f.text, item["answers"])  # acceptance 3, first half
         for variant in ("code", "paper"):  # ... and a model that copies the fact scores 0
-            assert lveval_score("keyword_recall_en", f.text, item["answers"], item["answer_keywords"], variant) == 0
+            assert keyword_recall_score("keyword_recall_en", f.text, item["answers"], item["answer_keywords"], variant) == 0
     rejected = [f for f in kb_facts if not f.accepted]
     assert rejected and all(f.reason for f in rejected)  # recorded with the reason, not dropped
     assert {"contains the gold answer", "same subject as the question"} & {f.reason.split(" '")[0].split(":")[0]

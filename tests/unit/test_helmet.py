@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from lc_pipeline.config import HelmetConfig
+from lc_pipeline.benchmarks.helmet.config import HelmetConfig
 from lc_pipeline.benchmarks.helmet import construction as helmet
 from lc_pipeline.construct.chunking import chunk_documents
 from lc_pipeline.construct.embedding import Embedder

@@ -13,7 +13,8 @@ import pytest
 
 from lc_pipeline import schemas
 from lc_pipeline.benchmarks.helmet.construction import build_helmet
-from lc_pipeline.config import HelmetConfig, SourceConfig
+from lc_pipeline.benchmarks.helmet.config import HelmetConfig
+from lc_pipeline.config import SourceConfig
 from lc_pipeline.construct.chunking import chunk_documents
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.benchmarks.helmet.alce_correctness import (

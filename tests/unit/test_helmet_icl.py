@@ -19,7 +19,8 @@ from lc_pipeline.benchmarks.helmet.construction.icl import (
     balanced_rounds,
     shots_for_level,
 )
-from lc_pipeline.config import HelmetConfig, SourceConfig
+from lc_pipeline.benchmarks.helmet.config import HelmetConfig
+from lc_pipeline.config import SourceConfig
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 from lc_pipeline.sources.demo_labels import LABELS, demo_labels

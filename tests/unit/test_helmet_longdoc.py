@@ -17,7 +17,8 @@ import pytest
 
 from lc_pipeline.benchmarks.helmet import construction as helmet
 from lc_pipeline.benchmarks.helmet.construction.long_document import document_budget
-from lc_pipeline.config import HelmetConfig, SourceConfig
+from lc_pipeline.benchmarks.helmet.config import HelmetConfig
+from lc_pipeline.config import SourceConfig
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.benchmarks.helmet.rubrics import HELMET_SUMM
 from lc_pipeline.score import judge

@@ -14,7 +14,7 @@ from lc_pipeline.score.keyword_recall import (
     dataset_score,
     keyword_recall,
     level_score,
-    lveval_score,
+    keyword_recall_score,
     tokens,
 )
 
@@ -45,7 +45,7 @@ WORKED_EXAMPLES = [
 def test_spec_worked_examples(example, variant):
     dataset, prediction, gold, keywords, code, paper = example
     expected = code if variant == "code" else paper
-    assert round(lveval_score(dataset, prediction, [gold], keywords, variant), 4) == expected
+    assert round(keyword_recall_score(dataset, prediction, [gold], keywords, variant), 4) == expected
 
 
 def test_example_2_recall_differs_because_code_drops_blacklisted_matches():
@@ -56,27 +56,27 @@ def test_example_2_recall_differs_because_code_drops_blacklisted_matches():
 
 def test_code_variant_is_the_default_and_plain_f1_differs_from_the_gated_score():
     pred, gold = "CNN is all you need", "Attention is all you need"
-    assert lveval_score("hotpotwikiqa_mixup", pred, [gold], "Attention") == 0.0
-    assert lveval_score("factrecall_en", pred, [gold]) == pytest.approx(0.8)  # plain F1: no gate
+    assert keyword_recall_score("hotpotwikiqa_mixup", pred, [gold], "Attention") == 0.0
+    assert keyword_recall_score("factrecall_en", pred, [gold]) == pytest.approx(0.8)  # plain F1: no gate
 
 
 def test_thresholds_are_swapped_between_variants_and_compare_differently():
     # English keyword recall of exactly 1/5 = 0.2: passes the code's `>= 0.2`, fails the paper's `> 0.4`.
     gold = keywords = "alpha beta gamma delta epsilon"
-    assert lveval_score("hotpotwikiqa_mixup", "alpha", [gold], keywords, "code") > 0
-    assert lveval_score("hotpotwikiqa_mixup", "alpha", [gold], keywords, "paper") == 0.0
-    assert lveval_score("hotpotwikiqa_mixup", "alpha beta gamma", [gold], keywords, "paper") > 0  # 0.6 > 0.4
+    assert keyword_recall_score("hotpotwikiqa_mixup", "alpha", [gold], keywords, "code") > 0
+    assert keyword_recall_score("hotpotwikiqa_mixup", "alpha", [gold], keywords, "paper") == 0.0
+    assert keyword_recall_score("hotpotwikiqa_mixup", "alpha beta gamma", [gold], keywords, "paper") > 0  # 0.6 > 0.4
 
 
 def test_only_the_first_gold_answer_is_scored():
-    assert lveval_score("factrecall_en", "Beethoven", ["Ludwig van Mozart", "Beethoven"]) == 0.0
+    assert keyword_recall_score("factrecall_en", "Beethoven", ["Ludwig van Mozart", "Beethoven"]) == 0.0
 
 
 def test_cmrc_uses_the_gold_answer_as_keywords_in_code_and_a_blacklist_f1_in_paper():
     gold = "罗马尼亚导演克里斯汀穆基"
-    assert lveval_score("cmrc_mixup", "导演是提莫", [gold], None, "code") == 0.0  # gate on gold tokens
+    assert keyword_recall_score("cmrc_mixup", "导演是提莫", [gold], None, "code") == 0.0  # gate on gold tokens
     # Paper: no gate; F1 after dropping blacklisted tokens ('是').
-    assert lveval_score("cmrc_mixup", "导演是提莫", [gold], None, "paper") > 0
+    assert keyword_recall_score("cmrc_mixup", "导演是提莫", [gold], None, "paper") > 0
 
 
 def test_a_cmrc_record_that_carries_answer_keywords_is_gated_on_them_as_the_authors_code_does():
@@ -84,32 +84,32 @@ def test_a_cmrc_record_that_carries_answer_keywords_is_gated_on_them_as_the_auth
     # answer_keywords (the released gold_ans) replace the gold answer as the stage-1 keywords.
     gold, keywords = "《毕业风暴》的导演是罗马尼亚导演克里斯汀穆基", "克里斯汀穆基"
     # The name alone: 3 of the answer's 11 tokens (recall 0.27 < 0.4) but every keyword token.
-    assert lveval_score("cmrc_mixup", "克里斯汀穆基", [gold], None) == 0.0
-    assert lveval_score("cmrc_mixup", "克里斯汀穆基", [gold], keywords) == pytest.approx(3 / 7)  # F1: p 1, r 3/11
-    assert lveval_score("cmrc_mixup", "克里斯汀穆基", [gold], [keywords]) == pytest.approx(3 / 7)  # our list form
+    assert keyword_recall_score("cmrc_mixup", "克里斯汀穆基", [gold], None) == 0.0
+    assert keyword_recall_score("cmrc_mixup", "克里斯汀穆基", [gold], keywords) == pytest.approx(3 / 7)  # F1: p 1, r 3/11
+    assert keyword_recall_score("cmrc_mixup", "克里斯汀穆基", [gold], [keywords]) == pytest.approx(3 / 7)  # our list form
     # The other way: 5 of the answer's tokens pass the answer's gate, none of the keywords.
     wrong = "毕业风暴的导演是罗马尼亚导演"
-    assert lveval_score("cmrc_mixup", wrong, [gold], None) > 0
-    assert lveval_score("cmrc_mixup", wrong, [gold], keywords) == 0.0
+    assert keyword_recall_score("cmrc_mixup", wrong, [gold], None) > 0
+    assert keyword_recall_score("cmrc_mixup", wrong, [gold], keywords) == 0.0
     # Blank or absent keywords fall back to the answer; the paper variant never gates cmrc.
-    assert lveval_score("cmrc_mixup", wrong, [gold], []) == lveval_score("cmrc_mixup", wrong, [gold], [""]) > 0
-    assert lveval_score("cmrc_mixup", wrong, [gold], keywords, "paper") > 0
+    assert keyword_recall_score("cmrc_mixup", wrong, [gold], []) == keyword_recall_score("cmrc_mixup", wrong, [gold], [""]) > 0
+    assert keyword_recall_score("cmrc_mixup", wrong, [gold], keywords, "paper") > 0
 
 
 def test_dureader_uses_rouge_l_on_blacklist_filtered_tokens():
     gold = "体验服是逆战拿来测试新模式的。"
-    assert lveval_score("dureader_mixup", gold, [gold]) == pytest.approx(1.0, abs=1e-6)
-    assert lveval_score("dureader_mixup", "", [gold]) == 0.0  # rouge raises on empty: 0 like the release
+    assert keyword_recall_score("dureader_mixup", gold, [gold]) == pytest.approx(1.0, abs=1e-6)
+    assert keyword_recall_score("dureader_mixup", "", [gold]) == 0.0  # rouge raises on empty: 0 like the release
     # Blacklisted tokens alone ("的", "是") match nothing.
-    assert lveval_score("dureader_mixup", "的是", [gold]) == 0.0
+    assert keyword_recall_score("dureader_mixup", "的是", [gold]) == 0.0
 
 
 def test_model_copying_a_confusing_fact_scores_zero():
     # LV-Eval's factrecall: the confusing fact names David Beckham; the answer is Ludwig Beethoven.
     fact = "David Beckham is widely acclaimed as the foundational figure of modern football."
     for variant in ("code", "paper"):
-        assert lveval_score("factrecall_en", fact, ["Ludwig Beethoven"], None, variant) == 0.0
-        assert lveval_score("multifieldqa_en_mixup", fact, ["Ludwig Beethoven"], "Ludwig Beethoven", variant) == 0.0
+        assert keyword_recall_score("factrecall_en", fact, ["Ludwig Beethoven"], None, variant) == 0.0
+        assert keyword_recall_score("multifieldqa_en_mixup", fact, ["Ludwig Beethoven"], "Ludwig Beethoven", variant) == 0.0
 
 
 def test_tokens_and_blacklists():
@@ -122,15 +122,15 @@ def test_dataset_names_in_any_usual_spelling():
     assert dataset_rule("hotpotwikiqa-mixup").name == "hotpotwikiqa_mixup"
     assert dataset_rule("loogle_MR_mixup").name == "loogle_MIR_mixup"
     assert dataset_rule("factrecall_zh_256k").name == "factrecall_zh"
-    with pytest.raises(ValueError, match="unknown LV-Eval dataset 'squad'"):
+    with pytest.raises(ValueError, match="unknown dataset 'squad'"):
         dataset_rule("squad")
 
 
 def test_bad_input_names_the_field():
     with pytest.raises(ValueError, match="field 'answers'"):
-        lveval_score("factrecall_en", "x", [])
+        keyword_recall_score("factrecall_en", "x", [])
     with pytest.raises(ValueError, match="variant"):
-        lveval_score("factrecall_en", "x", ["x"], None, "repo")
+        keyword_recall_score("factrecall_en", "x", ["x"], None, "repo")
 
 
 def test_level_score_is_the_unweighted_mean_of_dataset_scores():

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from lc_pipeline import schemas
-from lc_pipeline.config import PriorKnowledgeConfig, load_config
+from lc_pipeline.benchmarks.longbench100.config import PriorKnowledgeConfig
+from lc_pipeline.config import load_config
 from lc_pipeline.construct.builders import build_plan
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.partitions import MODEL_DIM

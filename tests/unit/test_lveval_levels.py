@@ -10,10 +10,10 @@ from lc_pipeline.benchmarks.lveval.levels import (
     build_factrecall_instances,
     build_word_level_instances,
 )
+from lc_pipeline.benchmarks.lveval.config import LVEvalConfig
 from lc_pipeline.config import (
     BenchmarkConfig,
     ConfigError,
-    LVEvalConfig,
     SourceConfig,
     level_size,
 )

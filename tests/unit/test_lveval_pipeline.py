@@ -98,7 +98,7 @@ def test_ablation_per_level_and_variant_on_the_same_items():
         "length": ["1k"] * 5,
     })
     out = ablation_frame(pl.concat([scores, scores.with_columns(metric=pl.lit("f1"))]), instances, "code")
-    assert out.schema == schemas.LVEVAL_ABLATION
+    assert out.schema == schemas.TABLES["lveval_ablation"]
     level = {r["variant"]: r["score"] for r in out.filter(pl.col("task") == "all").iter_rows(named=True)}
     assert level == {"plain": 75.0, "kpr": 25.0}
     assert set(out["metric_variant"]) == {"code"} and out["n_instances"].max() == 2

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from lc_pipeline.score import irt
 from lc_pipeline.benchmarks import minilongbench as mlbm
 from lc_pipeline.benchmarks.minilongbench import pipeline as mlbp
-from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
+from lc_pipeline.benchmarks.minilongbench.options import MiniLongBenchOptions
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "minilongbench"
 HAVE_DATA = (DATA / "scores_train_models.parquet").exists()
@@ -344,7 +344,7 @@ def test_option_paths_are_relative_to_the_config_files_folder(tmp_path):
 
 
 def test_importing_the_options_stays_light():
-    code = ("import sys, lc_pipeline.score.minilongbench.options; "
+    code = ("import sys, lc_pipeline.benchmarks.minilongbench.options; "
             "print(sorted(m for m in ('numpy', 'polars', 'sklearn', 'torch', 'dagster') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -98,7 +98,7 @@ def test_released_parameters_refuse_a_sample_the_file_lacks(official_env):
 
 def test_fit_subset_with_irt_released_writes_the_released_model(official_env, tmp_path):
     from lc_pipeline.benchmarks.minilongbench import pipeline
-    from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
+    from lc_pipeline.benchmarks.minilongbench.options import MiniLongBenchOptions
 
     opts = MiniLongBenchOptions.parse({"scores": str(SCORES), "irt": "released", "baseline_draws": 2})
     run = pipeline.fit_subset(opts, config_file=None, read_table=lambda name: None, embedder=lambda: None,

@@ -9,7 +9,7 @@ from test_minilongbench import synthetic_frame
 
 from lc_pipeline.benchmarks import minilongbench as mlbm
 from lc_pipeline.benchmarks.minilongbench import validation
-from lc_pipeline.score.minilongbench import options
+from lc_pipeline.benchmarks.minilongbench import options
 
 
 def test_margins_compare_each_mode_with_the_median_of_its_own_random_draws():

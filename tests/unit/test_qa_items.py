@@ -10,7 +10,8 @@ import pytest
 from lc_pipeline import schemas
 from lc_pipeline.benchmarks.qa import suite as qa_suite
 from lc_pipeline.benchmarks.qa.items import items_for_variants, qa_suite_items
-from lc_pipeline.config import BenchmarkConfig, LVEvalConfig, SourceConfig
+from lc_pipeline.benchmarks.lveval.config import LVEvalConfig
+from lc_pipeline.config import BenchmarkConfig, SourceConfig
 from lc_pipeline.construct.builders import LevelInputs, level_batches
 from lc_pipeline.construct.prompts import QAPrompt
 from lc_pipeline.construct.tokens import TokenCounter

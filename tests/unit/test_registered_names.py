@@ -75,6 +75,7 @@ def test_every_builder_hook_resolves():
     from lc_pipeline.construct.instance_checks import SuiteRules
     from lc_pipeline.tasks.registry import (
         BATCH_COUNTS,
+        DOCUMENT_SPLITTERS,
         RECORD_SUBSETS,
         SUITE_RULES,
         TASK_SELECTION_ORDER,
@@ -82,14 +83,14 @@ def test_every_builder_hook_resolves():
         item_builders,
     )
 
-    for registry in (TASK_SELECTIONS, BATCH_COUNTS, RECORD_SUBSETS):
+    for registry in (TASK_SELECTIONS, BATCH_COUNTS, RECORD_SUBSETS, DOCUMENT_SPLITTERS):
         assert {name for name, hook in resolved(registry).items() if not callable(hook)} == set(), registry.kind
     assert set(TASK_SELECTIONS.names()) == set(TASK_SELECTION_ORDER) >= {"lveval", "longbench100", "helmet"}
     assert {"qa.assemble"} <= item_builders() <= set(BUILDERS.names())
     assert set(BATCH_COUNTS.names()) <= set(BUILDERS.names())
     rules = resolved(SUITE_RULES)
     assert {suite for suite, r in rules.items() if not isinstance(r, SuiteRules)} == set()
-    assert {"helmet", "longbench100"} <= set(rules) and "longbench" in RECORD_SUBSETS
+    assert {"helmet", "longbench100"} <= set(rules) and "longbench" in RECORD_SUBSETS and "loong" in DOCUMENT_SPLITTERS
 
 
 def test_every_metric_resolves_to_a_metric():
@@ -220,3 +221,31 @@ def test_every_import_inside_a_function_names_what_exists(folder):
     failures = [f"{path.relative_to(PACKAGE.parent)}: {problem}"
                 for path in paths for problem in unresolved(function_level_imports(path))]
     assert not failures, "\n".join(failures)
+
+
+def test_each_benchmark_package_owns_the_task_files_of_its_benchmark_and_the_core_none():
+    import yaml
+
+    from lc_pipeline.tasks.catalog import packaged_files
+    from lc_pipeline.tasks.registry import SOURCE_KIND_BENCHMARKS
+
+    files = packaged_files()
+    assert {f.parent.parent.name for f in files} == {"helmet", "longbench", "longbench100", "longbench_v2", "loong",
+                                                     "lveval", "qa"}
+    for f in files:
+        assert f.parent.name == "task_files" and yaml.safe_load(f.read_text())["benchmark"] == f.parent.parent.name, f
+    assert not list((PACKAGE / "tasks").rglob("*.yaml"))
+    assert SOURCE_KIND_BENCHMARKS == {"longbench": "longbench", "longbench_v2": "longbench_v2", "lveval": "lveval",
+                                      "loong": "loong"}
+
+
+def test_every_config_section_is_a_model_the_config_reads_by_its_name():
+    from lc_pipeline.config import load_config
+    from lc_pipeline.tasks.registry import CONFIG_SECTIONS
+
+    sections = resolved(CONFIG_SECTIONS)
+    assert set(sections) == {"helmet", "longbench100", "lveval", "minilongbench", "prior_knowledge"}
+    config = load_config("demo")
+    for name, model in sections.items():
+        assert callable(getattr(model, "fingerprint_data", None)) and hasattr(model, "TASK_BENCHMARK"), name
+        assert isinstance(getattr(config, name), model), name  # a section left out takes its defaults

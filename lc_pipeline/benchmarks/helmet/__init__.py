@@ -1,8 +1,12 @@
 """HELMET (princeton-nlp/HELMET): the benchmark's own package."""
 
+from pathlib import Path
+
 
 def register(registries) -> None:
     """HELMET's builders, metrics, judge rubrics, source kinds and released file kinds (tasks.registry)."""
+    registries.config_sections.register("helmet", "lc_pipeline.benchmarks.helmet.config:HelmetConfig")
+    registries.task_files(Path(__file__).parent / "task_files")
     builders = {
         "helmet": "lc_pipeline.benchmarks.helmet.construction:build",
         # HELMET on its released data: the released datasets' records, the others built as HELMET builds them
@@ -27,6 +31,8 @@ def register(registries) -> None:
     registries.metrics.register("helmet.qampari_rec5", "lc_pipeline.benchmarks.helmet.alce_correctness:QAMPARI_REC5")
     registries.rubrics.register("helmet_longqa", "lc_pipeline.benchmarks.helmet.rubrics:HELMET_LONGQA")
     registries.rubrics.register("helmet_summ", "lc_pipeline.benchmarks.helmet.rubrics:HELMET_SUMM")
+    for name in ("helmet_longqa", "helmet_summ"):  # the authors' judge prompts and settings (judging.py)
+        registries.official_rubrics.register(name, "lc_pipeline.benchmarks.helmet.judging:official_rubric")
     # Long documents: whole books and case files, their items' own contexts
     for kind, function in {"narrativeqa": "narrativeqa_source", "infbench": "infbench_source",
                            "multi_lexsum": "multi_lexsum_source"}.items():

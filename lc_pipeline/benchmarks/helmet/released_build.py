@@ -1,6 +1,6 @@
 """Builder ``helmet.released``: HELMET run on its released data (config ``helmet-released``).
 
-Tasks are HELMET's (tasks/packaged/helmet*.yaml: their wording, answer prefix, answer length, chat-template
+Tasks are HELMET's (benchmarks/helmet/task_files/helmet*.yaml: their wording, answer prefix, answer length, chat-template
 setting, metrics and judge rubric). Two ways to an instance:
 
 * a dataset HELMET releases per level (:data:`released_data.DATASETS`: JSON KV, the three RULER tasks, the

@@ -117,7 +117,7 @@ SHOTS = 2
 
 @dataclass(frozen=True)
 class Dataset:
-    name: str  # our task name (tasks/packaged/helmet*.yaml)
+    name: str  # our task name (benchmarks/helmet/task_files/helmet*.yaml)
     category: str
     kind: str  # rag | rerank | json_kv | ruler | alce
     test: str  # file under data/, with {k} (the level's count) or {tokens} (the level in tokens)

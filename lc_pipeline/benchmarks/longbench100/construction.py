@@ -1,7 +1,7 @@
 """100-LongBench instance construction at controllable length (pure logic, no Dagster).
 
 Eight tasks (spec ``shared/specs/100longbench.md`` §2-§4), 4 categories x 2 tasks, each a
-``TaskSpec`` (``lc_pipeline/tasks/packaged/longbench100.yaml``): its ``builder.options.kind``
+``TaskSpec`` (``lc_pipeline/benchmarks/longbench100/task_files/longbench100.yaml``): its ``builder.options.kind``
 picks the construction below; its name, category, prompt (placeholders ``{context}``,
 ``{question}`` and, for the QA kinds, ``{instruction}``: which passages to read) and
 ``max_new_tokens`` are the spec's. A task's random draws are seeded by its name, which is part

@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from lc_pipeline.config import KNOWLEDGE_BASE_FACTS, BenchmarkConfig
+from lc_pipeline.benchmarks.lveval.config import KNOWLEDGE_BASE_FACTS
+from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.construct.assembly import derive_seed
 from lc_pipeline.construct.confusing_facts import (
     CandidateFact,

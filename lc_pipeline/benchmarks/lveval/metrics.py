@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lc_pipeline.score.keyword_recall import DEFAULT_VARIANT, dataset_rule, lveval_score
+from lc_pipeline.score.keyword_recall import DEFAULT_VARIANT, dataset_rule, keyword_recall_score
 from lc_pipeline.score.task_metrics import Metric
 
 
@@ -23,7 +23,7 @@ def lveval_rule(task: str, language: str) -> str:
 
 def _lveval(output: str, instance: Mapping[str, Any], task: Any, options: Mapping[str, Any]) -> float:
     rule = options.get("rule") or lveval_rule(instance.get("task") or "", instance.get("language") or "en")
-    return lveval_score(rule, output, instance.get("answers") or [], instance.get("answer_keywords") or [],
+    return keyword_recall_score(rule, output, instance.get("answers") or [], instance.get("answer_keywords") or [],
                         options.get("variant", DEFAULT_VARIANT))
 
 

@@ -55,7 +55,7 @@ registry does, pulls in neither numpy nor polars):
 - :mod:`.baseline`: random stratified subsets and the baseline report (§7)
 - :mod:`.validation`: leave-models-out validation of every mode against its own random median
 - :mod:`.persistence`: the fitted model's directory, locally and in the lake
-- :mod:`lc_pipeline.score.minilongbench.options`: :class:`MiniLongBenchOptions`, the config's ``minilongbench:``
+- :mod:`lc_pipeline.benchmarks.minilongbench.options`: :class:`MiniLongBenchOptions`, the config's ``minilongbench:``
   section (it stays beside the core's config loader, which must not import a benchmark package)
 - :mod:`.pipeline`: what the Dagster assets run (training data from the lake or imported files,
   the subset table and its metadata, one model's estimates)
@@ -89,7 +89,7 @@ if TYPE_CHECKING:
         MiniLongBench,
         estimate_frame,
     )
-    from lc_pipeline.score.minilongbench.options import (
+    from lc_pipeline.benchmarks.minilongbench.options import (
         DEFAULT_METRICS,
         MiniLongBenchOptions,
     )
@@ -122,7 +122,7 @@ _EXPORTS = {
     **dict.fromkeys(("SAMPLE", "Estimate", "ScoreMatrix", "aggregate", "spearman", "true_scores"), "matrix"),
     **dict.fromkeys(("BLEND_WEIGHT", "DEFAULT_MODE", "MODES", "SELECTION_MODE", "MiniLongBench", "estimate_frame"), "model"),
     **dict.fromkeys(("Validation", "choose_modes", "leave_models_out", "mode_figures", "summarize"), "validation"),
-    **dict.fromkeys(("DEFAULT_METRICS", "MiniLongBenchOptions"), "lc_pipeline.score.minilongbench.options"),
+    **dict.fromkeys(("DEFAULT_METRICS", "MiniLongBenchOptions"), "lc_pipeline.benchmarks.minilongbench.options"),
     **dict.fromkeys(("FORMAT",), "persistence"),
     **dict.fromkeys(("pca_reduce", "representations_from_frame", "text_representations"), "representations"),
     **dict.fromkeys(
@@ -185,4 +185,10 @@ def __dir__() -> list[str]:
 
 def register(registries) -> None:
     """MiniLongBench's samples of LongBench's released records (config ``released.subset``, tasks.registry)."""
+    registries.tables.register("minilongbench_subset",
+                               "lc_pipeline.benchmarks.minilongbench.schemas:MINILONGBENCH_SUBSET")
+    registries.tables.register("minilongbench_estimates",
+                               "lc_pipeline.benchmarks.minilongbench.schemas:MINILONGBENCH_ESTIMATES")
+    registries.config_sections.register("minilongbench",
+                                        "lc_pipeline.benchmarks.minilongbench.options:MiniLongBenchOptions")
     registries.record_subsets.register("longbench", "lc_pipeline.benchmarks.minilongbench.subset:subset_item_ids")

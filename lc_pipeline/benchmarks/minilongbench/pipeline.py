@@ -43,7 +43,7 @@ from lc_pipeline.benchmarks.minilongbench.baseline import baseline_report
 from lc_pipeline.benchmarks.minilongbench.fitting import fit
 from lc_pipeline.benchmarks.minilongbench.matrix import SAMPLE, Estimate, ScoreMatrix
 from lc_pipeline.benchmarks.minilongbench.model import DEFAULT_MODE, MODES, MiniLongBench, estimate_frame
-from lc_pipeline.score.minilongbench.options import MiniLongBenchOptions
+from lc_pipeline.benchmarks.minilongbench.options import MiniLongBenchOptions
 from lc_pipeline.benchmarks.minilongbench.representations import (
     representations_from_frame,
     text_representations,

@@ -8,9 +8,9 @@ config and the sources only, never on the level:
   (``assembly.fitting_items``), then the seeded, task-balanced choice of ``items_per_length``
   (``assembly.select_items``);
 * word levels (``length_unit: words``): evidence shorter than the smallest level in words /
-  characters, then the same choice (``lveval_levels.word_level_items``);
+  characters, then the same choice (``benchmarks.lveval.levels.word_level_items``);
 * factrecall (``lveval.factrecall_positions``): ``factrecall_items`` needles, each an item with one
-  evidence document stating its answer (``lveval_levels.factrecall_needles``, spec ``lveval.md`` §4.3).
+  evidence document stating its answer (``benchmarks.lveval.levels.factrecall_needles``, spec ``lveval.md`` §4.3).
 
 ``instances`` builds these items at every level (benchmarks/qa/suite.py), and LV-Eval's
 ``confusing_facts`` and ``replacement_rules`` are made for exactly them (:func:`items_for_variants`;

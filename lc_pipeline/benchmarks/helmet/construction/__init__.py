@@ -1,7 +1,7 @@
 """HELMET instance construction at controllable length (pure logic, no Dagster).
 
 Spec: ``shared/specs/helmet.md`` (§2 categories, §5 prompts, §9 what must be right). Each task is a
-``TaskSpec`` (``lc_pipeline/tasks/packaged/helmet.yaml``): its name, category, prompt, answer
+``TaskSpec`` (``lc_pipeline/benchmarks/helmet/task_files/helmet.yaml``): its name, category, prompt, answer
 prefix and ``max_new_tokens`` are the spec's; its ``builder.options.kind`` picks the construction.
 The length lever is the number of passages / pairs / needles (RAG, re-rank, synthetic recall) or
 the cut of one long document (LongQA, summarization); every prompt is filled to just under the
@@ -34,7 +34,7 @@ demonstrations per level, spec §2 table) instead of filling to the level's budg
 Other modules: ``pools`` (items, documents, passages, hard negatives; gold passages), ``fitting``
 (depths, the exact-count search, cutting), ``context`` (one task's build context and its rows),
 ``suite`` (``build_helmet``; each spec checked first by ``construct.spec_checks``), ``checks``
-(``gold_depth_violations``).
+(``gold_depth_violations``; ``HelmetRows``, what the instance checks know of HELMET's rows).
 
 A task's random draws are seeded by its name, and its name is part of its instance ids: a copy of a
 packaged task under another name (its own prompt, say) draws its own sample and gets its own ids.

@@ -74,7 +74,8 @@ class HelmetRows(SuiteRules):
     passage sits at each depth (spec helmet.md §2.2)."""
 
     holds_whole_documents = False
-    checks: ClassVar[Mapping[str, str]] = {CHECK_RAG_DEPTHS: "HELMET RAG: the gold passage sits at each of the evenly spaced depths"}
+    checks: ClassVar[Mapping[str, str]] = {
+        CHECK_RAG_DEPTHS: "HELMET RAG: the gold passage sits at each of the evenly spaced depths"}
 
     def fixed_size_tasks(self, config) -> set[str]:
         # HELMET's per-dataset tasks take the spec's count of passages / shots per level (builder.options.per_level)

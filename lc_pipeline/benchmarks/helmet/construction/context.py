@@ -1,7 +1,7 @@
 """What every HELMET builder shares: the build context of one task at one level (its ``TaskSpec``,
 the pools, the config) and the row a builder hands back, finished into an INSTANCES row.
 
-The task's ``TaskSpec`` (lc_pipeline/tasks/packaged/helmet.yaml) gives the row its task name,
+The task's ``TaskSpec`` (lc_pipeline/benchmarks/helmet/task_files/helmet.yaml) gives the row its task name,
 category, prompt template, ``max_new_tokens`` and the answer prefix its demonstrations use
 (spec helmet.md §5); ids mix in the spec's ``instance_salt`` only when it is non-empty, so a
 packaged task as shipped keeps the ids it always had.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lc_pipeline.benchmarks.helmet.construction.pools import Pools
-from lc_pipeline.config import HelmetConfig
+from lc_pipeline.benchmarks.helmet.config import HelmetConfig
 from lc_pipeline.construct.assembly import instance_id
 from lc_pipeline.construct.rows import instance_row
 from lc_pipeline.construct.tokens import TokenCounter

@@ -35,7 +35,8 @@ from lc_pipeline.benchmarks.helmet.construction.synthetic import (
     build_multikey,
     build_multivalue,
 )
-from lc_pipeline.config import HelmetConfig, level_tokens
+from lc_pipeline.benchmarks.helmet.config import HelmetConfig
+from lc_pipeline.config import level_tokens
 from lc_pipeline.construct.rows import instances_frame
 from lc_pipeline.construct.spec_checks import (
     check_builder,

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -83,6 +83,7 @@ class MiniLongBenchOptions(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    TASK_BENCHMARK: ClassVar[str | None] = None  # config.ConfigSection's: its own tasks are none
 
     scores: StrictStr | None = None
     embeddings: StrictStr | None = None
@@ -103,6 +104,10 @@ class MiniLongBenchOptions(BaseModel):
     validation_folds: StrictInt = Field(2, ge=2)
     validation_seeds: StrictInt = Field(2, ge=1)
     validation_draws: StrictInt = Field(20, ge=1)
+
+    def fingerprint_data(self) -> Any:
+        """The keys written in the config, with their values as written (what the old mapping gave)."""
+        return self.model_dump(exclude_unset=True)
 
     @classmethod
     def parse(cls, section: MiniLongBenchOptions | Mapping | None, where: str = "minilongbench",
