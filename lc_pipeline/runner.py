@@ -388,6 +388,9 @@ class Runner:
         not). Returns the leaderboard (None when it did not run, or a model waits for lengths not scored yet)."""
         models = list(self.config.models) if models is None else list(models)
         self.check_lake()
+        if models:
+            self.register_models(models)  # an unknown model: a clear error before anything runs
+        self.board = None
         groups = self.plan()
         before = [g for g in groups if MODEL_DIM not in g.dims and not self.after_models(g, groups)]
         per_model = [g for g in groups if MODEL_DIM in g.dims]
@@ -401,7 +404,6 @@ class Runner:
             self.record_instances()
         if not models:
             return None
-        self.register_models(models)
         missing = self.missing_instances()
         if missing:
             raise RuntimeError(f"instances for lengths {missing} are not built yet, or were built from other inputs "
