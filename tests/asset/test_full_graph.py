@@ -60,7 +60,7 @@ def materializations(instance: dg.DagsterInstance, run_ids: list[str]) -> set[tu
 
 def test_demo_builds_every_table_in_hive_layout(world):
     settings, _ = world
-    board = runner_for(world).demo()
+    board = runner_for(world).run()
 
     lake = settings.lake_dir
     for table in TABLES:

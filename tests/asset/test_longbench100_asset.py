@@ -39,7 +39,7 @@ def lake(tmp_path_factory):
     settings = Settings(project_dir=root, config=str(cfg), lake_dir=root / "data_lake",
                         models_file=root / "models.yaml", dagster_home=root / ".dagster")
     with dg.instance_for_test() as instance:
-        Runner(build_pipeline(settings), instance, echo=lambda m: None).demo()
+        Runner(build_pipeline(settings), instance, echo=lambda m: None).run()
     return settings.lake_dir
 
 

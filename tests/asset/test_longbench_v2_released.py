@@ -54,7 +54,7 @@ def test_longbench_v2_runs_as_released_in_both_modes_to_its_tables(tmp_path, mon
     settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
                         models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
     with dg.instance_for_test() as instance:
-        overall = Runner(build_pipeline(settings), instance, echo=lambda m: None).demo()
+        overall = Runner(build_pipeline(settings), instance, echo=lambda m: None).run()
 
     lake = tmp_path / "lake"
     records = {r["_id"]: r for r in json.loads(RECORDS.read_text())}
