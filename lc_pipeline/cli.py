@@ -402,7 +402,7 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
         runner.tags = {"lcp/backfill": model}
         runner.preflight()  # what would fail only after generation fails here (D17)
         _check_model_files(runner.pipeline.resources["models"].spec(model))
-        board = runner.run([model], list(lengths) or None)  # what is missing upstream is built first
+        board = runner.run([model], list(lengths) or None, upstream_if_missing=True)  # nothing upstream re-runs
     if board is None:  # its LongScore waits for the other lengths: the leaderboard has nothing new
         click.echo(f"{model}: scored {list(lengths)}; its LongScore and leaderboard row follow once every length "
                    "is scored", err=True)

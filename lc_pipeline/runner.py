@@ -380,28 +380,32 @@ class Runner:
 
     # -- running it -------------------------------------------------------------------------------------------
     def run(self, models: list[str] | None = None, lengths: list[str] | None = None,
-            leaderboard: bool = True) -> pl.DataFrame | None:
+            leaderboard: bool = True, upstream_if_missing: bool = False) -> pl.DataFrame | None:
         """``lcp run``: every step of :meth:`plan` not already done, for the config and ``models`` (default: the
         config's; ``[]``: the benchmark only, nothing generated). ``lengths``: only these levels of the models'
         partitions (``lcp backfill --length``). The model-independent steps run first, then each model's steps
         (its vLLM engine or server closed when the model is done), then the leaderboard (``leaderboard=False``:
-        not). Returns the leaderboard (None when it did not run, or a model waits for lengths not scored yet)."""
+        not). ``upstream_if_missing`` (``lcp backfill``: only the model's partitions): the model-independent steps
+        only when the lake lacks instances of a level, or holds another config's (instances placed in the lake with
+        no record are used as they are). Returns the leaderboard (None when it did not run, or a model waits for
+        lengths not scored yet)."""
         models = list(self.config.models) if models is None else list(models)
         self.check_lake()
         if models:
             self.register_models(models)  # an unknown model: a clear error before anything runs
-        self.board = None
+        self.board, self.materialized = None, []  # what this run materializes (upstream_ran)
         groups = self.plan()
         before = [g for g in groups if MODEL_DIM not in g.dims and not self.after_models(g, groups)]
         per_model = [g for g in groups if MODEL_DIM in g.dims]
         after = [g for g in groups if g not in before and g not in per_model]
         self.echo(f"benchmark {self.config.name!r}: lengths {list(self.config.lengths)}, lake {self.lake}")
-        with self.releasing_engines():  # a vLLM model that made LV-Eval's facts is closed before any model runs
-            self.register_sources()
-            stale = set(self.missing_instances())
-            for group in before:
-                self.run_group(group, [], list(self.config.lengths), stale=stale)
-            self.record_instances()
+        stale = set(self.missing_instances())
+        if stale or not upstream_if_missing:
+            with self.releasing_engines():  # a vLLM model that made LV-Eval's facts is closed before any model runs
+                self.register_sources()
+                for group in before:
+                    self.run_group(group, [], list(self.config.lengths), stale=stale)
+                self.record_instances()
         if not models:
             return None
         missing = self.missing_instances()
@@ -598,6 +602,7 @@ class Runner:
             raise RuntimeError(f"model {slug!r} has no generations at lengths {missing}: run `lcp run --model "
                                f"{slug}` (or `lcp backfill --model {slug}`) first")
         groups = [g for g in self.plan() if MODEL_DIM in g.dims]
+        self.materialized = []
         judging = {a for g in groups for a in g.assets if versions.runs(self.node(a)) in ("judged", "cited")}
         done: list[str] = []
         with self.releasing_engines():
