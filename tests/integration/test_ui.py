@@ -45,13 +45,14 @@ def defined_assets(repo, env) -> set[str]:
 
 
 def assets_by_module(repo, env) -> dict[str, set[str]]:
-    """Asset names each module of lc_pipeline/assets builds (all but common.py), read in a subprocess."""
+    """Asset names each module of lc_pipeline/assets builds (all but the helpers: common.py, versions.py), read in a
+    subprocess."""
     code = ("import importlib, json, pkgutil; import lc_pipeline.assets as A; "
             "from lc_pipeline.config import load_config; from lc_pipeline.partitions import Partitions; "
             "from lc_pipeline.settings import Settings; "
             "parts = Partitions(load_config(Settings.from_env().config).lengths); "
             "print(json.dumps({m.name: [k.path[-1] for a in importlib.import_module('lc_pipeline.assets.' + m.name)"
-            ".build(parts) for k in a.keys] for m in pkgutil.iter_modules(A.__path__) if m.name != 'common'}))")
+            ".build(parts) for k in a.keys] for m in pkgutil.iter_modules(A.__path__) if m.name not in ('common', 'versions')}))")
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=repo, env=env, capture_output=True,
                          text=True, timeout=300, check=True)
     # A module that builds only asset checks (prompt_guard: the check on generations) has no assets, no group.
