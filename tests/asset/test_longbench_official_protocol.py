@@ -84,7 +84,7 @@ def test_every_instance_prompt_is_the_authors_template_formatted_with_the_record
     ours = build(ours_config)
     assert set(ours["protocol"]) == {"ours"}
     assert not set(ours["instance_id"]) & set(official["instance_id"])
-    task_file = yaml.safe_load((PACKAGED_CONFIGS.parent / "tasks" / "packaged" / "longbench.yaml").read_text())
+    task_file = yaml.safe_load((PACKAGED_CONFIGS.parent / "benchmarks" / "longbench" / "task_files" / "longbench.yaml").read_text())
     ours_prompts = {t["name"]: t["prompt"] for t in task_file["tasks"]}
     for row in ours.iter_rows(named=True):
         record = recs[row["record_id"]]
