@@ -28,7 +28,10 @@ def configured_sources(df: pl.DataFrame, config: BenchmarkConfig, table: str) ->
     may_lack = {s.name for s in config.sources if s.kind in own_context_kinds()} if table == "source_documents" else set()
     missing = [s for s in wanted if s not in present and s not in may_lack]
     if missing:
-        raise dg.Failure(f"{table}: sources {missing} of config {config.name!r} are not materialized", allow_retries=False)
+        raise dg.Failure(f"{table}: sources {missing} of config {config.name!r} have no rows: not materialized yet, "
+                         "the source read none (its step's metadata notes say what it read, e.g. a folder without its "
+                         "documents), or every record was rejected (the rejected_records table says why; `lcp sources "
+                         "validate` checks the files)", allow_retries=False)
     return df.filter(pl.col("source").is_in(wanted))
 
 
