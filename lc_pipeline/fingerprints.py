@@ -214,3 +214,12 @@ def config_input_sha256(config: BenchmarkConfig) -> str:
     if not any(sha for _, sha in parts):
         return ""
     return hashlib.sha256("".join(f"{name}\x00{sha}\n" for name, sha in parts).encode()).hexdigest()
+
+
+INSTANCES_CODE_VERSION = "8"  # 8: protocol; 7: record_id and record_fields; 6: benchmark and all_classes, task files' prompts
+
+
+def instances_fingerprint(config: BenchmarkConfig) -> str:
+    """The data version the instances of ``config`` record (what lake.built_by holds), without Dagster: the
+    instances asset declares the same code version and fields (assets/instances.py)."""
+    return asset_fingerprint("instances", INSTANCES_CODE_VERSION, INSTANCE_FIELDS, config)

@@ -31,19 +31,12 @@ from lc_pipeline.construct.instance_metadata import (
 )
 from lc_pipeline.construct.run_selection import Narrowed, narrowed
 from lc_pipeline.construct.variant_rows import inserted_tokens
-from lc_pipeline.fingerprints import INSTANCE_FIELDS, asset_fingerprint
+from lc_pipeline.fingerprints import INSTANCE_FIELDS, INSTANCES_CODE_VERSION, instances_fingerprint
 from lc_pipeline.lake import record_built_by
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.progress import Progress
 from lc_pipeline.resources import BenchmarkResource, LakeResource, TokenizerResource
 from lc_pipeline.tasks.catalog import catalog_for
-
-CODE_VERSION = "8"  # 8: protocol; 7: record_id and record_fields; 6: benchmark and all_classes, task files' prompts
-
-
-def instances_fingerprint(config) -> str:
-    """The data version the instances of ``config`` record (what lake.built_by holds), without the graph."""
-    return asset_fingerprint("instances", CODE_VERSION, INSTANCE_FIELDS, config)
 
 
 def build(parts: Partitions) -> list:
@@ -52,7 +45,7 @@ def build(parts: Partitions) -> list:
     rules: none is used); each declares which configs it serves (assets/versions.py)."""
     def spec(released: bool) -> dict:
         return dict(
-            **declared(CODE_VERSION, INSTANCE_FIELDS, serves="released" if released else "constructed"),
+            **declared(INSTANCES_CODE_VERSION, INSTANCE_FIELDS, serves="released" if released else "constructed"),
             ins={"source_items": ALL_SOURCES, "source_documents": ALL_SOURCES},
             partitions_def=parts.length,
             group_name="instances",

@@ -59,7 +59,7 @@ def config_record_ids(config, lake_dir) -> tuple[set[str], str]:
     import polars as pl
 
     from lc_pipeline import storage
-    from lc_pipeline.assets.instances import instances_fingerprint
+    from lc_pipeline.fingerprints import instances_fingerprint
     from lc_pipeline.lake import LakeOfAnotherConfig, built_by, check_lake_config
     from lc_pipeline.lake_files import partition_path
 

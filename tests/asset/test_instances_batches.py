@@ -22,7 +22,7 @@ from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.construct.assembly import build_instances, fitting_items, select_items
 from lc_pipeline.construct.tokens import TokenCounter
 from lc_pipeline.definitions import build_pipeline
-from lc_pipeline.assets.instances import instances_fingerprint
+from lc_pipeline.fingerprints import instances_fingerprint
 from lc_pipeline.lake import built_by
 from lc_pipeline.partitions import SOURCE_DIM
 from lc_pipeline.resources import LakeResource

@@ -9,7 +9,8 @@ from lc_pipeline.cli import main
 
 def test_run_and_demo_take_the_same_options():
     run, demo = main.get_command(None, "run"), main.get_command(None, "demo")
-    assert [p.opts for p in run.params] == [p.opts for p in demo.params] == [["--config"], ["--model"]]
+    assert [p.opts for p in run.params] == [p.opts for p in demo.params] == [["--config"], ["--model"], ["--tasks"],
+                                                                             ["--limit"]]
     assert "the same as `lcp run`" in demo.help.lower()
 
 
