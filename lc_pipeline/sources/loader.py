@@ -13,7 +13,6 @@ repeated across files are caught as a run catches them.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,8 +96,7 @@ def file_kinds() -> dict[str, tuple[frozenset[str], Callable[[list[Path]], list[
 
 
 def _validator(kind: str) -> Callable[[list[Path]], list[ValidationReport]]:
-    module, _, function = registry.FILE_KINDS.get(kind).validator.partition(":")
-    return getattr(importlib.import_module(module), function)
+    return registry.resolve(registry.FILE_KINDS.get(kind).validator)
 
 
 def detect_kind(path: Path) -> str | None:

@@ -25,6 +25,12 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 
 
+def resolve(target: str) -> Any:
+    """The object a ``"package.module:attribute"`` target names, its module imported."""
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
 class Registry(Generic[T]):
     """Name -> object, resolved lazily from a ``"package.module:attribute"`` target."""
 
@@ -55,8 +61,7 @@ class Registry(Generic[T]):
         if target is None:
             prefix = f"{where}: " if where else ""
             raise ValueError(f"{prefix}unknown {self.kind} {name!r}; known: {', '.join(self.names())}")
-        module, _, attribute = target.partition(":")
-        obj = getattr(importlib.import_module(module), attribute)
+        obj = resolve(target)
         self._loaded[name] = obj
         return obj
 
@@ -75,8 +80,6 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         load_benchmark_packages()
         return sorted({*self._targets, *self._loaded})
-
-
 
 
 @dataclass(frozen=True)
