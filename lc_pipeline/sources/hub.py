@@ -27,8 +27,12 @@ class HubError(RuntimeError):
     """A Hugging Face dataset could not be loaded."""
 
 
-def _offline_var() -> str | None:
-    return first_switched_on(("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+HUB_OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
+def hub_offline_variable() -> str | None:
+    """The Hugging Face switch that turns the Hub off (set to 1, true, yes or on), else None."""
+    return first_switched_on(HUB_OFFLINE_VARIABLES)
 
 
 def _label(dataset: str, name: str | None, split: str, revision: str | None) -> str:
@@ -55,7 +59,7 @@ def hub_records(
     is switched off by ``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE``, or the load fails.
     """
     label = _label(dataset, name, split, revision)
-    var = _offline_var()
+    var = hub_offline_variable()
     if var is not None:
         raise HubError(
             f"cannot load Hugging Face dataset {label}: the Hub is offline ({var}={env(var)!r}); "

@@ -54,8 +54,7 @@ from typing import Any
 
 import polars as pl
 
-from lc_pipeline.settings import first_switched_on
-from lc_pipeline.sources.hub import HubError
+from lc_pipeline.sources.hub import HubError, hub_offline_variable
 from lc_pipeline.sources.validation import (
     OnError,
     Record,
@@ -74,11 +73,6 @@ ROLES = ("demo", "test")  # record_fields["split"]: demonstration pool or test i
 ICL_OPTIONS = ("path", "hf_dataset", "config", "revision", "text", "label", "demo_split", "test_split", "holdout",
                "holdout_seed", "label_names", "language", "on_error")
 _ROW = "__lcp_row"  # the record's row number in its split, carried through a holdout split
-_OFFLINE = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")  # as sources/hub.py: the Hub switched off
-
-
-def _offline_var() -> str | None:
-    return first_switched_on(_OFFLINE)
 
 
 def _load(where: str, *, local: bool, config: str | None, revision: str | None):
@@ -100,7 +94,7 @@ def _load(where: str, *, local: bool, config: str | None, revision: str | None):
                 return datasets.load_dataset(str(root / config))
             raise HubError(f"cannot load the dataset folder {where}"
                            f"{f' (config {config!r})' if config else ''}: {type(exc).__name__}: {exc}") from exc
-    var = _offline_var()
+    var = hub_offline_variable()
     if var is not None:
         raise HubError(f"cannot load Hugging Face dataset {where}: the Hub is offline ({var} is set); unset it and "
                        "make sure huggingface.co is reachable, or save the dataset to a folder and use 'path'")
