@@ -97,7 +97,7 @@ def _instances(context: dg.AssetExecutionContext, source_items: pl.DataFrame, so
     with tempfile.TemporaryDirectory(prefix="lcp-instances-") as scratch:
         with storage.ParquetStager(scratch, schema=schemas.INSTANCES) as stage:
             try:
-                for out in narrowed(level_batches(inputs, progress.update), config.only, selection):
+                for out in narrowed(level_batches(inputs, progress.update), selection):
                     # CFI rows carry their facts on top of the level (LV-Eval inserts after mixing): the
                     # length check measures them without the facts, whose tokens go to the metadata.
                     fact_tokens = inserted_tokens(out, counter)

@@ -27,14 +27,14 @@ class Narrowed:
                 "selected_tasks_without_instances": [t for t in self.only.tasks if not self.kept[t]]}
 
 
-def narrowed(frames: Iterable[pl.DataFrame], only: RunSelection | None,
-             record: Narrowed | None = None) -> Iterator[pl.DataFrame]:
-    """``frames`` (INSTANCES rows) as they are when ``only`` is None; else only the selected tasks' rows, at most
-    ``only.limit`` per (task, variant). ``record`` counts what was kept and left out."""
-    if only is None:
+def narrowed(frames: Iterable[pl.DataFrame], record: Narrowed | None) -> Iterator[pl.DataFrame]:
+    """``frames`` (INSTANCES rows) as they are when ``record`` is None (no selection); else only the rows of
+    ``record.only``'s tasks, at most ``only.limit`` per (task, variant), counting in ``record`` what was kept and
+    left out."""
+    if record is None:
         yield from frames
         return
-    record = record if record is not None else Narrowed(only)
+    only = record.only
     taken: Counter = Counter()
     for frame in frames:
         tasks = frame["task"].to_list()

@@ -28,7 +28,7 @@ def test_the_selection_keeps_the_first_n_instances_of_each_selected_task_and_var
     record = Narrowed(only)
     frames = [frame([("hotpotqa", "plain")] * 3 + [("qasper", "plain")] * 2),
               frame([("trec", "plain"), ("hotpotqa", "cfi"), ("hotpotqa", "cfi"), ("hotpotqa", "cfi")])]
-    kept = pl.concat(list(narrowed(frames, only, record)))
+    kept = pl.concat(list(narrowed(frames, record)))
     assert kept.group_by("task", "variant").len().sort("task", "variant").rows() == [
         ("hotpotqa", "cfi", 2), ("hotpotqa", "plain", 2), ("trec", "plain", 1)]
     assert kept["instance_id"].to_list()[:2] == ["i0", "i1"]  # the first ones, in the builders' order
@@ -41,7 +41,7 @@ def test_the_selection_keeps_the_first_n_instances_of_each_selected_task_and_var
 def test_a_selected_task_the_level_does_not_build_is_named_in_the_record():
     only = RunSelection(tasks=("trec",))
     record = Narrowed(only)
-    assert list(narrowed([frame([("hotpotqa", "plain")])], only, record)) == []
+    assert list(narrowed([frame([("hotpotqa", "plain")])], record)) == []
     assert record.metadata()["selected_tasks_without_instances"] == ["trec"]
 
 
