@@ -9,7 +9,7 @@ import pytest
 
 from lc_pipeline.config import ConfigError, RunSelection, load_config, settings_config
 from lc_pipeline.construct.run_selection import Narrowed, narrowed
-from lc_pipeline.definitions import declared_fingerprint
+from lc_pipeline.fingerprints import instances_fingerprint
 from lc_pipeline.settings import Settings
 
 
@@ -56,7 +56,7 @@ def test_a_selection_is_part_of_the_instances_fingerprint_and_no_selection_keeps
     whole = load_config("demo")
     assert load_config("demo", only=None).only is None
     part = load_config("demo", only=RunSelection(limit=1))
-    assert declared_fingerprint("instances", part) != declared_fingerprint("instances", whole)
+    assert instances_fingerprint(part) != instances_fingerprint(whole)
     assert "only" not in whole.model_dump(exclude_unset=True)
 
 
