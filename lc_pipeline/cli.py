@@ -413,9 +413,10 @@ def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, 
 def _check_model_files(spec) -> None:
     """A model whose files are not where its settings say fails here, before the benchmark is built for it: the
     weights (or the tokenizer an openai model counts with) of a local model_id / GGUF, or its model package."""
+    from lc_pipeline.generate.backends import capabilities
     from lc_pipeline.generate.registry import resolve_model_path
 
-    if spec.backend == "imported":  # reads a predictions file, checked by the import
+    if not capabilities(spec.backend).calls_a_model:  # e.g. imported: reads a predictions file, checked by the import
         return
     try:
         resolve_model_path(spec)
@@ -466,6 +467,7 @@ def models(config: str | None, fmt: str) -> None:
     The table shows an openai model's server settings too: api, concurrency, timeout, retries, whether timeouts are
     retried, extra request fields. Credentials in a base_url (user:key@, query values) are shown as ***."""
     from lc_pipeline.commands.output import print_table
+    from lc_pipeline.generate.backends import capabilities
     from lc_pipeline.generate.registry import ModelRegistry, redact_url
 
     s = _settings(config)
@@ -476,7 +478,7 @@ def models(config: str | None, fmt: str) -> None:
         return
 
     def served(m) -> tuple:
-        if m.backend != "openai":
+        if not capabilities(m.backend).reads("api"):  # no server settings
             return ("",) * 6
         return (m.api, m.max_concurrency, f"{m.request_timeout_s:g}", m.max_retries, m.retry_timeouts,
                 json.dumps(m.extra_body) if m.extra_body else "")

@@ -37,6 +37,7 @@ from lc_pipeline.assets import (
 )
 from lc_pipeline.assets import judge as judge_assets
 from lc_pipeline.config import BenchmarkConfig, ConfigError, settings_config
+from lc_pipeline.generate.backends import capabilities
 from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import (
@@ -94,7 +95,7 @@ def check_gpus_cover_tensor_parallel(executor_config: dict, registry: ModelRegis
         return
     for slug in registry.names():
         spec = registry.get(slug)
-        if spec.backend == "vllm" and spec.tensor_parallel_size > gpus:
+        if capabilities(spec.backend).reads("tensor_parallel_size") and spec.tensor_parallel_size > gpus:
             raise ValueError(
                 f"{source}: per_step_k8s_config.{GENERATION_STEP} requests {gpus} GPU(s) per generation pod, but model "
                 f"{slug!r} has tensor_parallel_size {spec.tensor_parallel_size}; raise {GPU_RESOURCE} to at least that"

@@ -31,6 +31,7 @@ from lc_pipeline import storage
 from lc_pipeline.assets import versions
 from lc_pipeline.assets.common import FINGERPRINT_KEY
 from lc_pipeline.definitions import Pipeline
+from lc_pipeline.generate.backends import capabilities
 from lc_pipeline.generate.registry import validate_model_slug
 from lc_pipeline.lake import built_by, check_lake_config, record_built_by
 from lc_pipeline.partitions import (
@@ -448,7 +449,7 @@ class Runner:
 
     def run_model(self, slug: str, groups: list[Group], lengths: list[str], riders: list[Group]) -> bool:
         """Every step of one model: False when its per-model tables wait for lengths not scored yet."""
-        calls_a_model = self.pipeline.resources["models"].spec(slug).backend != "imported"  # imported: a lookup
+        calls_a_model = capabilities(self.pipeline.resources["models"].spec(slug).backend).calls_a_model
         for i, group in enumerate(groups):
             if LENGTH_DIM not in group.dims:
                 waiting = self.unscored_lengths(group, slug)

@@ -25,6 +25,7 @@ import polars as pl
 
 from lc_pipeline import schemas
 from lc_pipeline.construct.truncation import policy_for_task
+from lc_pipeline.generate.backends import FLUSHED_BATCHES, ONE_REQUEST, capabilities
 from lc_pipeline.generate.base import (
     ApiDecoding,
     GenerationRequest,
@@ -321,14 +322,16 @@ def plan_partition(
 
 def chunk_size(spec: ModelSpec) -> int:
     """How many requests go to the backend in one call (0: the whole partition at once). Rows are stored as
-    the backend hands them over either way: one by one for the openai backend, per call for the others."""
-    if spec.backend in ("vllm", "openai", "imported"):
-        # vllm: the engine batches a whole partition continuously; openai: a window of max_concurrency
-        # requests always in flight, each answer stored as it arrives; imported: a lookup, no model.
-        return 0
-    if spec.backend == "transformers":
+    the backend hands them over either way: one by one for the openai backend, per call for the others. The
+    backend declares which (BackendCapabilities.requests_per_call): the whole partition (vllm's engine batches it
+    continuously, openai keeps max_concurrency requests in flight, imported looks answers up), ``batch_size`` *
+    FLUSH_EVERY_BATCHES (transformers), or one at a time (llamacpp)."""
+    per_call = capabilities(spec.backend).requests_per_call
+    if per_call == FLUSHED_BATCHES:
         return spec.batch_size * FLUSH_EVERY_BATCHES
-    return 1  # llamacpp: one request at a time, each stored when done
+    if per_call == ONE_REQUEST:
+        return 1
+    return 0  # WHOLE_PARTITION
 
 
 def row_status(result: GenerationResult, output: str, finish_reason: str) -> str:

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 import polars as pl
 
 from lc_pipeline.construct.truncation import FittedPrompt, PromptDoesNotFitError
+from lc_pipeline.generate.backends import COUNTED_ONLY, GENERATOR_FIT, GGUF_VOCAB_FIT, HF_TOKENIZER_FIT, capabilities
 from lc_pipeline.generate.base import GenerationRequest, Generator
 from lc_pipeline.generate.partition import PartitionPlan
 from lc_pipeline.generate.registry import ModelSpec, resolve_model_path
@@ -71,7 +72,8 @@ Fitter = Callable[[GenerationRequest], FittedPrompt]
 
 
 def request_fitter(spec: ModelSpec, generator: Generator) -> tuple[Fitter, TokenizerInfo]:
-    """The render + fit path ``spec``'s backend uses, without loading weights.
+    """The render + fit path ``spec``'s backend uses, without loading weights: the one it declares
+    (BackendCapabilities.prompt_fit).
 
     ``openai`` and ``vllm`` fit with a tokenizer only: their generator's own ``fit``. ``transformers`` loads the
     tokenizer it would load with the weights (the Hugging Face one, converted from the GGUF when there is one);
@@ -80,7 +82,8 @@ def request_fitter(spec: ModelSpec, generator: Generator) -> tuple[Fitter, Token
     """
     from lc_pipeline.generate import prompting
 
-    if spec.backend == "imported":
+    caps = capabilities(spec.backend)
+    if caps.prompt_fit == COUNTED_ONLY:
         from lc_pipeline.construct.tokens import TokenCounter
 
         name = spec.tokenizer or "tiktoken:cl100k_base"
@@ -91,10 +94,10 @@ def request_fitter(spec: ModelSpec, generator: Generator) -> tuple[Fitter, Token
             return FittedPrompt([], request.prompt, n, False, request.truncation)
 
         return count, TokenizerInfo(name, "tiktoken", False, "imported predictions: nothing is generated")
-    if spec.backend in ("openai", "vllm") and hasattr(generator, "fit"):
+    if caps.prompt_fit == GENERATOR_FIT and hasattr(generator, "fit"):
         tok = generator.prompt_tokenizer  # type: ignore[attr-defined]
         tiktoken = tok.name.startswith("tiktoken:")
-        served = spec.backend == "openai" and spec.api == "chat"
+        served = caps.server_renders_chat(spec.api)
         note = ""
         if tiktoken:
             note = "counted with tiktoken, not the served model's tokenizer"
@@ -103,16 +106,16 @@ def request_fitter(spec: ModelSpec, generator: Generator) -> tuple[Fitter, Token
         exact = not tiktoken and not (served and note)
         return generator.fit, TokenizerInfo(tok.name, "tiktoken" if tiktoken else "model", exact,  # type: ignore[attr-defined]
                                             note)
-    if spec.backend == "transformers":
+    if caps.prompt_fit == HF_TOKENIZER_FIT:
         name = f"{spec.model_id}/{spec.gguf_file}" if spec.gguf_file is not None else spec.model_id
         tok: prompting.PromptTokenizer = prompting.hf_tokenizer(spec, name)
-    elif spec.backend == "llamacpp":
+    elif caps.prompt_fit == GGUF_VOCAB_FIT:
         if spec.gguf_file is None:
-            raise ValueError(f"model {spec.slug!r}: backend 'llamacpp' needs gguf_file (a .gguf inside model_id)")
+            raise ValueError(f"model {spec.slug!r}: backend {spec.backend!r} needs gguf_file (a .gguf inside model_id)")
         gguf = os.path.join(resolve_model_path(spec), spec.gguf_file)
         tok = prompting.LlamaCppTokenizer(prompting.load_llamacpp_vocab(gguf, vocab_only=True),
                                           f"{spec.model_id}/{spec.gguf_file}", chat_template=spec.chat_template_text())
-    else:  # a backend added later: the spec's tokenizer through the shared fit
+    else:  # SHARED_FIT (a backend added later, or a generator without its own fit): the shared fit
         tok = prompting.load_tokenizer(spec)
     return (lambda request: prompting.fit_request(spec, tok, request)), TokenizerInfo(tok.name, "model", True)
 
@@ -277,7 +280,7 @@ def measure_throughput(generations: pl.DataFrame, max_new_tokens: pl.DataFrame |
         budget = float(joined["max_new_tokens"].sum() or 0)
         if budget > 0:
             share = min(1.0, float(joined["completion_tokens"].sum()) / budget)
-    parallel = spec.max_concurrency if spec is not None and spec.backend == "openai" else 1
+    parallel = spec.max_concurrency if spec is not None and capabilities(spec.backend).parallel_requests else 1
     return Throughput("lake", rows.height, overall, prefill, decode, share, r2, parallel)
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from lc_pipeline.generate.backends import capabilities
 from lc_pipeline.generate.prompting import (
     PromptTokenizer,
     chat_template_source,
@@ -103,7 +104,7 @@ def check_prompt_format(spec: ModelSpec, tok: PromptTokenizer | Callable[[], Pro
                            "chat_template_source") if c not in generations.columns]
     if missing:
         raise ValueError(f"model {spec.slug!r}: generations lack the columns {missing} the prompt guard reads")
-    source = "server" if (spec.backend == "openai" and spec.api == "chat") else chat_template_source(spec, True)
+    source = "server" if capabilities(spec.backend).server_renders_chat(spec.api) else chat_template_source(spec, True)
     verdict = GuardVerdict(True, spec.slug, "", source)
     prompts = _instance_texts(instances)
     rows = generations.sort("instance_id").to_dicts()

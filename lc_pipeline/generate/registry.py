@@ -48,7 +48,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import yaml
 
 from lc_pipeline import storage
-from lc_pipeline.generate.backends import GENERATORS
+from lc_pipeline.generate.backends import GENERATORS, backends_reading, capabilities, server_chat_backends
 from lc_pipeline.yaml_files import StrictLoader, parse_yaml, read_text
 
 MODEL_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -236,9 +236,11 @@ class ModelSpec:
             self._check_engine_options(self.engine_options)
         if self.serve not in VLLM_SERVE_MODES:
             self._fail("serve", f"unknown mode {self.serve!r}; expected one of {list(VLLM_SERVE_MODES)}")
-        if self.serve != "engine" and self.backend != "vllm":
-            self._fail("serve", f"only backend 'vllm' has a serve mode, not backend {self.backend!r}; a server you run "
-                                "yourself is backend 'openai' with its base_url")
+        if self.serve != "engine" and not capabilities(self.backend).reads("serve"):
+            served = " or ".join(f"backend {name!r}" for name in backends_reading("serve"))
+            yours = " or ".join(f"backend {name!r}" for name in backends_reading("base_url"))
+            self._fail("serve", f"only {served} has a serve mode, not backend {self.backend!r}; a server you run "
+                                f"yourself is {yours} with its base_url")
         if self.truncation is not None:
             from lc_pipeline.construct.truncation import POLICIES
 
@@ -247,12 +249,12 @@ class ModelSpec:
                                          f"{list(POLICIES)} or null (each task's own)")
         if self.chat_template_file is not None and not self.chat_template_file.strip():
             self._fail("chat_template_file", "must be a path to a Jinja template file, or null")
-        if self.chat_template_file is not None and self.backend == "openai" and self.api == "chat":
+        if self.chat_template_file is not None and capabilities(self.backend).server_renders_chat(self.api):
             # The server renders chat requests with its own template: the file would be silently ignored.
-            self._fail("chat_template_file", "the openai backend with api 'chat' sends messages that the server "
-                                             "renders with its own template; use api 'completions' (we render with "
-                                             "the file and send token ids) or start the server with its own "
-                                             "--chat-template option and leave this field unset")
+            self._fail("chat_template_file", f"the {self.backend} backend with api {self.api!r} sends messages that "
+                                             "the server renders with its own template; use api 'completions' (we "
+                                             "render with the file and send token ids) or start the server with its "
+                                             "own --chat-template option and leave this field unset")
         if self.thinking is not None:
             self._check_thinking(self.thinking)
         for name in ("price_per_million_input_tokens", "price_per_million_output_tokens"):
@@ -299,10 +301,10 @@ class ModelSpec:
         location = thinking.get("location", "text")
         if location not in self.THINKING_LOCATIONS:
             self._fail("thinking", f"location must be one of {list(self.THINKING_LOCATIONS)}, got {location!r}")
-        if location == "field" and (self.backend != "openai" or self.api != "chat"):
+        if location == "field" and not capabilities(self.backend).server_renders_chat(self.api):
             # Only a server's chat completion returns the thoughts apart (generate/thinking.py check_location).
-            self._fail("thinking", f"location 'field' (the server's reasoning field) needs backend 'openai' with api "
-                                   f"'chat', not backend {self.backend!r} api {self.api!r}; use location 'text' for "
+            self._fail("thinking", f"location 'field' (the server's reasoning field) needs {server_chat_backends()}, "
+                                   f"not backend {self.backend!r} api {self.api!r}; use location 'text' for "
                                    "thoughts written in the reply")
         for key in ("open", "close"):
             tag = thinking.get(key, f"<{'/' if key == 'close' else ''}think>")
@@ -353,7 +355,7 @@ class ModelSpec:
                   "chat_template_file", "thinking", "enforce_eager", "engine_options"):
             if getattr(self, k) != defaults[k]:
                 payload_dict[k] = getattr(self, k)
-        if self.backend == "openai" and self.base_url is not None:
+        if self.base_url is not None and capabilities(self.backend).reads("base_url"):
             payload_dict["server"] = server_identity(self.base_url)
         template = self.chat_template_text()
         if template is not None:

@@ -40,6 +40,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from lc_pipeline.generate.backends import capabilities, server_chat_backends
 from lc_pipeline.generate.base import GenerationRequest, GenerationResult, Generator, stream_results
 
 __all__ = ["Reply", "ThinkingGenerator", "check_location", "split_field", "split_reply", "split_result", "with_budget"]
@@ -132,9 +133,9 @@ def split_result(result: GenerationResult, settings: Mapping) -> GenerationResul
 def check_location(slug: str, settings: Mapping | None, backend: str, api: str) -> None:
     """A ``field`` location needs a server that returns the thoughts apart: the openai backend's chat api (a
     text completion or an in-process backend has no reasoning field, so nothing would ever be stripped)."""
-    if settings and settings["location"] == "field" and (backend != "openai" or api != "chat"):
+    if settings and settings["location"] == "field" and not capabilities(backend).server_renders_chat(api):
         raise ValueError(f"model {slug!r}, field 'thinking': location 'field' (the server's reasoning field) needs "
-                         f"backend 'openai' with api 'chat', not backend {backend!r} api {api!r}; use location "
+                         f"{server_chat_backends()}, not backend {backend!r} api {api!r}; use location "
                          "'text' for thoughts written in the reply")
 
 

@@ -20,14 +20,14 @@ import threading
 import dagster as dg
 
 from lc_pipeline.construct.truncation import validate_policy
-from lc_pipeline.generate.backends import make_generator
+from lc_pipeline.generate.backends import CAPABILITIES, make_generator
 from lc_pipeline.generate.base import Generator
 from lc_pipeline.generate.registry import ModelRegistry, ModelSpec
 
 _CACHE: dict[str, Generator] = {}  # "<slug>:<hash of its settings>" -> generator
 _LOCK = threading.Lock()
 # Backends whose generator holds an engine or a server process (and its GPU memory) until closed.
-ENGINE_BACKENDS = ("vllm",)
+ENGINE_BACKENDS = tuple(name for name, caps in CAPABILITIES.items() if caps.holds_engine)
 _EXIT_HOOK: list[bool] = []  # non-empty once release_all is registered with atexit
 
 
