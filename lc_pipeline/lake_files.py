@@ -115,3 +115,71 @@ def read_generation_statuses(lake_dir, model: str | None = None) -> pl.DataFrame
     instance_tasks = (pl.concat(tasks) if tasks
                       else pl.DataFrame(schema={"instance_id": pl.String, "task": pl.String}))
     return status_frame(with_stored_defaults(generations), instance_tasks)
+
+
+class UndeclaredSideInput(ValueError):
+    """An asset read a lake table it does not declare as a side input (assets/versions.declared ``side_inputs``)."""
+
+
+class SideInputReader:
+    """The lake tables an asset reads directly, not through the IO manager, each declared with its reason.
+
+    An asset loads its inputs through the IO manager; a few tables are read from the lake instead, each for a
+    reason the asset declares (``assets/versions.declared(side_inputs={table: reason})``): an optional upstream
+    (judging may not have run), every model's partitions whatever ran in this run, or two columns of a wide table.
+    The declaration makes the table a ``deps`` edge in the lineage and shows the reason in the asset's metadata;
+    this reader holds the asset to it: reading any other table raises :class:`UndeclaredSideInput` naming the asset
+    and the table. ``declared=None`` reads anything (the commands that only read the lake)."""
+
+    def __init__(self, lake_dir: str | Path, declared: set[str] | frozenset[str] | None = None, reader: str = ""):
+        self.lake_dir = lake_dir
+        self.declared = None if declared is None else frozenset(declared)
+        self.reader = reader
+
+    def _check(self, *tables: str) -> None:
+        missing = [t for t in tables if self.declared is not None and t not in self.declared]
+        if missing:
+            raise UndeclaredSideInput(
+                f"asset {self.reader!r} reads {missing} from the lake but declares only {sorted(self.declared)} as "
+                "side inputs (assets/versions.declared side_inputs: add the table with the reason it is read there)")
+
+    def model_partitions(self, table: str, model: str | None = None) -> pl.DataFrame:
+        """:func:`read_model_partitions`."""
+        self._check(table)
+        return read_model_partitions(self.lake_dir, table, model)
+
+    def judge_scores(self, model: str | None = None, *, respect_drops: bool = True) -> pl.DataFrame:
+        """:func:`read_judge_scores` (with ``respect_drops``, the prior_knowledge partitions are read too)."""
+        self._check("judge_scores", *(("prior_knowledge",) if respect_drops else ()))
+        return read_judge_scores(self.lake_dir, model, respect_drops=respect_drops)
+
+    def generation_statuses(self, model: str | None = None) -> pl.DataFrame:
+        """:func:`read_generation_statuses` (generations, and the instances' task column)."""
+        self._check("generations", "instances")
+        return read_generation_statuses(self.lake_dir, model)
+
+    def table(self, name: str) -> pl.DataFrame | None:
+        """Every partition of table ``name`` (:func:`read_table`), None when it has none."""
+        self._check(name)
+        return read_table(storage.lake_path(self.lake_dir) / name)
+
+    def length_partitions(self, table: str, lengths) -> pl.DataFrame | None:
+        """The partitions of a length-partitioned table at ``lengths`` (those in the lake), with ``length``;
+        None when none is there."""
+        self._check(table)
+        lake = storage.lake_path(self.lake_dir)
+        frames = [read_partition(path, {LENGTH_DIM: lv}) for lv in lengths
+                  for path in [partition_path(lake, table, {LENGTH_DIM: lv})] if path.exists()]
+        return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+    def dropped_items(self, models) -> dict[str, list[str]]:
+        """{model: item ids its prior_knowledge partition marks dropped} (none when it has no partition)."""
+        self._check("prior_knowledge")
+        lake = storage.lake_path(self.lake_dir)
+        out = {}
+        for slug in models:
+            path = partition_path(lake, "prior_knowledge", {MODEL_DIM: slug})
+            if path.exists():
+                pk = storage.read_parquet(path, columns=["item_id", "dropped"])
+                out[slug] = pk.filter(pl.col("dropped"))["item_id"].to_list()
+        return out

@@ -3,22 +3,23 @@ and overall rows per table and length, aggregated as the benchmark's task file d
 released_benchmarks.md, helmet.md §6, lveval.md §9, loong.md §7). Wiring only: the table is
 score/benchmark_scores.py (from the lake's rows: score/lake_tables.py).
 
-Judging is optional (a judge server is needed only by benchmarks that report a judge): ``judge_scores`` is a
-dependency the asset does not load through the IO manager (a missing upstream would fail the run); when a
-task of the instances is judge-scored, the model's judge_scores partitions are read from the lake, as the
-leaderboard reads them (spec dagster.md: ``deps`` order without loading). Instances of a judged task with no
-verdict yet are counted in the metadata (``unjudged_instances``) and logged; rematerialize benchmark_scores
-once ``judge_scores`` has run. The model's ``generations`` partitions (upstream of metric_scores) are read from
-the lake too, for each row's skipped and truncated shares and status counts. Likewise ``citation_scores``
-(ALCE's citation recall and precision, NLI-judged), read when a task declares those metrics: a Cite task's cell
-needs all three of its numbers.
+Side inputs (side_inputs.py: read from the lake, each for its reason, declared as ``deps``): judging is optional
+(a judge server is needed only by benchmarks that report a judge), so ``judge_scores`` is not loaded through the IO
+manager (a missing upstream would fail the run); when a task of the instances is judge-scored, the model's
+judge_scores partitions are read from the lake, as the leaderboard reads them (spec dagster.md: ``deps`` order
+without loading). Instances of a judged task with no verdict yet are counted in the metadata
+(``unjudged_instances``) and logged; rematerialize benchmark_scores once ``judge_scores`` has run. Likewise
+``citation_scores`` (ALCE's citation recall and precision, NLI-judged), read when a task declares those metrics: a
+Cite task's cell needs all three of its numbers. The model's ``generations`` partitions give each row's skipped and
+truncated shares and status counts.
 """
 
 import dagster as dg
 import polars as pl
 
+from lc_pipeline.assets import side_inputs
 from lc_pipeline.assets.common import json_metadata, preview
-from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
+from lc_pipeline.assets.versions import declared, own_fingerprint, side_input_reader, versioned
 from lc_pipeline.fingerprints import INSTANCE_FIELDS
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
@@ -34,10 +35,8 @@ def build(parts: Partitions) -> list:
             ),
             "instances": dg.AssetIn(partition_mapping=dg.AllPartitionMapping()),
         },
-        # Ordered after the model's verdicts, read from the lake only when a task is judge-scored.
-        deps=[dg.AssetDep(table, partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
-            partition_dimension_name=MODEL_DIM)) for table in ("judge_scores", "citation_scores")],
-        group_name="benchmarks", **declared("3", INSTANCE_FIELDS, adds=("model",)),
+        group_name="benchmarks",
+        **declared("3", INSTANCE_FIELDS, adds=("model",), side_inputs=side_inputs.BENCHMARK_SCORES),
         kinds={"parquet"},
         description=(
             "Each benchmark's published table for one model: per length, a row per task (its first declared "
@@ -60,7 +59,7 @@ def build(parts: Partitions) -> list:
         config = benchmark.load()
         slug = context.partition_key
         try:
-            result, read = model_table(lake.base_dir, config, slug, metric_scores, instances, log=context.log.info)
+            result, read = model_table(side_input_reader(context, lake), config, slug, metric_scores, instances, log=context.log.info)
         except ValueError as exc:
             raise dg.Failure(f"benchmark_scores {slug}: {exc}", allow_retries=False) from exc
         judged, cited, judgments, citations, generations = (read[k] for k in ("judged", "cited", "judgments",

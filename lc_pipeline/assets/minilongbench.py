@@ -32,19 +32,19 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from lc_pipeline import storage
+from lc_pipeline.assets import side_inputs
 from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
-from lc_pipeline.assets.versions import RUNS
+from lc_pipeline.assets.versions import RUNS, side_input_reader
 from lc_pipeline.benchmarks.minilongbench import pipeline as mlbp
 from lc_pipeline.benchmarks.minilongbench.options import MiniLongBenchOptions
 from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.fingerprints import short_id
 from lc_pipeline.partitions import Partitions
 from lc_pipeline.resources import BenchmarkResource, EmbedderResource, LakeResource
-from lc_pipeline.resources.parquet_io import read_table
 
 CODE_VERSION = "2"  # 2: weighted and blend estimates; the subset chosen among K-Means candidates
 MODEL_DIR = mlbp.MODEL_DIR
+
 
 
 def _float(v: float) -> dg.MetadataValue:
@@ -63,11 +63,6 @@ def _released_subset(config: BenchmarkConfig) -> str | None:
     return (config.released.subset or None) if config.released is not None else None
 
 
-def _reader(lake: LakeResource):
-    root = storage.lake_path(lake.base_dir)
-    return lambda table: read_table(root / table)
-
-
 def _fingerprint(stage: str, config: BenchmarkConfig) -> str:
     released = _released_subset(config)  # hashed only when set: other configs keep their fingerprints
     extra = ("released.subset", released) if released else ()
@@ -76,7 +71,7 @@ def _fingerprint(stage: str, config: BenchmarkConfig) -> str:
 
 def build(parts: Partitions) -> list:
     @dg.asset(
-        deps=["metric_scores"],
+        **side_inputs.MINILONGBENCH_SUBSET.declaration(),
         group_name="minilongbench", tags={RUNS: "manual"},  # lcp minilongbench
         kinds={"parquet"},
         description=(
@@ -92,7 +87,8 @@ def build(parts: Partitions) -> list:
     ):
         config = benchmark.load()
         try:
-            run = mlbp.fit_subset(_options(config, benchmark), config_file=benchmark.config, read_table=_reader(lake),
+            run = mlbp.fit_subset(_options(config, benchmark), config_file=benchmark.config,
+                                  read_table=side_input_reader(context, lake).table,
                                   embedder=embedder.embedder, default_seed=config.seed, lake_dir=lake.base_dir,
                                   released_subset=_released_subset(config))
         except mlbp.MiniLongBenchError as exc:
@@ -117,7 +113,7 @@ def build(parts: Partitions) -> list:
 
     @dg.asset(
         partitions_def=parts.model,
-        deps=["metric_scores"],
+        **side_inputs.MINILONGBENCH_ESTIMATES.declaration(),
         group_name="minilongbench", tags={RUNS: "manual"},  # lcp minilongbench
         kinds={"parquet"},
         description=(
@@ -135,7 +131,8 @@ def build(parts: Partitions) -> list:
         config = benchmark.load()
         try:
             run = mlbp.estimate_partition(_options(config, benchmark), config_file=benchmark.config,
-                                          read_table=_reader(lake), lake_dir=lake.base_dir,
+                                          read_table=side_input_reader(context, lake).table,
+                                          lake_dir=lake.base_dir,
                                           subset=minilongbench_subset, slug=context.partition_key,
                                           released_subset=_released_subset(config))
         except mlbp.MiniLongBenchError as exc:

@@ -7,20 +7,15 @@ invalid shares (score/board.py); for a benchmark run as released, each model's o
 import dagster as dg
 import polars as pl
 
-from lc_pipeline import plots, schemas, storage
+from lc_pipeline import plots, schemas
+from lc_pipeline.assets import side_inputs
 from lc_pipeline.assets.common import plot_metadata, preview
-from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
+from lc_pipeline.assets.versions import declared, own_fingerprint, side_input_reader, versioned
 from lc_pipeline.fingerprints import LONG_FIELDS
+from lc_pipeline.lake_files import SideInputReader
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource
 from lc_pipeline.resources.judge import JudgeResource
-from lc_pipeline.resources.parquet_io import (
-    partition_path,
-    read_generation_statuses,
-    read_judge_scores,
-    read_model_partitions,
-    read_table,
-)
 from lc_pipeline.score.benchmark_scores import benchmark_leaderboard
 from lc_pipeline.score.board import ROW_COLUMNS, not_scored_cells, paired_board
 from lc_pipeline.score.lake_tables import current_instances, paired_tables
@@ -33,25 +28,13 @@ from lc_pipeline.score.longscore import (
 from lc_pipeline.score.per_model import config_headline_sources
 
 
-def lake_drops(lake_dir, models) -> dict[str, list[str]]:
-    """{model: item ids its prior_knowledge partition marks dropped} (none when it has no partition)."""
-    lake = storage.lake_path(lake_dir)
-    out = {}
-    for slug in models:
-        path = partition_path(lake, "prior_knowledge", {MODEL_DIM: slug})
-        if path.exists():
-            pk = storage.read_parquet(path, columns=["item_id", "dropped"])
-            out[slug] = pk.filter(pl.col("dropped"))["item_id"].to_list()
-    return out
-
-
-def board_rows(lake_dir, config, long_scores: pl.DataFrame, rubric_overrides: dict) -> tuple[pl.DataFrame, str]:
+def board_rows(reads: SideInputReader, config, long_scores: pl.DataFrame, rubric_overrides: dict) -> tuple[pl.DataFrame, str]:
     """The per-instance rows the board pairs (score/board.py ROW_COLUMNS), before drops: every metric of the
     models with long_scores (their metric_scores), the headline of those whose long_scores has it (each task
     from its source), and every judged model's parsed verdicts as 'judge:<rubric>'; and a note on the headline."""
     on_board = sorted(long_scores["model"].unique())
-    metric_rows = read_model_partitions(lake_dir, "metric_scores").filter(pl.col(MODEL_DIM).is_in(on_board))
-    judged = read_judge_scores(lake_dir, respect_drops=False)  # the board drops each model's items itself
+    metric_rows = reads.model_partitions("metric_scores").filter(pl.col(MODEL_DIM).is_in(on_board))
+    judged = reads.judge_scores(respect_drops=False)  # the board drops each model's items itself
     frames = [metric_rows.select(ROW_COLUMNS)]
     note = "no model has headline rows"
     with_headline = sorted(long_scores.filter(pl.col("metric") == HEADLINE)[MODEL_DIM].unique())
@@ -75,9 +58,8 @@ def build(parts: Partitions) -> list:
     """The leaderboard of constructed configs (LongScore) and the one of a benchmark run as released."""
     @dg.asset(
         ins={"long_scores": dg.AssetIn(metadata={"allow_missing_partitions": True})},
-        # Judging is optional: its partitions are read from the lake when there are any.
-        deps=["judge_scores"],
-        group_name="reports", **declared("2", LONG_FIELDS, serves="constructed", runs="every_time"),
+        group_name="reports",
+        **declared("2", LONG_FIELDS, serves="constructed", runs="every_time", side_inputs=side_inputs.LEADERBOARD),
         kinds={"parquet"},
         description="One row per model and metric: Base Ability, old metric, LongScore and their ranks, on the "
         "instances every model of the metric answered (n_unpaired: the model's others), with a 95% bootstrap "
@@ -87,11 +69,12 @@ def build(parts: Partitions) -> list:
     def leaderboard(context: dg.AssetExecutionContext, long_scores: pl.DataFrame, benchmark: BenchmarkResource,
                     lake: LakeResource, judge: JudgeResource):
         config = benchmark.load()
-        rows, headline_note = board_rows(lake.base_dir, config, long_scores, judge.rubric_overrides)
-        statuses = read_generation_statuses(lake.base_dir)
-        instances = current_instances(lake.base_dir, config)  # rows of removed records are left out (issue 31)
+        reads = side_input_reader(context, lake)
+        rows, headline_note = board_rows(reads, config, long_scores, judge.rubric_overrides)
+        statuses = reads.generation_statuses()
+        instances = current_instances(reads, config)  # rows of removed records are left out (issue 31)
         out, not_scored, left_out = paired_board(
-            rows, config.base_lengths, config.long_lengths, dropped=lake_drops(lake.base_dir, rows["model"].unique()),
+            rows, config.base_lengths, config.long_lengths, dropped=reads.dropped_items(rows["model"].unique()),
             not_scored=not_scored_cells(statuses), statuses=statuses,
             current=None if instances is None else instances["instance_id"].to_list())
         judge_left_out = [r for r in left_out if f"/{JUDGE_METRIC_PREFIX}" in r]
@@ -126,19 +109,21 @@ def released_leaderboard() -> dg.AssetsDefinition:
 
     @dg.asset(
         name="leaderboard",
-        deps=["benchmark_scores"],  # every model's partition, read from the lake
-        group_name="reports", **declared("2", LONG_FIELDS, serves="released", runs="every_time"),
+        group_name="reports",
+        **declared("2", LONG_FIELDS, serves="released", runs="every_time",
+                   side_inputs=side_inputs.RELEASED_LEADERBOARD),
         kinds={"parquet"},
         description="One row per model and published table (metric '<benchmark>/<table>', e.g. longbench/en): the "
         "table's overall score averaged over its length partitions, per partition in scores_by_length, ranked",
     )
     def leaderboard(context: dg.AssetExecutionContext, benchmark: BenchmarkResource, lake: LakeResource):
         config = benchmark.load()
-        tables = read_table(storage.lake_path(lake.base_dir) / "benchmark_scores")
+        reads = side_input_reader(context, lake)
+        tables = reads.table("benchmark_scores")
         unpaired: dict[str, int] = {}
         if tables is not None:
             try:  # every model on the instances each of them was run on (n_unpaired: the model's others)
-                tables, unpaired = paired_tables(lake.base_dir, config, tables)
+                tables, unpaired = paired_tables(reads, config, tables)
             except ValueError as exc:
                 raise dg.Failure(f"leaderboard: {exc}", allow_retries=False) from exc
             if any(unpaired.values()):

@@ -6,14 +6,14 @@ import dagster as dg
 import polars as pl
 
 from lc_pipeline import schemas
+from lc_pipeline.assets import side_inputs
 from lc_pipeline.assets.common import long_scores_metadata, preview
 from lc_pipeline.assets.generation import GPU_POOL, GPU_STEP_TAGS
-from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
+from lc_pipeline.assets.versions import declared, own_fingerprint, side_input_reader, versioned
 from lc_pipeline.fingerprints import INSTANCE_FIELDS, LONG_FIELDS, PRIOR_FIELDS
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource
 from lc_pipeline.resources.judge import JudgeResource
-from lc_pipeline.resources.parquet_io import read_generation_statuses, read_judge_scores
 from lc_pipeline.score.fallbacks import FallbackZeros
 from lc_pipeline.score.metric_scores import score_frame
 from lc_pipeline.score.per_model import (
@@ -119,10 +119,8 @@ def build(parts: Partitions) -> list:
                 partition_mapping=dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=MODEL_DIM)
             )
         },
-        # The headline reads this model's judge_scores from the lake when there are any (judging is optional).
-        deps=[dg.AssetDep("judge_scores", partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
-            partition_dimension_name=MODEL_DIM))],
-        group_name="scoring", **declared("1", LONG_FIELDS, adds=("model",), serves="constructed"),
+        group_name="scoring",
+        **declared("1", LONG_FIELDS, adds=("model",), serves="constructed", side_inputs=side_inputs.LONG_SCORES),
         kinds={"parquet"},
         description=(
             "100-LongBench LongScore per task and overall (100*(S_l - Base)/Base, scores averaged across tasks "
@@ -143,10 +141,11 @@ def build(parts: Partitions) -> list:
     ):
         config = benchmark.load()
         slug = context.partition_key
+        reads = side_input_reader(context, lake)
         try:
             scored = long_scores_of(config, slug, metric_scores, prior_knowledge,
-                                    read_judge_scores(lake.base_dir, slug, respect_drops=False),  # drops: its own
-                                    read_generation_statuses(lake.base_dir, slug), judge.rubric_overrides)
+                                    reads.judge_scores(slug, respect_drops=False),  # drops: its own
+                                    reads.generation_statuses(slug), judge.rubric_overrides)
         except MissingLengths as exc:
             raise dg.Failure(str(exc), allow_retries=False) from exc
         if scored.not_scored:

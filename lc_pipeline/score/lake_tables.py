@@ -1,5 +1,6 @@
 """A model's published tables from what the lake holds, and the leaderboard's pairing of them (the lake's
-partitions read through lc_pipeline.lake_files: no Dagster).
+partitions read through a lake_files.SideInputReader, which holds an asset to the side inputs it declares: no
+Dagster).
 
 :func:`model_table` is the ``benchmark_scores`` asset's computation (score/benchmark_scores.benchmark_table over the
 model's metric_scores with its judge verdicts, citation rows and generations read from the lake);
@@ -11,8 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from lc_pipeline import storage
-from lc_pipeline.lake_files import LENGTH_DIM, partition_path, read_judge_scores, read_model_partitions, read_partition
+from lc_pipeline.lake_files import LENGTH_DIM, SideInputReader
 from lc_pipeline.score.benchmark_scores import (
     benchmark_table,
     judged_tasks,
@@ -23,7 +23,7 @@ from lc_pipeline.score.benchmark_scores import (
 from lc_pipeline.tasks.catalog import catalog_for
 
 
-def model_table(lake_dir, config, slug: str, metric_scores: pl.DataFrame, instances: pl.DataFrame,
+def model_table(reads: SideInputReader, config, slug: str, metric_scores: pl.DataFrame, instances: pl.DataFrame,
                 only: set[str] | None = None, log=lambda message: None):
     """``slug``'s published tables (score/benchmark_scores.benchmark_table) from its metric_scores and the instances,
     with its judge verdicts, citation rows and generations read from the lake; ``only``: those instance ids alone
@@ -38,19 +38,19 @@ def model_table(lake_dir, config, slug: str, metric_scores: pl.DataFrame, instan
     judgments = citations = None
     judged = judged_tasks(instances, catalog)
     if judged:
-        judgments = read_judge_scores(lake_dir, slug).filter(pl.col(LENGTH_DIM).is_in(lengths))
+        judgments = reads.judge_scores(slug).filter(pl.col(LENGTH_DIM).is_in(lengths))
         if only is not None:
             judgments = judgments.filter(pl.col("instance_id").is_in(ids))
         log(f"judge-scored tasks {judged}: {judgments.height} verdicts of {slug} in the lake")
     cited = nli_tasks(instances, catalog)
     if cited:  # ALCE's citation metrics: NLI-judged rows of citation_scores
-        citations = read_model_partitions(lake_dir, "citation_scores", slug).filter(pl.col(LENGTH_DIM).is_in(lengths))
+        citations = reads.model_partitions("citation_scores", slug).filter(pl.col(LENGTH_DIM).is_in(lengths))
         if only is not None:
             citations = citations.filter(pl.col("instance_id").is_in(ids))
         log(f"tasks with NLI metrics {cited}: {citations.height} citation_scores rows of {slug}")
         metric_scores = with_citation_scores(metric_scores, citations)
     # The model's generations (status, truncated) for the shares and status_counts of every row.
-    generations = read_model_partitions(lake_dir, "generations", slug).filter(pl.col(LENGTH_DIM).is_in(lengths))
+    generations = reads.model_partitions("generations", slug).filter(pl.col(LENGTH_DIM).is_in(lengths))
     if only is not None:
         generations = generations.filter(pl.col("instance_id").is_in(ids))
     result = benchmark_table(metric_scores, instances, catalog, slug, judgments, generations,
@@ -59,27 +59,24 @@ def model_table(lake_dir, config, slug: str, metric_scores: pl.DataFrame, instan
                     "generations": generations}
 
 
-def current_instances(lake_dir, config) -> pl.DataFrame | None:
+def current_instances(reads: SideInputReader, config) -> pl.DataFrame | None:
     """The config's instances in the lake (every length partition there, with ``length``), None when none is."""
-    lake = storage.lake_path(lake_dir)
-    frames = [read_partition(path, {LENGTH_DIM: lv}) for lv in config.lengths
-              for path in [partition_path(lake, "instances", {LENGTH_DIM: lv})] if path.exists()]
-    return pl.concat(frames, how="diagonal_relaxed") if frames else None
+    return reads.length_partitions("instances", config.lengths)
 
 
-def paired_tables(lake_dir, config, tables: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
+def paired_tables(reads: SideInputReader, config, tables: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
     """Every model's benchmark_scores (``tables``, with ``model``) on the instances every one of them was run on
     (issue 31; the README's "rows on the common instances"): the config's current instances that each model has a
     generation of. When every model covers exactly those, the stored tables are used; otherwise each model's
     tables are computed again on the common instances (:func:`model_table` with ``only``). Returns (tables,
     {model: n_unpaired}): the instances of the model left out, those some other model lacks and those no longer
     among the current instances (records removed from the data since it ran)."""
-    instances = current_instances(lake_dir, config)
+    instances = current_instances(reads, config)
     models = sorted(tables["model"].unique().to_list())
     if instances is None or not models:
         return tables, dict.fromkeys(models, 0)
     current = set(instances["instance_id"].to_list())
-    covered = {m: set(read_model_partitions(lake_dir, "generations", m).filter(
+    covered = {m: set(reads.model_partitions("generations", m).filter(
         pl.col(LENGTH_DIM).is_in(list(config.lengths)))["instance_id"].to_list()) for m in models}
     common = set.intersection(current, *covered.values())
     unpaired = {m: len(covered[m] - common) for m in models}
@@ -87,8 +84,8 @@ def paired_tables(lake_dir, config, tables: pl.DataFrame) -> tuple[pl.DataFrame,
         return tables, unpaired
     frames = []
     for m in models:
-        scores = read_model_partitions(lake_dir, "metric_scores", m).filter(
+        scores = reads.model_partitions("metric_scores", m).filter(
             pl.col(LENGTH_DIM).is_in(list(config.lengths)))
-        result, _ = model_table(lake_dir, config, m, scores, instances, only=common)
+        result, _ = model_table(reads, config, m, scores, instances, only=common)
         frames.append(result.table.with_columns(model=pl.lit(m)))
     return pl.concat(frames, how="diagonal_relaxed"), unpaired
