@@ -1,22 +1,25 @@
-"""`lcp`: the command line.
+"""`lcp`: the command line, in groups (issue 32).
 
-    lcp demo                      build, generate, score the demo benchmark; print the leaderboard
-    lcp add-model NAME [...]      register a model (slug -> settings) and its partition
-    lcp backfill --model NAME     materialize only that model's partitions, then the leaderboard
-    lcp import-predictions FILE   register predictions made elsewhere as a model (backend imported)
-    lcp models                    list registered models
-    lcp plan [--model M]          instances, prompt tokens, truncations, time and cost of a run, before it runs
-    lcp compare MODEL_A MODEL_B   paired difference of two models on their common instances, interval and p-value
-    lcp query "SQL"               DuckDB over every lake table (read-only)
-    lcp ui                        the Dagster UI (webserver + daemon) on this project
+    lcp run [--config C] [--model M]     build the config's benchmark, evaluate its models, print the leaderboard
+    lcp judge | backfill --model M       judge generations alone | run one model's partitions, then the leaderboard
+    lcp plan [--model M]                 instances, prompt tokens, truncations, time and cost of a run, before it runs
+    lcp models add|list|remove|import    the model registry (import: predictions made elsewhere, as a model)
+    lcp tasks list|show                  the declared tasks
+    lcp results query|report|compare     read the lake: SQL, one HTML page, two models' paired difference
+    lcp tools score|longscore|minilongbench   calculators on your own files (no lake, no config)
+    lcp sources validate PATH...         check source files before a config uses them
+    lcp ui                               the Dagster UI (webserver + daemon) on this project
+
+Options are declared once (commands/options.py): every command that reads the lake takes --lake (so does `lcp`
+itself), every one that reads a config or models.yaml takes --config. The earlier spellings (:data:`OLD_SPELLINGS`,
+and `lcp models` without a subcommand) still run, hidden from the help, with one note on stderr.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import copy
 import importlib
-import json
 import os
 import shlex
 import shutil
@@ -27,11 +30,17 @@ from typing import TYPE_CHECKING
 import click
 
 # Light on purpose (issue 29): a command that does not run the graph imports neither Dagster nor torch, so
-# this module imports only click and the names its options list; each command imports what it uses, and the
-# commands of lc_pipeline/commands/ are imported only when invoked (LazyCommands). tests/unit/test_cli_imports.py
-from lc_pipeline.construct.truncation import POLICIES as TRUNCATION_POLICIES
-from lc_pipeline.commands.options import apply_selection, selection_options
-from lc_pipeline.generate.backends import GENERATORS
+# this module imports only click and the options; each command imports what it uses, and the commands of
+# lc_pipeline/commands/ are imported only when invoked (LazyCommands). tests/unit/test_cli_imports.py
+from lc_pipeline.commands.options import (
+    apply_selection,
+    config_option,
+    format_option,
+    lake_option,
+    model_option,
+    models_option,
+    selection_options,
+)
 from lc_pipeline.settings import env, variables_help
 
 if TYPE_CHECKING:
@@ -46,8 +55,6 @@ def _settings(config: str | None) -> Settings:
 
 
 def _runner(s: Settings):
-    import dagster as dg
-
     from lc_pipeline.definitions import build_pipeline
     from lc_pipeline.runner import Runner
 
@@ -78,7 +85,7 @@ def _print_leaderboard(df) -> None:
     if df.height and df["base_ability"].is_null().all():  # a benchmark run as released: no LongScore
         cols, rows = released_board_display(df)
         click.echo("\nLeaderboard (each published table's overall, 0-100, averaged over its length partitions; "
-                   "ci95: bootstrap over instances; lcp report shows every task)")
+                   "ci95: bootstrap over instances; lcp results report shows every task)")
         print_table(cols, rows)
         return
 
@@ -89,35 +96,89 @@ def _print_leaderboard(df) -> None:
         click.echo(line)
     print_table(cols, rows)
 
-
 # The commands that live in lc_pipeline/commands/: name -> "module:attribute", imported only when that command
-# runs or help lists it (click's LazyGroup pattern), so `lcp query` never imports matplotlib or the scorers.
+# runs or help lists it (click's LazyGroup pattern), so `lcp results query` never imports matplotlib or the scorers.
 LAZY_COMMANDS = {
+    "tasks": "lc_pipeline.commands.tasks:tasks",
+    "plan": "lc_pipeline.commands.plan:plan",
+}
+MODELS_COMMANDS = {
+    "add": "lc_pipeline.commands.models:add_model",
+    "list": "lc_pipeline.commands.models:list_models",
+    "remove": "lc_pipeline.commands.models:remove_model",
+    "import": "lc_pipeline.commands.imports:import_predictions_command",
+}
+RESULTS_COMMANDS = {
+    "query": "lc_pipeline.commands.query:query",
+    "report": "lc_pipeline.commands.report:report",
+    "compare": "lc_pipeline.commands.compare:compare",
+}
+TOOLS_COMMANDS = {
     "score": "lc_pipeline.commands.score:score",
     "longscore": "lc_pipeline.commands.longscore:longscore",
     "minilongbench": "lc_pipeline.commands.minilongbench:minilongbench",
-    "report": "lc_pipeline.commands.report:report",
-    "compare": "lc_pipeline.commands.compare:compare",
-    "tasks": "lc_pipeline.commands.tasks:tasks",
-    "import-predictions": "lc_pipeline.commands.imports:import_predictions_command",
-    "plan": "lc_pipeline.commands.plan:plan",
+}
+# The earlier spellings -> the command's words now. They run as before for one more release, each with one note on
+# stderr (stdout stays as it was); `lcp models` alone is the earlier `lcp models list` (the models group's ``bare``).
+OLD_SPELLINGS = {
+    "demo": "run",
+    "add-model": "models add",
+    "remove-model": "models remove",
+    "import-predictions": "models import",
+    "query": "results query",
+    "report": "results report",
+    "compare": "results compare",
+    "score": "tools score",
+    "longscore": "tools longscore",
+    "minilongbench": "tools minilongbench",
 }
 
 
+def renamed_note(old: str, new: str) -> str:
+    """The one line an earlier spelling prints on stderr."""
+    return f"note: 'lcp {old}' is now 'lcp {new}'; the old name goes in the next release."
+
+
+def old_spelling(command: click.Command, old: str, new: str) -> click.Command:
+    """``command`` under its earlier name ``old``: the same options and output, hidden from the help, and running it
+    first prints :func:`renamed_note` on stderr."""
+    renamed = copy.copy(command)
+    renamed.name, renamed.hidden = old, True
+
+    def invoke(ctx: click.Context):
+        click.echo(renamed_note(old, new), err=True)
+        return type(command).invoke(renamed, ctx)
+
+    renamed.invoke = invoke
+    return renamed
+
+
 class LazyCommands(click.Group):
-    """The ``lcp`` group: the commands defined here plus :data:`LAZY_COMMANDS`, each imported on first use.
+    """An ``lcp`` group: the commands defined on it plus ``lazy_commands`` (name -> "module:attribute"), each imported
+    on first use, and the hidden ``old_spellings`` (an earlier name -> the words of its command now). ``bare``: the
+    subcommand run when the group is given options only, or nothing (its earlier spelling as one command).
 
     A bad file the user gave (a config, models.yaml, a task file) ends any command with its error, which
     names the file and the line, and exit status 1: never a traceback (issue 22, item 7)."""
 
-    def __init__(self, *args, lazy_commands: dict[str, str] | None = None, **kwargs) -> None:
+    def __init__(self, *args, lazy_commands: dict[str, str] | None = None, old_spellings: dict[str, str] | None = None,
+                 bare: str | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands or {})
+        self.old_spellings = dict(old_spellings or {})
+        self.bare = bare
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy_commands})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.old_spellings:
+            command: click.Command | None = self
+            for word in self.old_spellings[cmd_name].split():
+                command = command.get_command(ctx, word) if isinstance(command, click.Group) else None
+            if command is None:
+                raise TypeError(f"old spelling {cmd_name!r}: no command {self.old_spellings[cmd_name]!r}")
+            return old_spelling(command, cmd_name, self.old_spellings[cmd_name])
         if cmd_name not in self.lazy_commands or cmd_name in self.commands:
             return super().get_command(ctx, cmd_name)
         module_name, attribute = self.lazy_commands[cmd_name].split(":")
@@ -127,7 +188,29 @@ class LazyCommands(click.Group):
         self.add_command(command)
         return command
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if self.bare and (not args or (args[0].startswith("-") and args[0] not in ctx.help_option_names)):
+            ctx.meta[f"lcp.bare.{self.name}"] = True
+            args = [self.bare, *args]
+        return super().parse_args(ctx, args)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The help's list: the commands, then the groups of commands."""
+        shown = [(name, command) for name in self.list_commands(ctx)
+                 if (command := self.get_command(ctx, name)) is not None and not command.hidden]
+        if not shown:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in shown)
+        for title, groups in (("Commands", False), ("Groups", True)):
+            rows = [(name, command.get_short_help_str(limit)) for name, command in shown
+                    if isinstance(command, click.Group) == groups]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
     def invoke(self, ctx: click.Context):
+        if ctx.meta.pop(f"lcp.bare.{self.name}", False):
+            click.echo(renamed_note(self.name, f"{self.name} {self.bare}"), err=True)
         try:
             return super().invoke(ctx)
         except ValueError as exc:  # the three errors below are ValueErrors; imported only when one is raised
@@ -140,41 +223,45 @@ class LazyCommands(click.Group):
             raise
 
 
-@click.group(cls=LazyCommands, lazy_commands=LAZY_COMMANDS,
+@click.group(cls=LazyCommands, lazy_commands=LAZY_COMMANDS, old_spellings=OLD_SPELLINGS,
              epilog="Environment variables (docs/environment.md):\n\n\b\n" + variables_help())
-@click.option("--lake", default=None, metavar="DIR|URL",
-              help="The Parquet lake every command uses: a folder or a bucket URL (default: $LCP_LAKE, else "
-                   "./data_lake). Sets LCP_LAKE for the command and the runs it starts.")
-def main(lake: str | None) -> None:
-    """Build long-context benchmarks and evaluate models on them (Dagster assets over a Parquet lake)."""
-    if lake is not None:
-        if not lake.strip():
-            raise click.BadParameter("empty", param_hint="--lake")
-        os.environ["LCP_LAKE"] = lake
+@lake_option
+def main() -> None:
+    """Build long-context benchmarks and evaluate models on them (Dagster assets over a Parquet lake).
+
+    --lake here is the lake of whatever command follows; each command that reads the lake takes it too."""
 
 
-_CONFIG_HELP = "Benchmark config: packaged name (demo, default, longbench, ...) or YAML path."
-_MODELS_HELP = "Models to evaluate (default: the config's models)."
+@main.group(cls=LazyCommands, lazy_commands=MODELS_COMMANDS, bare="list",
+            short_help="add | list | remove | import: the model registry.")
+def models() -> None:
+    """The registered models (models.yaml): add, list, remove, and import predictions made elsewhere as a model."""
+
+
+@main.group(cls=LazyCommands, lazy_commands=RESULTS_COMMANDS, short_help="query | report | compare: read the lake.")
+def results() -> None:
+    """Read the lake: query (read-only SQL), report (one HTML page), compare (two models, paired)."""
+
+
+@main.group(cls=LazyCommands, lazy_commands=TOOLS_COMMANDS,
+            short_help="score | longscore | minilongbench: calculators on files.")
+def tools() -> None:
+    """Calculators on your own files, with no lake and no config: score, longscore, minilongbench fit|estimate."""
+
+
+LENGTHS_HELP = "Only these length levels (default: all)."
 
 
 @main.command("run")
-@click.option("--config", default=None, help=_CONFIG_HELP)
-@click.option("--model", "models", multiple=True, help=_MODELS_HELP)
+@lake_option
+@config_option
+@models_option
 @selection_options
 def run_command(config: str | None, models: tuple[str, ...], tasks: str | None, limit: int | None) -> None:
     """Build the config's benchmark and evaluate its models: every step not already done (finished partitions are
     reused), then print the leaderboard. With --tasks / --limit, only that part of the config (its instances are
-    another config's: use its own --lake)."""
+    another config's: use its own --lake). `make demo` runs it on the embedded default (its earlier name: demo)."""
     _run_graph("run", config, models, tasks, limit)
-
-
-@main.command()
-@click.option("--config", default=None, help=_CONFIG_HELP)
-@click.option("--model", "models", multiple=True, help=_MODELS_HELP)
-@selection_options
-def demo(config: str | None, models: tuple[str, ...], tasks: str | None, limit: int | None) -> None:
-    """The same as `lcp run` (its earlier name; `make demo` runs it on the embedded default)."""
-    _run_graph("demo", config, models, tasks, limit)
 
 
 def _run_graph(verb: str, config: str | None, models: tuple[str, ...], tasks: str | None = None,
@@ -213,129 +300,11 @@ def _graph_run(resume: str):
             raise click.ClickException(str(exc).strip("'\"") if isinstance(exc, KeyError) else str(exc)) from None
 
 
-class JsonObject(click.ParamType):
-    """A JSON object given on the command line (``--extra-body '{"repeat_penalty": 1.0}'``), parsed to a dict."""
-
-    name = "json object"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, dict):
-            return value
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError as exc:
-            self.fail(f"{value!r} is not JSON: {exc}", param, ctx)
-        if not isinstance(parsed, dict):
-            self.fail(f"{value!r} is a JSON {type(parsed).__name__}, not an object {{...}}", param, ctx)
-        return parsed
-
-
-JSON_OBJECT = JsonObject()
-
-
-@main.command("add-model")
-@click.argument("name")
-@click.option("--like", default="smollm2-135m", show_default=True, help="Start from this model's settings.")
-@click.option("--backend", default=None, type=click.Choice(GENERATORS.names()),
-              help="transformers (CPU/GPU), llamacpp (in-process GGUF), openai (any OpenAI-compatible server), "
-                   "vllm (vLLM's engine: CUDA GPUs, or a CPU after make install-vllm).")
-@click.option("--model-id", default=None, help="HF id, local path, or package:<pip package>.")
-@click.option("--gguf-file", default=None,
-              help="GGUF file inside model-id (transformers loads it, vllm gets it converted to a Hugging Face "
-                   "folder); 'none': no GGUF, clearing the --like model's (e.g. a --model-id folder of safetensors).")
-@click.option("--max-model-len", type=int, default=None, help="Context window in model tokens.")
-@click.option("--batch-size", type=int, default=None)
-@click.option("--system-prompt", default=None)
-@click.option("--no-chat-template", is_flag=True, help="Feed the raw prompt (base models).")
-@click.option("--api", type=click.Choice(["chat", "completions"]), default=None,
-              help="openai: chat (the server applies the template) or completions (we send token ids).")
-@click.option("--api-model", default=None, help="openai: the model name the server knows.")
-@click.option("--base-url", default=None, help="openai: the server (default: $OPENAI_BASE_URL).")
-@click.option("--api-key-env", default=None, help="openai: the environment variable holding the key.")
-@click.option("--max-concurrency", type=int, default=None,
-              help="openai: requests in flight at once (default 8); a one-slot server such as llama-cpp-python's "
-                   "wants 1, or queued requests run into the timeout.")
-@click.option("--request-timeout-s", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="openai: seconds to wait for one reply (default 600); prefill of a long prompt on a CPU server "
-                   "can take longer: raise it there.")
-@click.option("--max-retries", type=click.IntRange(min=0), default=None,
-              help="openai: retries of a failed request (a connection error, HTTP 408/409/429/5xx, a reply that is "
-                   "not a completion), with exponential backoff (default 4).")
-@click.option("--retry-timeouts/--no-retry-timeouts", default=None,
-              help="openai: whether a request that timed out is sent again (default: no, since the server may still "
-                   "be computing it and a one-slot server would compute it twice).")
-@click.option("--send-token-ids/--send-text", default=None,
-              help="openai with --api completions: send our token ids (the default: exact; vLLM takes them) or the "
-                   "rendered prompt text (for servers that take text only, such as llama-cpp-python's).")
-@click.option("--extra-body", type=JSON_OBJECT, default=None, metavar="JSON",
-              help="openai: server-specific request fields, a JSON object (default none), e.g. "
-                   "'{\"repeat_penalty\": 1.0}' for greedy decoding on llama-cpp-python's server (its default "
-                   "repeat penalty 1.1 changes temperature-0 outputs).")
-@click.option("--tokenizer", default=None, help="Tokenizer to count with: a path / HF id, or tiktoken:<encoding>.")
-@click.option("--tensor-parallel-size", type=int, default=None, help="vllm: GPUs per model.")
-@click.option("--truncation", type=click.Choice(TRUNCATION_POLICIES), default=None,
-              help="Truncation policy of every task for this model (skip: a prompt that does not fit is not sent, "
-                   "its row says skipped); default: each task's. A run's truncation_overrides still win.")
-@click.option("--chat-template-file", default=None,
-              type=click.Path(exists=True, dir_okay=False, readable=True, resolve_path=True),
-              help="A Jinja chat template file used instead of the model's own (stored as an absolute path; its "
-                   "content enters the model's fingerprint). openai: only with --api completions.")
-@click.option("--config", default=None)
-@click.option("--overwrite", is_flag=True, help="Replace an existing registration with different settings.")
-def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_size, system_prompt, no_chat_template,
-              api, api_model, base_url, api_key_env, max_concurrency, request_timeout_s, max_retries, retry_timeouts,
-              send_token_ids, extra_body, tokenizer, tensor_parallel_size, truncation, chat_template_file, config,
-              overwrite) -> None:
-    """Register model NAME (a slug: [a-z0-9._-]) and add its dynamic partition."""
-    import dagster as dg
-
-    from lc_pipeline.generate.registry import ModelRegistry, validate_model_slug
-    from lc_pipeline.partitions import MODEL_DIM
-
-    s = _settings(config)
-    try:
-        validate_model_slug(name)
-        registry = ModelRegistry(s.models_file)
-        base = registry.get(like)
-        changes = {k: v for k, v in {
-            "slug": name, "backend": backend, "model_id": model_id, "gguf_file": gguf_file,
-            "max_model_len": max_model_len, "batch_size": batch_size, "system_prompt": system_prompt,
-            "api": api, "api_model": api_model, "base_url": base_url, "api_key_env": api_key_env,
-            "max_concurrency": max_concurrency, "request_timeout_s": request_timeout_s, "max_retries": max_retries,
-            "retry_timeouts": retry_timeouts, "send_token_ids": send_token_ids, "extra_body": extra_body,
-            "tokenizer": tokenizer, "tensor_parallel_size": tensor_parallel_size,
-            "truncation": truncation, "chat_template_file": chat_template_file,
-        }.items() if v is not None}
-        if no_chat_template:
-            changes["chat_template"] = False
-        if gguf_file is not None and gguf_file.lower() == "none":
-            changes["gguf_file"] = None
-        spec = dataclasses.replace(base, **changes)
-        if spec.gguf_file is not None:
-            from lc_pipeline.generate.registry import resolve_model_path
-
-            try:  # a local model_id (a folder, an installed package) must hold the GGUF, or every run fails
-                resolve_model_path(spec)
-            except ModuleNotFoundError:
-                pass  # a package not installed on this machine: checked where the model runs
-        registry.add(spec, overwrite=overwrite)
-    except FileNotFoundError as exc:
-        raise click.ClickException(f"{exc}; name the GGUF with --gguf-file, or pass --gguf-file none for a "
-                                   "model-id without one") from exc
-    except (ValueError, KeyError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    instance = dg.DagsterInstance.get()
-    if not instance.has_dynamic_partition(MODEL_DIM, name):
-        instance.add_dynamic_partitions(MODEL_DIM, [name])
-    click.echo(f"registered {name} in {s.models_file} and added partition model={name}")
-    with_config = f" --config {shlex.quote(config)}" if config else ""
-    click.echo(f"next: lcp backfill --model {name}{with_config}   (or backfill its partitions in the UI)")
-
-
 @main.command()
-@click.option("--model", "models", multiple=True, help="Models whose generations to judge (default: the config's).")
-@click.option("--length", "lengths", multiple=True, help="Only these length levels (default: all).")
-@click.option("--config", default=None, help=_CONFIG_HELP)
+@lake_option
+@config_option
+@models_option
+@click.option("--length", "lengths", multiple=True, help=LENGTHS_HELP)
 def judge(models: tuple[str, ...], lengths: tuple[str, ...], config: str | None) -> None:
     """Judge generations: the LLM judge on the tasks its task files score so (LCP_JUDGE_MODEL, OPENAI_BASE_URL) and
     the NLI judge on citation tasks, then refresh the benchmark tables and the leaderboard. Replies are cached: a
@@ -359,13 +328,14 @@ def judge(models: tuple[str, ...], lengths: tuple[str, ...], config: str | None)
 
 
 @main.command()
-@click.option("--model", "model", required=True, help="The model whose partitions to materialize.")
-@click.option("--length", "lengths", multiple=True, help="Only these length levels (default: all).")
+@lake_option
+@config_option
+@model_option("The model whose partitions to materialize.")
+@click.option("--length", "lengths", multiple=True, help=LENGTHS_HELP)
 @click.option("--url", default=lambda: env("LCP_DAGSTER_URL"),
               help="A running `lcp ui` (e.g. http://127.0.0.1:3000, or $LCP_DAGSTER_URL): launch a Dagster asset "
                    "backfill there (shown in the UI, executed by its daemon) instead of running in this process.")
 @click.option("--wait/--no-wait", default=True, show_default=True, help="With --url: wait for the backfill to end.")
-@click.option("--config", default=None)
 @selection_options
 def backfill(model: str, lengths: tuple[str, ...], url: str | None, wait: bool, config: str | None,
              tasks: str | None, limit: int | None) -> None:
@@ -456,59 +426,8 @@ def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str,
         raise click.ClickException(str(exc)) from exc
 
 
-@main.command()
-@click.option("--config", default=None)
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="json: every setting of each model and its fingerprint (api_key_env is the name of the variable "
-                   "that holds the key, never the key).")
-def models(config: str | None, fmt: str) -> None:
-    """List registered models and their settings.
 
-    The table shows an openai model's server settings too: api, concurrency, timeout, retries, whether timeouts are
-    retried, extra request fields. Credentials in a base_url (user:key@, query values) are shown as ***."""
-    from lc_pipeline.commands.output import print_table
-    from lc_pipeline.generate.backends import capabilities
-    from lc_pipeline.generate.registry import ModelRegistry, redact_url
-
-    s = _settings(config)
-    reg = ModelRegistry(s.models_file)
-    specs = [reg.get(n) for n in reg.names()]
-    if fmt == "json":  # base_url without its credentials (user:key@, query values), as in the table
-        click.echo(json.dumps([{**m.shown(), "fingerprint": m.fingerprint()} for m in specs], indent=1))
-        return
-
-    def served(m) -> tuple:
-        if not capabilities(m.backend).reads("api"):  # no server settings
-            return ("",) * 6
-        return (m.api, m.max_concurrency, f"{m.request_timeout_s:g}", m.max_retries, m.retry_timeouts,
-                json.dumps(m.extra_body) if m.extra_body else "")
-
-    rows = [(m.slug, m.backend, m.model_id, m.max_model_len, redact_url(m.base_url) or "", *served(m), m.fingerprint())
-            for m in specs]
-    print_table(["model", "backend", "model_id", "max_model_len", "base_url", "api", "concurrency", "timeout_s",
-                 "retries", "retry_timeouts", "extra_body", "fingerprint"], rows)
-
-
-@main.command("remove-model")
-@click.argument("name")
-@click.option("--config", default=None)
-def remove_model(name: str, config: str | None) -> None:
-    """Remove a model you registered (`lcp add-model`) from models.yaml.
-
-    Only its entry goes; the file's other entries and comments stay as they are. Its generations and scores stay in
-    the lake (the folders named model=NAME), and registering the same settings again reuses them."""
-    from lc_pipeline.generate.registry import ModelRegistry, UnknownModelError
-
-    s = _settings(config)
-    try:
-        spec = ModelRegistry(s.models_file).remove(name)
-    except UnknownModelError as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(f"Removed model {name!r} ({spec.backend}) from {s.models_file}; its results in the lake are kept "
-               f"(model={name} folders).")
-
-
-@main.group()
+@main.group(short_help="validate: check source files before a config uses them.")
 def sources() -> None:
     """Inspect source files before using them in a benchmark config."""
 
@@ -516,7 +435,7 @@ def sources() -> None:
 @sources.command("validate")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--kind", default=None, help="Adapter to use (default: detected from the records' fields).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@format_option("table", "json")
 @click.option("--reasons", default=5, show_default=True, help="How many rejection reasons to show per file.")
 def sources_validate(paths: tuple[Path, ...], kind: str | None, fmt: str, reasons: int) -> None:
     """Check every record of each file as a run would load it (nothing is written); folders as a run lists them
@@ -527,29 +446,10 @@ def sources_validate(paths: tuple[Path, ...], kind: str | None, fmt: str, reason
 
 
 @main.command()
-@click.argument("sql")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
-@click.option("--max-rows", type=click.IntRange(min=1), default=10_000, show_default=True,
-              help="Print at most this many rows; a longer result says so on stderr and is not fetched.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=600.0, show_default=True,
-              help="Stop the query after this many seconds (0: no limit).")
-@click.option("--memory-limit", default="25%", show_default=True,
-              help="DuckDB's memory limit for the query, e.g. 2GB or 50% (of the machine's memory); past it the "
-                   "query stops (nothing is spilled to disk).")
-def query(sql: str, fmt: str, max_rows: int, timeout_s: float, memory_limit: str) -> None:
-    """Run read-only SQL (SELECT / EXPLAIN) over every lake table (each a DuckDB view, hive columns length/model
-    included) and nothing else: writes, files, URLs and extensions outside the lake are refused (exit 1),
-    bad SQL exits 1 with DuckDB's message, a query past --timeout or --memory-limit exits 1 saying which."""
-    from lc_pipeline.commands.query import print_query
-    from lc_pipeline.settings import Settings
-
-    print_query(Settings.from_env().lake_dir, sql, fmt, max_rows, timeout_s=timeout_s, memory_limit=memory_limit)
-
-
-@main.command()
+@lake_option
+@config_option
 @click.option("--port", default=3000, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--config", default=None)
 def ui(port: int, host: str, config: str | None) -> None:
     """Start the Dagster UI and daemon (`dagster dev`) on this project."""
     s = _settings(config)
@@ -563,7 +463,7 @@ def ui(port: int, host: str, config: str | None) -> None:
 
 
 def _add_imported_model_partitions(s: Settings) -> None:
-    """The partitions of imported models whose ``lcp import-predictions`` ran before the instance's storage
+    """The partitions of imported models whose ``lcp models import`` ran before the instance's storage
     existed (commands/imports.py, instance_storage_exists): added before the UI lists them."""
     from lc_pipeline.commands.imports import imported_model_slugs
     from lc_pipeline.generate.registry import ModelSpecError

@@ -6,7 +6,7 @@ shows ``File Filters`` and ``Scanning Files: 1/N``).
 
 The views are also kept in ``<lake>/lake.duckdb`` for other tools (``duckdb -readonly
 data_lake/lake.duckdb``, notebooks). That file holds views only, no data: no pipeline run
-opens it, and ``lcp query`` rewrites it only when the set of tables changed (new partitions
+opens it, and ``lcp results query`` rewrites it only when the set of tables changed (new partitions
 need nothing: the views glob the table folders). It is rewritten whole: a new file is built
 beside it and renamed over it, so a view that can no longer be made (a lake copied elsewhere,
 a truncated file) never stays behind pointing at old files, and anything else the file came to
@@ -86,7 +86,7 @@ CONNECT_CONFIG = {
 MEMORY_LIMIT = "25%"
 # A table is a top-level folder with this name (schemas.TABLES all match); any other folder is not read.
 TABLE_NAME = re.compile(r"[a-z0-9_]+")
-SHOW_TABLES = 'lcp query "show tables"'
+SHOW_TABLES = 'lcp results query "show tables"'
 
 
 class QueryRefused(ValueError):
@@ -248,7 +248,7 @@ def _holds_only(con: duckdb.DuckDBPyConnection, wanted: dict[str, str]) -> bool:
 def _open_if_current(db: Path, lake_dir: Path, wanted: dict[str, str], memory_limit: str
                      ) -> duckdb.DuckDBPyConnection | None:
     """``lake.duckdb`` opened read-only (and locked) for a query when it holds the ``wanted`` views and nothing
-    else (one open: what ``lcp query`` costs beyond DuckDB's own is start-up, issue 29); None when it is
+    else (one open: what ``lcp results query`` costs beyond DuckDB's own is start-up, issue 29); None when it is
     missing or stale."""
     if not db.exists():
         return None
@@ -303,7 +303,7 @@ def check_read_only(sql: str) -> None:
             continue
         if st.type not in READ_STATEMENTS:
             raise QueryRefused(
-                f"refused: {st.type.name} statements can change data or reach outside the lake; lcp query "
+                f"refused: {st.type.name} statements can change data or reach outside the lake; lcp results query "
                 f"runs SELECT / EXPLAIN over the lake's tables only ({SHOW_TABLES} lists them) "
                 f"(statement: {st.query.strip()[:80]!r})"
             )
@@ -320,7 +320,7 @@ def connect(lake_dir: Path, *, memory_limit: str = MEMORY_LIMIT) -> duckdb.DuckD
     lake_dir = storage.lake_path(lake_dir)
     tables = table_dirs(lake_dir)
     if not tables:
-        raise FileNotFoundError(f"the lake {lake_dir} has no tables yet: run `lcp demo` (or materialize assets) first")
+        raise FileNotFoundError(f"the lake {lake_dir} has no tables yet: run `lcp run` (or materialize assets) first")
     con = None
     unreadable: dict[str, str] = {}
     if storage.is_local(lake_dir) and _usable_db(Path(lake_dir).resolve() / DB_NAME):
@@ -359,8 +359,8 @@ def _outside_lake(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> OutsideL
         return None
     names = [r[0] for r in con.execute("select view_name from duckdb_views() where not internal "
                                        "order by view_name").fetchall()]
-    return OutsideLake(f"lcp query reads only the lake's tables ({', '.join(names)}; {SHOW_TABLES} lists them), "
-                       f"no other file, URL or extension: {text}")
+    return OutsideLake(f"lcp results query reads only the lake's tables ({', '.join(names)}; {SHOW_TABLES} lists "
+                       f"them), no other file, URL or extension: {text}")
 
 
 @contextmanager
@@ -374,7 +374,7 @@ def _reading(lake_dir: Path, sql: str, memory_limit: str = MEMORY_LIMIT) -> Iter
         except duckdb.OutOfMemoryException as exc:
             limit = con.execute("select current_setting('memory_limit')").fetchone()[0]
             raise QueryRefused(f"the query needs more memory than a lake query may take ({memory_limit} = {limit}; "
-                               f"lcp query --memory-limit sets another): {_first_line(exc)}") from exc
+                               f"lcp results query --memory-limit sets another): {_first_line(exc)}") from exc
         except duckdb.Error as exc:
             outside = _outside_lake(con, exc)
             if outside is None:
@@ -403,7 +403,7 @@ def _deadline(con: duckdb.DuckDBPyConnection, timeout_s: float | None) -> Iterat
     except duckdb.InterruptException as exc:
         if not fired.is_set():
             raise
-        raise QueryTimeout(f"the query was stopped after {timeout_s:g} s, its time limit (lcp query --timeout "
+        raise QueryTimeout(f"the query was stopped after {timeout_s:g} s, its time limit (lcp results query --timeout "
                            "sets another)") from exc
     finally:
         timer.cancel()

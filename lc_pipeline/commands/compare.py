@@ -1,6 +1,6 @@
-"""`lcp compare MODEL_A MODEL_B`: two models on the instances both have a score on, read from the lake.
+"""`lcp results compare MODEL_A MODEL_B`: two models on the instances both have a score on, read from the lake.
 
-    lcp compare MODEL_A MODEL_B [--config C] [--draws 1000] [--seed 0] [--format table|json]
+    lcp results compare MODEL_A MODEL_B [--lake DIR] [--config C] [--draws 1000] [--seed 0] [--format table|json]
 
 Per benchmark x table x length: each model's score on the common instances (the benchmark's overall, aggregated
 as its task file's headline says), the difference A - B with its 95% paired bootstrap interval, the p-value of a
@@ -15,6 +15,7 @@ from __future__ import annotations
 import click
 import polars as pl
 
+from lc_pipeline.commands.options import config_option, format_option, lake_option
 from lc_pipeline.commands.output import print_table
 
 FORMATS = ("table", "json")
@@ -43,7 +44,7 @@ def _instances(lake) -> pl.DataFrame:
         frames.append(frame.select([c for c in INSTANCE_COLUMNS if c in frame.columns])
                       .with_columns(pl.lit(path.parent.name.split("=", 1)[1]).alias("length")))
     if not frames:
-        raise ValueError(f"the lake {storage.url(lake)} has no instances: build the benchmark first (lcp demo)")
+        raise ValueError(f"the lake {storage.url(lake)} has no instances: build the benchmark first (lcp run)")
     return pl.concat(frames, how="diagonal_relaxed")
 
 
@@ -77,11 +78,12 @@ def model_scored(lake, model: str, instances: pl.DataFrame, catalog):
 @click.command("compare")
 @click.argument("model_a")
 @click.argument("model_b")
-@click.option("--config", default=None, help="Benchmark config: packaged name (demo, default) or YAML path.")
+@lake_option
+@config_option
 @click.option("--draws", default=1000, show_default=True, type=click.IntRange(min=1),
               help="Bootstrap resamples, and sign flips of the permutation test.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the resamples and of the flips.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@format_option(*FORMATS)
 def compare(model_a: str, model_b: str, config: str | None, draws: int, seed: int, fmt: str) -> None:
     """Compare MODEL_A with MODEL_B on the instances both have a score on: per benchmark x table x length, each
     model's score (0-100, the benchmark's overall), diff = A - B with its 95% paired bootstrap interval (the

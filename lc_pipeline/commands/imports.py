@@ -1,4 +1,4 @@
-"""`lcp import-predictions FILE --model NAME --config CONFIG [--on-error reject]`: score predictions made elsewhere.
+"""`lcp models import FILE --model NAME --config CONFIG [--on-error reject]`: score predictions made elsewhere.
 
 The config must run a benchmark as released (``released:``). Every line of FILE is
 ``{"_id": "<record id>", "prediction": "<text>"}`` (other fields ignored); the ids are checked against the
@@ -32,6 +32,7 @@ from pathlib import Path
 import click
 
 from lc_pipeline import json_files
+from lc_pipeline.commands.options import config_option, lake_option, model_option
 
 __all__ = ["config_record_ids", "import_predictions", "import_predictions_command", "imported_model_slugs",
            "instance_storage_exists"]
@@ -237,7 +238,7 @@ def instance_storage_exists(dagster_home: Path) -> bool:
     """Whether a Dagster process may already hold this instance open (a UI, a daemon, an earlier ``lcp`` run):
     its dagster.yaml names a storage of its own (Postgres, another folder: assumed so), or the default SQLite
     run storage (``history/runs.db``) has been created. When it has not, no UI can list partitions yet, and
-    ``lcp import-predictions`` leaves the model's partition to the ``lcp backfill`` or ``lcp ui`` that creates
+    ``lcp models import`` leaves the model's partition to the ``lcp backfill`` or ``lcp ui`` that creates
     the storage (both add it), sparing the import Dagster's imports and instance (issue 29)."""
     import yaml
 
@@ -262,10 +263,11 @@ def imported_model_slugs(models_file: Path) -> list[str]:
     return [slug for slug in registry.names() if registry.get(slug).backend == imp.BACKEND]
 
 
-@click.command("import-predictions")
+@click.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--model", required=True, help="The name to register the predictions under (a model slug).")
-@click.option("--config", default=None, help="A config that runs a benchmark as released (packaged name or YAML path).")
+@model_option("The name to register the predictions under (a model slug).")
+@lake_option
+@config_option
 @click.option("--on-error", type=click.Choice(["fail", "reject"]), default="fail", show_default=True,
               help="fail: the first bad line stops the import; reject: bad lines are counted, listed and kept in "
                    "rejected.jsonl beside the stored copy, and records without a prediction are listed.")

@@ -1,7 +1,7 @@
-"""`lcp longscore`: 100-LongBench's LongScore for results computed elsewhere.
+"""`lcp tools longscore`: 100-LongBench's LongScore for results computed elsewhere.
 
-    lcp longscore --scores FILE.csv [--base-lengths 2k,4k,6k] [--long-lengths 8k,16k,32k,64k,128k]
-                  [--common-tasks] [--scale auto|1|100] [--format table|json]
+    lcp tools longscore --scores FILE.csv [--base-lengths 2k,4k,6k] [--long-lengths 8k,16k,32k,64k,128k]
+                        [--common-tasks] [--scale auto|1|100] [--format table|json]
 
 FILE.csv has the columns ``task, model, length, score``: one row per task, model and length
 level, ``score`` the task score at that length on any fixed scale (the paper's 0-100). Length
@@ -36,6 +36,7 @@ from pathlib import Path
 import click
 import polars as pl
 
+from lc_pipeline.commands.options import format_option
 from lc_pipeline.score.longscore import (
     SCALES,
     ZeroBaseError,
@@ -196,7 +197,7 @@ def _table(result: dict) -> str:
 @click.option("--scale", type=click.Choice(list(SCALES)), default="auto", show_default=True,
               help="the scores' scale: auto refuses a model whose scores are all <= 1 beside one with scores above 1; "
                    "100 or 1 declares it (scores above it are refused)")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option("table", "json")
 def longscore(scores_path: str, base_lengths: str | None, long_lengths: str | None, common_tasks: bool, scale: str,
               fmt: str) -> None:
     """LongScore (100-LongBench) per model from per-task scores at each length."""

@@ -1,10 +1,10 @@
-"""`lcp minilongbench fit | estimate`: build a MiniLongBench subset and score new models on it.
+"""`lcp tools minilongbench fit | estimate`: build a MiniLongBench subset and score new models on it.
 
-    lcp minilongbench fit --scores FILE.parquet [--embeddings FILE.parquet | --texts FILE.parquet]
-                          [--ratio 0.95] [--dims 10] [--seed 42] [--epochs 2000] [--candidates 8]
-                          [--validation-splits 2] [--validation-seeds 2] [--validation-draws 20] --out DIR
-    lcp minilongbench estimate --model-dir DIR --scores FILE.parquet [--mode predict|blend|direct|weighted]
-                               [--allow-partial [--min-coverage 0.5]]
+    lcp tools minilongbench fit --scores FILE.parquet [--embeddings FILE.parquet | --texts FILE.parquet]
+                                [--ratio 0.95] [--dims 10] [--seed 42] [--epochs 2000] [--candidates 8]
+                                [--validation-splits 2] [--validation-seeds 2] [--validation-draws 20] --out DIR
+    lcp tools minilongbench estimate --model-dir DIR --scores FILE.parquet [--mode predict|blend|direct|weighted]
+                                     [--allow-partial [--min-coverage 0.5]]
 
 ``fit`` reads the training models' per-sample scores (columns ``model, task, category,
 global_sample, score``; score in [0, 1]) and sample representations: ``--embeddings`` (columns
@@ -196,7 +196,7 @@ def _validation_summary(validation: dict | None) -> dict | None:
 
 @minilongbench.command("estimate")
 @click.option("--model-dir", required=True, type=click.Path(exists=True, file_okay=False),
-              help="a directory written by `lcp minilongbench fit`")
+              help="a directory written by `lcp tools minilongbench fit`")
 @click.option("--scores", "scores_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Parquet (or CSV): model, global_sample, score (subset samples)")
 @click.option("--mode", type=click.Choice(list(mlbm.MODES)), default=mlbm.DEFAULT_MODE, show_default=True,

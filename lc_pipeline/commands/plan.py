@@ -30,7 +30,14 @@ import json
 
 import click
 
-from lc_pipeline.commands.options import apply_selection, selection_options
+from lc_pipeline.commands.options import (
+    apply_selection,
+    config_option,
+    format_option,
+    lake_option,
+    models_option,
+    selection_options,
+)
 from lc_pipeline.commands.output import print_table
 
 TABLE_COLUMNS = ("benchmark", "length", "instances", "prompt_tokens", "max_prompt_tokens", "truncated", "skipped",
@@ -135,12 +142,13 @@ def _lake_budgets(instances: dict):
 
 
 @click.command("plan")
-@click.option("--config", default=None, help="Benchmark config: packaged name (demo, default) or YAML path.")
-@click.option("--model", "models", multiple=True, help="Models to plan for (default: the config's models).")
+@lake_option
+@config_option
+@models_option
 @click.option("--tokens-per-second", type=float, default=None,
               help="The run's throughput (prompt + completion tokens per second, requests in flight included) "
                    "instead of the one measured from the model's earlier generations in the lake.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option("table", "json")
 @click.option("--requests", "with_requests", is_flag=True, help="json: also one entry per request (generation row).")
 @selection_options
 def plan(config: str | None, models: tuple[str, ...], tokens_per_second: float | None, fmt: str,

@@ -1,4 +1,4 @@
-"""`lcp report`: one self-contained HTML page (leaderboard, plots, tables) read from the lake with DuckDB.
+"""`lcp results report`: one self-contained HTML page (leaderboard, plots, tables) read from the lake with DuckDB.
 
 Everything is inline: styles in the page, plots as base64 PNGs, no scripts and no links
 to fetch, so the file opens offline and can be mailed or archived as it is.
@@ -15,6 +15,7 @@ import click
 import polars as pl
 
 from lc_pipeline import plots, storage
+from lc_pipeline.commands.options import lake_option
 from lc_pipeline.lake import connect, table_dirs
 
 STYLE = """
@@ -307,7 +308,8 @@ def write_atomic(text: str, path: Path) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
-@click.command()
+@click.command("report")
+@lake_option
 @click.option("--out", default="report.html", show_default=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The HTML file to write.")
 def report(out: Path) -> None:

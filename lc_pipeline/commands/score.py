@@ -1,4 +1,4 @@
-"""`lcp score FILE.jsonl --metric NAME [--variant code|paper]`: score an external predictions file.
+"""`lcp tools score FILE.jsonl --metric NAME [--variant code|paper]`: score an external predictions file.
 
 Each input line is a JSON record with ``_id``, ``prediction`` (or the field named by
 ``--prediction-field``), ``answers`` (a list of gold strings) and, where the metric needs them,

@@ -18,6 +18,7 @@ import json
 
 import click
 
+from lc_pipeline.commands.options import config_option, format_option
 from lc_pipeline.commands.output import print_table
 from lc_pipeline.tasks.catalog import TaskFileError, load_catalog
 from lc_pipeline.tasks.spec import TaskSpec
@@ -78,15 +79,15 @@ def _catalog(config: str | None):
         raise click.ClickException(str(exc)) from exc
 
 
-@click.group("tasks")
+@click.group("tasks", short_help="list | show: the declared tasks.")
 def tasks() -> None:
     """The declared benchmark tasks (packaged task files plus a config's task_files)."""
 
 
 @tasks.command("list")
 @click.option("--benchmark", default=None, help="Only this benchmark's tasks (qa, longbench, helmet, ...).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@click.option("--config", default=None, help="A config whose task_files are added (packaged name or YAML path).")
+@format_option("table", "json")
+@config_option
 def list_tasks(benchmark: str | None, fmt: str, config: str | None) -> None:
     """Every task, with benchmark, category, builder, metrics, rubric, truncation, max_new_tokens."""
     catalog, loaded = _catalog(config)
@@ -106,7 +107,7 @@ def list_tasks(benchmark: str | None, fmt: str, config: str | None) -> None:
 
 @tasks.command("show")
 @click.argument("name")
-@click.option("--config", default=None, help="A config whose task_files are added (packaged name or YAML path).")
+@config_option
 def show_task(name: str, config: str | None) -> None:
     """One task (NAME or BENCHMARK/NAME): every field and its prompt template."""
     catalog, loaded = _catalog(config)

@@ -3,7 +3,7 @@
 A published benchmark run as released (config ``released:``) has one instance per released record, and
 each instance keeps the record's own id (``record_id``: LongBench's ``_id``). Predictions that some other
 harness produced (the benchmark's own ``pred.py``, a provider's batch API, a paper's released outputs) can
-then be scored by this pipeline exactly as its own generations are: ``lcp import-predictions FILE --model
+then be scored by this pipeline exactly as its own generations are: ``lcp models import FILE --model
 NAME --config CONFIG`` (lc_pipeline/commands/imports.py) checks a JSONL file of
 
     {"_id": "<the record's id>", "prediction": "<the model's answer>"}
@@ -175,7 +175,7 @@ def read_stored(data: bytes, where: str) -> dict[str, str]:
             out[record[ID_FIELD]] = record[PREDICTION_FIELD]
         except (json_files.JsonProblem, KeyError, TypeError) as exc:
             raise PredictionsError(f"{where}, line {number}: not a stored prediction ({exc}); re-run "
-                                   "`lcp import-predictions`") from None
+                                   "`lcp models import`") from None
     return out
 
 
@@ -206,7 +206,7 @@ class ImportedGenerator:
             data = storage.read_bytes(path)
         except FileNotFoundError:
             raise PredictionsError(f"model {self.spec.slug!r}: its imported predictions {where} are gone (a moved or "
-                                   "cleaned lake?); run `lcp import-predictions` again") from None
+                                   "cleaned lake?); run `lcp models import` again") from None
         sha = hashlib.sha256(data).hexdigest()
         if path.parent.name != sha[:16]:
             raise PredictionsError(f"model {self.spec.slug!r}: {where} was changed after its import (its sha256 "

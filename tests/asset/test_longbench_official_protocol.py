@@ -192,7 +192,7 @@ def test_a_backfill_feeds_pred_py_ids_and_its_rows_say_official(official_env, tm
         return result.output
 
     window = 1024
-    lcp("add-model", "smollm2-1k", "--like", "smollm2-135m", "--max-model-len", str(window), "--config",
+    lcp("models", "add", "smollm2-1k", "--like", "smollm2-135m", "--max-model-len", str(window), "--config",
         str(tmp_path / "lb.yaml"))
     lcp("backfill", "--model", "smollm2-1k", "--config", str(tmp_path / "lb.yaml"))
 

@@ -58,7 +58,7 @@ def test_imported_reference_predictions_score_the_official_longbench_values(proj
     preds = project / "reference.jsonl"
     preds.write_text("".join(json.dumps({"_id": r["_id"], "prediction": r["reference_prediction"]}) + "\n"
                              for r in records))
-    out = lcp("import-predictions", str(preds), "--model", "reference", "--config", "longbench")
+    out = lcp("models", "import", str(preds), "--model", "reference", "--config", "longbench")
     assert "136 predictions imported" in out
     out = lcp("backfill", "--model", "reference", "--config", "longbench")
     # the leaderboard of a benchmark run as released: each published table's overall (English, Chinese)
@@ -128,7 +128,7 @@ def test_a_record_longer_than_the_window_is_cut_by_its_task_policy_and_says_so(p
     config["released"]["tasks"] = ["triviaqa"]
     (project / "lb.yaml").write_text(yaml.safe_dump(config))
     window = 1024
-    lcp("add-model", "smollm2-1k", "--like", "smollm2-135m", "--max-model-len", str(window), "--config",
+    lcp("models", "add", "smollm2-1k", "--like", "smollm2-135m", "--max-model-len", str(window), "--config",
         str(project / "lb.yaml"))
     lcp("backfill", "--model", "smollm2-1k", "--config", str(project / "lb.yaml"))
 

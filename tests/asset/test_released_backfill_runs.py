@@ -43,7 +43,7 @@ def lcp(*args: str) -> str:
 def import_predictions(project: Path, model: str) -> str:
     preds = project / f"{model}.jsonl"
     preds.write_text("".join(json.dumps({"_id": r, "prediction": f"{model} says parsing"}) + "\n" for r in IDS))
-    return lcp("import-predictions", str(preds), "--model", model, "--config", str(project / "lb.yaml"))
+    return lcp("models", "import", str(preds), "--model", model, "--config", str(project / "lb.yaml"))
 
 
 def latest(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> dg.EventLogRecord:

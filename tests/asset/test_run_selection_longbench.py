@@ -33,7 +33,7 @@ def test_lcp_run_with_tasks_and_limit_builds_generates_and_scores_just_those(tmp
     preds = tmp_path / "reference.jsonl"
     preds.write_text("".join(json.dumps({"_id": r["_id"], "prediction": r["reference_prediction"]}) + "\n"
                              for r in records))
-    lcp("import-predictions", str(preds), "--model", "reference", "--config", "longbench")
+    lcp("models", "import", str(preds), "--model", "reference", "--config", "longbench")
 
     run = ("run", "--config", "longbench", "--tasks", "hotpotqa,trec", "--limit", "5", "--model", "reference")
     out = lcp(*run)

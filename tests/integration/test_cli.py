@@ -37,31 +37,33 @@ def test_demo_query_add_model_backfill(cli_demo_project, tmp_path):
     assert "generations + metric_scores [1k|smollm2-135m]: done" in demo.stderr  # the demo generated
     _, project_env = copy_project(cli_demo_project, tmp_path / "project")
 
-    q = lcp(project_env, "query", "select model, length, avg(score) from metric_scores group by all order by all")
+    q = lcp(project_env, "results", "query",
+            "select model, length, avg(score) from metric_scores group by all order by all")
     lines = q.stdout.strip().splitlines()
     assert [c.strip() for c in lines[0].split(" | ")] == ["model", "length", "avg(score)"]
     assert lines[-1] == "(2 rows)"
 
-    bad = lcp(project_env, "add-model", "Meta/Llama|8B", check=False)
+    bad = lcp(project_env, "models", "add", "Meta/Llama|8B", check=False)
     assert bad.returncode != 0 and "[a-z0-9" in bad.stderr
 
-    lcp(project_env, "add-model", "smollm2-135m-w768", "--max-model-len", "768")
-    models = lcp(project_env, "models")
+    lcp(project_env, "models", "add", "smollm2-135m-w768", "--max-model-len", "768")
+    models = lcp(project_env, "models", "list")
     assert "smollm2-135m-w768" in models.stdout
 
     back = lcp(project_env, "backfill", "--model", "smollm2-135m-w768")
     assert "smollm2-135m-w768" in back.stdout and "smollm2-135m " in back.stdout
     assert "instances" not in back.stderr and "passages" not in back.stderr  # nothing upstream ran
 
-    again = lcp(project_env, "demo")
+    again = lcp(project_env, "run")
     assert "1 steps ran" in again.stderr  # only the leaderboard; every partition reused
-    rows = json.loads(lcp(project_env, "query", "select count(*) n, count(distinct generation_id) d from generations",
+    rows = json.loads(lcp(project_env, "results", "query",
+                          "select count(*) n, count(distinct generation_id) d from generations",
                           "--format", "json").stdout)
     assert rows == [{"n": 8, "d": 8}]  # 2 models x 2 lengths x 2 instances, no duplicates
 
     # lcp compare on the two models: per length their qa scores on the common instances, the paired difference
     # with its seeded bootstrap interval and the permutation p-value, the same numbers on a second run.
-    args = ("compare", "smollm2-135m", "smollm2-135m-w768", "--draws", "200", "--format", "json")
+    args = ("results", "compare", "smollm2-135m", "smollm2-135m-w768", "--draws", "200", "--format", "json")
     compared = json.loads(lcp(project_env, *args).stdout)
     assert [(r["benchmark"], r["length"], r["n_common"]) for r in compared] == [("qa", "512", 2), ("qa", "1k", 2)]
     assert all(r["ci_low"] <= r["diff"] <= r["ci_high"] and 0 < r["p_value"] <= 1 for r in compared)
@@ -71,14 +73,14 @@ def test_demo_query_add_model_backfill(cli_demo_project, tmp_path):
 def test_query_is_read_only(project_env, tmp_path):
     (tmp_path / "data_lake" / "t" / "length=1k").mkdir(parents=True)
     pl.DataFrame({"x": [1]}).write_parquet(tmp_path / "data_lake" / "t" / "length=1k" / "data.parquet")
-    assert "(1 rows)" in lcp(project_env, "query", "select x, length from t").stdout
-    proc = lcp(project_env, "query", "create table hack as select 1", check=False)
+    assert "(1 rows)" in lcp(project_env, "results", "query", "select x, length from t").stdout
+    proc = lcp(project_env, "results", "query", "create table hack as select 1", check=False)
     assert proc.returncode != 0 and "refused: CREATE statements can change data" in proc.stderr
 
 
 def test_query_before_any_run_says_what_to_do(project_env):
-    proc = lcp(project_env, "query", "select 1", check=False)
-    assert proc.returncode != 0 and "lcp demo" in proc.stderr
+    proc = lcp(project_env, "results", "query", "select 1", check=False)
+    assert proc.returncode != 0 and "lcp run" in proc.stderr
 
 
 def test_sources_validate_reports_each_file(project_env, tmp_path):

@@ -212,7 +212,7 @@ def test_demo_graph_on_postgres_and_s3_with_the_multiprocess_executor(multiproce
     assert rows == [(MODEL, "1k", 2, 2), (MODEL, "512", 2, 2)]
     _, board = query(LAKE, "select distinct model from leaderboard")
     assert board == [(MODEL,)]
-    cli = subprocess.run([sys.executable, "-m", "lc_pipeline.cli", "query",
+    cli = subprocess.run([sys.executable, "-m", "lc_pipeline.cli", "results", "query",
                           "select model, length, count(*) from metric_scores group by all order by all"],
                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
     assert cli.returncode == 0, cli.stderr[-3000:]

@@ -37,7 +37,7 @@ def lake(tmp_path, monkeypatch):
 
 
 def compare(*args: str):
-    return CliRunner().invoke(main, ["compare", *args], catch_exceptions=False)
+    return CliRunner().invoke(main, ["results", "compare", *args], catch_exceptions=False)
 
 
 def test_compare_prints_scores_difference_interval_and_p_value_the_same_twice(lake):
@@ -55,9 +55,9 @@ def test_compare_prints_scores_difference_interval_and_p_value_the_same_twice(la
 
 
 def test_a_model_without_scores_in_the_lake_is_named(lake):
-    out = CliRunner().invoke(main, ["compare", "model-a", "nobody"])
+    out = CliRunner().invoke(main, ["results", "compare", "model-a", "nobody"])
     assert out.exit_code != 0 and "model 'nobody' has no metric_scores partition" in out.output
     write_parquet_atomic(schemas.empty("metric_scores").select("instance_id"),
                          partition_path(lake, "generations", {"length": "2k", "model": "model-a"}))
-    out = CliRunner().invoke(main, ["compare", "model-a", "model-b"])
+    out = CliRunner().invoke(main, ["results", "compare", "model-a", "model-b"])
     assert "model 'model-a' has generations but no metric_scores at length(s) ['2k']" in out.output

@@ -65,7 +65,7 @@ def test_plan_demo_and_backfill_refuse_the_task_file_before_any_step(cli_demo_pr
     config = root / CONFIG_FILE
     config.write_text(yaml.safe_dump({**CLI_DEMO_CONFIG, "task_files": [path.name]}))
     before = tree_digest(root)
-    for args in (("plan", "--model", "smollm2-135m"), ("demo",), ("backfill", "--model", "smollm2-135m")):
+    for args in (("plan", "--model", "smollm2-135m"), ("run",), ("backfill", "--model", "smollm2-135m")):
         line = one_error_line(lcp(env, *args, check=False))
         assert f"{path}: {says}" in line, (args, line)
         assert tree_digest(root) == before, args  # nothing built, generated, scored or recorded

@@ -52,7 +52,7 @@ def test_lcp_judge_fills_the_judged_cells_a_run_without_a_judge_left_and_a_rerun
     assert ids
     preds = tmp_path / "answers.jsonl"
     preds.write_text("".join(json.dumps({"_id": i, "prediction": "The paper is the second one."}) + "\n" for i in ids))
-    lcp("import-predictions", str(preds), "--model", "answers")
+    lcp("models", "import", str(preds), "--model", "answers")
 
     out = lcp("run", "--model", "answers")
     assert "scored by the LLM judge, none configured" in out

@@ -33,8 +33,9 @@ def test_plan_counts_what_the_demo_then_generates_and_times_from_the_lake(cli_de
     assert any("--tokens-per-second" in n for n in model["notes"])
 
     _, env = copy_project(cli_demo_project, tmp_path / "project")  # after its `lcp demo`
-    rows = json.loads(lcp(env, "query", "select length, instance_id, cache_key, prompt_tokens, original_prompt_tokens, "
-                                        "truncated, status from generations order by all", "--format", "json").stdout)
+    rows = json.loads(lcp(env, "results", "query",
+                          "select length, instance_id, cache_key, prompt_tokens, original_prompt_tokens, "
+                          "truncated, status from generations order by all", "--format", "json").stdout)
     planned = sorted(({k: r[k] for k in ("length", "instance_id", "cache_key", "prompt_tokens",
                                           "original_prompt_tokens", "truncated")} for r in model["requests"]),
                      key=lambda r: (r["length"], r["instance_id"]))

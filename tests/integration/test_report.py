@@ -117,7 +117,7 @@ def lake(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def report_file(lake) -> Path:
     out = lake.parent / "out" / "report.html"
-    result = CliRunner().invoke(main, ["report", "--out", str(out)], env={"LCP_LAKE": str(lake)})
+    result = CliRunner().invoke(main, ["results", "report", "--out", str(out)], env={"LCP_LAKE": str(lake)})
     assert result.exit_code == 0, result.output
     assert f"wrote {out}" in result.output
     return out
@@ -179,7 +179,7 @@ def test_a_lake_without_benchmark_scores_still_renders_with_a_note(lake, tmp_pat
     bare = tmp_path / "data_lake"
     shutil.copytree(lake / "leaderboard", bare / "leaderboard")
     out = tmp_path / "report.html"
-    result = CliRunner().invoke(main, ["report", "--out", str(out)], env={"LCP_LAKE": str(bare)})
+    result = CliRunner().invoke(main, ["results", "report", "--out", str(out)], env={"LCP_LAKE": str(bare)})
     assert result.exit_code == 0, result.output
     page = out.read_text()
     assert "<h2>Benchmarks</h2>" in page
@@ -188,9 +188,9 @@ def test_a_lake_without_benchmark_scores_still_renders_with_a_note(lake, tmp_pat
 
 
 def test_report_without_a_lake_exits_nonzero(tmp_path):
-    result = CliRunner().invoke(main, ["report", "--out", str(tmp_path / "r.html")],
+    result = CliRunner().invoke(main, ["results", "report", "--out", str(tmp_path / "r.html")],
                                 env={"LCP_LAKE": str(tmp_path / "none")})
-    assert result.exit_code != 0 and "lcp demo" in result.output
+    assert result.exit_code != 0 and "lcp run" in result.output
     assert not (tmp_path / "r.html").exists()
 
 
@@ -241,7 +241,7 @@ def released_lake(tmp_path_factory) -> Path:
 
 def test_a_released_lake_shows_no_pooled_plot_no_empty_depth_panel_and_no_empty_columns(released_lake):
     out = released_lake.parent / "report.html"
-    result = CliRunner().invoke(main, ["report", "--out", str(out)], env={"LCP_LAKE": str(released_lake)})
+    result = CliRunner().invoke(main, ["results", "report", "--out", str(out)], env={"LCP_LAKE": str(released_lake)})
     assert result.exit_code == 0, result.output
     page = out.read_text()
     header = section_rows(page, "Leaderboard")[0]

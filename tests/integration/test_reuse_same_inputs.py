@@ -53,7 +53,7 @@ def lcp(*args: str, ok: bool = True):
 def import_predictions(project: Path, model: str, ids: list[str], config: str | None = None):
     preds = project / f"{model}.jsonl"
     preds.write_text("".join(json.dumps({"_id": r, "prediction": "parsing"}) + "\n" for r in ids))
-    return lcp("import-predictions", str(preds), "--model", model, "--config", config or str(project / "lb.yaml"),
+    return lcp("models", "import", str(preds), "--model", model, "--config", config or str(project / "lb.yaml"),
                ok=False)
 
 
@@ -165,7 +165,7 @@ def test_another_configs_scored_lake_is_refused_naming_it_by_import_backfill_and
     # --url: refused here, before any server is asked (nothing listens on port 9 of the loopback).
     for refused in (imported, lcp("backfill", "--model", "ref", "--config", config_b, ok=False),
                     lcp("backfill", "--model", "ref", "--config", config_b, "--url", "http://127.0.0.1:9", ok=False),
-                    lcp("demo", "--config", config_b, "--model", "ref", ok=False)):
+                    lcp("run", "--config", config_b, "--model", "ref", ok=False)):
         assert refused.exit_code == 1, refused.output
         assert "were built by config 'lb'" in refused.output and "config 'lb-b'" in refused.output
         assert "LCP_LAKE" in refused.output and "Traceback" not in refused.output

@@ -16,8 +16,8 @@ SHARED = Path(os.environ.get("LCP_SHARED_DATA") or Path(__file__).resolve().pare
 
 
 def lcp_score(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "lc_pipeline.cli", "score", *args], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "lc_pipeline.cli", "tools", "score", *args], capture_output=True,
+                          text=True, timeout=300)
     if check and proc.returncode != 0:
         raise AssertionError(f"lcp score {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc

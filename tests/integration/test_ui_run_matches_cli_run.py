@@ -58,7 +58,7 @@ def project(root: Path, monkeypatch) -> Path:
     released_longbench_project(root, monkeypatch, RECORDS)
     preds = root / f"{MODEL}.jsonl"
     preds.write_text("".join(json.dumps({"_id": r, "prediction": f"{r} studies parsing"}) + "\n" for r in IDS))
-    lcp("import-predictions", str(preds), "--model", MODEL, "--config", str(root / "lb.yaml"))
+    lcp("models", "import", str(preds), "--model", MODEL, "--config", str(root / "lb.yaml"))
     return root
 
 

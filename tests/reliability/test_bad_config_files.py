@@ -139,7 +139,7 @@ def test_lcp_prints_a_config_error_and_exits_1_without_a_traceback(tmp_path, mon
     path = config_file(tmp_path, DEMO.replace("  - name: demo", "\t- name: demo"))
     monkeypatch.setenv("LCP_PROJECT_DIR", str(tmp_path))
     monkeypatch.setenv("LCP_CONFIG", str(path))
-    result = CliRunner().invoke(main, ["demo"])
+    result = CliRunner().invoke(main, ["run"])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
     assert f"Error: config {path}: not valid YAML at line 4, column 1" in result.output
     assert "Traceback" not in result.output
@@ -201,7 +201,7 @@ def test_a_registry_path_that_is_a_folder_is_refused_naming_it(tmp_path):
 def test_lcp_prints_a_registry_error_and_exits_1_without_a_traceback(tmp_path, monkeypatch):
     config_file(tmp_path, "- llama-8b\n", "models.yaml")
     monkeypatch.setenv("LCP_PROJECT_DIR", str(tmp_path))
-    result = CliRunner().invoke(main, ["models"])
+    result = CliRunner().invoke(main, ["models", "list"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.output == (f"Error: model registry {tmp_path / 'models.yaml'}: expected a mapping slug -> "
                              "settings, got list\n")
@@ -210,7 +210,7 @@ def test_lcp_prints_a_registry_error_and_exits_1_without_a_traceback(tmp_path, m
 def test_lcp_add_model_keeps_the_registrys_comments_byte_for_byte(tmp_path, monkeypatch):
     path = config_file(tmp_path, COMMENTED_REGISTRY, "models.yaml")
     monkeypatch.setenv("LCP_PROJECT_DIR", str(tmp_path))
-    result = CliRunner().invoke(main, ["add-model", "smollm2-1k", "--max-model-len", "1024"])
+    result = CliRunner().invoke(main, ["models", "add", "smollm2-1k", "--max-model-len", "1024"])
     assert result.exit_code == 0, result.output
     text = path.read_text(encoding="utf-8")
     assert text.startswith(COMMENTED_REGISTRY + "\n")  # every byte before it, then a blank line like the others

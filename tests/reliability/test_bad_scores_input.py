@@ -51,7 +51,7 @@ def longscore(tmp_path: Path, rows: list[tuple], *args: str, raw: str | None = N
     else:
         path.write_text(raw)
     before = digest(path)
-    res = CliRunner().invoke(main, ["longscore", "--scores", str(path), *args])
+    res = CliRunner().invoke(main, ["tools", "longscore", "--scores", str(path), *args])
     assert digest(path) == before  # read, never rewritten
     return res
 
@@ -173,8 +173,8 @@ def estimate(model_dir: Path, tmp_path: Path, rows: list[tuple] | None, *args: s
     else:
         path.write_text(raw)
     before = digest(path, model_dir)
-    res = CliRunner().invoke(main, ["minilongbench", "estimate", "--model-dir", str(model_dir), "--scores", str(path),
-                                    "--mode", "direct", *args])
+    res = CliRunner().invoke(main, ["tools", "minilongbench", "estimate", "--model-dir", str(model_dir),
+                                    "--scores", str(path), "--mode", "direct", *args])
     assert digest(path, model_dir) == before
     return res
 

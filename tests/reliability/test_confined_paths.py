@@ -228,16 +228,16 @@ def test_d18_lcp_models_shows_no_credentials_in_base_url(tmp_path):
     (tmp_path / ".dagster").mkdir()
     secret_url = "http://user:SECRETKEY@127.0.0.1:18777/v1?api_key=QUERYKEY&v=1"
     runner = CliRunner()
-    added = runner.invoke(main, ["add-model", "api1", "--backend", "openai", "--model-id", "gpt2", "--base-url",
+    added = runner.invoke(main, ["models", "add", "api1", "--backend", "openai", "--model-id", "gpt2", "--base-url",
                                  secret_url, "--tokenizer", "tiktoken:cl100k_base", "--max-model-len", "4096"],
                           env=env)
     assert added.exit_code == 0, added.output
     registry = (tmp_path / "models.yaml").read_bytes()
     assert b"SECRETKEY" in registry  # the user's file keeps what the user wrote (the server needs it)
 
-    table = runner.invoke(main, ["models"], env=env)
-    as_json = runner.invoke(main, ["models", "--format", "json"], env=env)
-    again = runner.invoke(main, ["add-model", "api1", "--backend", "openai", "--model-id", "gpt2", "--base-url",
+    table = runner.invoke(main, ["models", "list"], env=env)
+    as_json = runner.invoke(main, ["models", "list", "--format", "json"], env=env)
+    again = runner.invoke(main, ["models", "add", "api1", "--backend", "openai", "--model-id", "gpt2", "--base-url",
                                  secret_url.replace("18777", "18778"), "--tokenizer", "tiktoken:cl100k_base",
                                  "--max-model-len", "4096"], env=env)
     assert table.exit_code == 0 and as_json.exit_code == 0 and again.exit_code == 1

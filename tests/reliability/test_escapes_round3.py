@@ -69,7 +69,7 @@ def world(tmp_path, monkeypatch):
 
 
 def lcp_query(lake: Path, *args: str):
-    return CliRunner().invoke(main, ["query", *args], env={"LCP_LAKE": str(lake)})
+    return CliRunner().invoke(main, ["results", "query", *args], env={"LCP_LAKE": str(lake)})
 
 
 def sql_path(path: Path) -> str:
@@ -98,7 +98,7 @@ def test_d1_a_folder_name_that_closes_the_views_quote_runs_no_sql_and_writes_not
     assert "m-a" in result.stdout and "50.0" in result.stdout
     assert f"note: folder {name!r} in the lake is not read: a table's folder name matches [a-z0-9_]+" in result.stderr
     # lcp report opens the same connection first (it stops later: this leaderboard has too few columns)
-    for command in (["report", "--out", str(tmp_path / "report.html")], ["query", "show tables"]):
+    for command in (["results", "report", "--out", str(tmp_path / "report.html")], ["results", "query", "show tables"]):
         CliRunner().invoke(main, command, env={"LCP_LAKE": str(lake)})
     assert not list(tmp_path.rglob("PWNED.csv")), "the folder's name ran as SQL and wrote a file"
     assert outside_files(tmp_path, lake) - {"report.html"} == outside_before  # nothing new outside the lake
@@ -218,7 +218,7 @@ def test_d30_a_query_past_its_time_limit_is_interrupted(world):
                        "--timeout", "1")
     took = time.monotonic() - start
     assert result.exit_code == 1, result.output
-    assert "the query was stopped after 1 s, its time limit (lcp query --timeout sets another)" in result.output
+    assert "the query was stopped after 1 s, its time limit (lcp results query --timeout sets another)" in result.output
     assert took < 30, took
     # a query that ends in time is not cut
     assert lcp_query(lake, "select count(*) from range(1000)", "--timeout", "30").exit_code == 0

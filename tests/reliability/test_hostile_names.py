@@ -53,7 +53,8 @@ def test_lcp_refuses_hostile_model_names(project, tmp_path):
     before = files_under(tmp_path)
     for name in HOSTILE:
         # "--" and "--model=": a name starting with "-" is a name here, not an option.
-        for args in (["add-model", "--backend", "openai", "--model-id", "m", "--", name], ["backfill", f"--model={name}"]):
+        for args in (["models", "add", "--backend", "openai", "--model-id", "m", "--", name],
+                     ["backfill", f"--model={name}"]):
             result = cli(project, *args)
             assert result.exit_code == 1, (name, args, result.output)
             assert "invalid model slug" in result.output, (name, result.output)

@@ -236,7 +236,7 @@ def test_imported_predictions_take_no_gpu_slot(tmp_path, monkeypatch):
     project = released_longbench_project(tmp_path, monkeypatch, records)
     predictions = project / "preds.jsonl"
     predictions.write_text("".join(json.dumps({"_id": r, "prediction": "parsing"}) + "\n" for r in ids))
-    imported = CliRunner().invoke(main, ["import-predictions", str(predictions), "--model", "elsewhere",
+    imported = CliRunner().invoke(main, ["models", "import", str(predictions), "--model", "elsewhere",
                                          "--config", str(project / "lb.yaml")])
     assert imported.exit_code == 0, imported.output
     instance, _ = hold_gpu_slot(project / ".dagster")  # another run generates with the one slot
@@ -264,7 +264,7 @@ def test_sigint_during_a_real_backfill_then_the_rerun_sends_only_what_was_not_an
 
     root, env = built_lakes.copy_project(cli_demo_project, tmp_path / "project")
     lake, slug = root / "data_lake", "smollm2-newcomer"
-    built_lakes.lcp(env, "add-model", slug, "--like", "smollm2-135m")  # the same weights under a name new here
+    built_lakes.lcp(env, "models", "add", slug, "--like", "smollm2-135m")  # the same weights under a name new here
     log = tmp_path / "interrupted.log"
     with open(log, "w") as out:
         run = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "backfill", "--model", slug], env=env,

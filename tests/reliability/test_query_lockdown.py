@@ -23,7 +23,7 @@ from lc_pipeline.cli import main
 from lc_pipeline.lake import OutsideLake, connect, query
 from lc_pipeline.resources.parquet_io import partition_path, write_parquet_atomic
 
-CONFINED = "lcp query reads only the lake's tables (instances, metric_scores;"
+CONFINED = "lcp results query reads only the lake's tables (instances, metric_scores;"
 
 
 def write_lake(base):
@@ -57,13 +57,13 @@ def lake(tmp_path):
 
 
 def lcp_query(lake, *args):
-    return CliRunner().invoke(main, ["query", *args], env={"LCP_LAKE": str(lake)})
+    return CliRunner().invoke(main, ["results", "query", *args], env={"LCP_LAKE": str(lake)})
 
 
 def assert_refused(result, *, naming: str):
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
-    assert "the lake's tables" in result.output and 'lcp query "show tables"' in result.output, result.output
+    assert "the lake's tables" in result.output and 'lcp results query "show tables"' in result.output, result.output
     assert naming in result.output, result.output
 
 
@@ -180,7 +180,8 @@ def test_a_bucket_lake_reads_its_prefix_and_nothing_else_in_the_bucket():
 
 
 def test_ten_million_rows_print_the_first_ten_thousand_and_say_so(lake):
-    result = CliRunner().invoke(main, ["query", "select * from range(10000000)"], env={"LCP_LAKE": str(lake)})
+    result = CliRunner().invoke(main, ["results", "query", "select * from range(10000000)"],
+                                env={"LCP_LAKE": str(lake)})
     assert result.exit_code == 0, result.output
     assert result.stdout.rstrip().endswith("(10000 rows)")
     assert result.stderr.strip() == "showing the first 10000 of more rows; add LIMIT or --max-rows"

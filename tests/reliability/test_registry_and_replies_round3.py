@@ -90,8 +90,8 @@ def test_d4_two_lcp_add_model_at_once_keep_both(tmp_path):
     env = {**os.environ, "LCP_MODELS": str(tmp_path / "models.yaml"), "DAGSTER_HOME": str(tmp_path / ".dagster"),
            "LCP_PROJECT_DIR": str(tmp_path)}
     (tmp_path / ".dagster").mkdir()
-    procs = [subprocess.Popen([str(Path(sys.executable).parent / "lcp"), "add-model", name, "--backend", "transformers",
-                               "--model-id", "gpt2", "--gguf-file", "none", "--max-model-len", "1024"],
+    procs = [subprocess.Popen([str(Path(sys.executable).parent / "lcp"), "models", "add", name, "--backend",
+                               "transformers", "--model-id", "gpt2", "--gguf-file", "none", "--max-model-len", "1024"],
                               cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for name in ("race-a", "race-b")]
     outs = [p.communicate(timeout=300)[0] for p in procs]
@@ -116,7 +116,7 @@ def test_d6_import_under_a_name_with_another_backends_rows_is_refused(tmp_path, 
     preds.write_text("".join(json.dumps({"_id": r, "prediction": "parsing"}) + "\n" for r in ("q-1", "q-2")))
     before = snapshot(project / "lake"), (project / "models.yaml").read_bytes()
 
-    result = CliRunner().invoke(main, ["import-predictions", str(preds), "--model", "api1", "--config",
+    result = CliRunner().invoke(main, ["models", "import", str(preds), "--model", "api1", "--config",
                                        str(project / "lb.yaml")])
     assert result.exit_code == 1, result.output
     assert "model 'api1' already has generations of backend 'openai' in the lake" in result.output
@@ -124,7 +124,7 @@ def test_d6_import_under_a_name_with_another_backends_rows_is_refused(tmp_path, 
     assert (snapshot(project / "lake"), (project / "models.yaml").read_bytes()) == before  # nothing written
 
     # The same file under a name of its own is imported.
-    ok = CliRunner().invoke(main, ["import-predictions", str(preds), "--model", "api1-imported", "--config",
+    ok = CliRunner().invoke(main, ["models", "import", str(preds), "--model", "api1-imported", "--config",
                                    str(project / "lb.yaml")])
     assert ok.exit_code == 0, ok.output
     assert part.read_bytes() == before[0]["generations/length=all/model=api1/data.parquet"]
@@ -322,7 +322,8 @@ def test_d24_nan_and_infinity_are_refused_in_a_models_numbers(tmp_path, field, v
     before = path.read_bytes()
     with pytest.raises(ModelSpecError, match=rf"model 'api1', field '{field}': expected a finite number, got "):
         ModelRegistry(path).get("api1")
-    result = CliRunner().invoke(main, ["models"], env={"LCP_MODELS": str(path), "LCP_PROJECT_DIR": str(tmp_path)})
+    result = CliRunner().invoke(main, ["models", "list"],
+                                env={"LCP_MODELS": str(path), "LCP_PROJECT_DIR": str(tmp_path)})
     assert result.exit_code == 1 and f"field '{field}': expected a finite number" in result.output
     assert "Traceback" not in result.output and path.read_bytes() == before
     with pytest.raises(ModelSpecError, match="expected a finite number"):

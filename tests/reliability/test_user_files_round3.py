@@ -47,7 +47,7 @@ def lcp(*args: str):
 
 
 def do_import(project: Path, path: Path, model: str = "elsewhere", *more: str):
-    return lcp("import-predictions", str(path), "--model", model, "--config", str(project / "lb.yaml"), *more)
+    return lcp("models", "import", str(path), "--model", model, "--config", str(project / "lb.yaml"), *more)
 
 
 def good_lines(prefix: str = "answer") -> str:
@@ -305,6 +305,6 @@ def test_lcp_score_refuses_deep_nesting_and_repeated_keys_naming_line_and_field(
     path = tmp_path / "preds.jsonl"
     path.write_text(line + "\n")
     before = path.read_bytes()
-    result = CliRunner().invoke(main, ["score", str(path), "--metric", "longbench:qasper"])
+    result = CliRunner().invoke(main, ["tools", "score", str(path), "--metric", "longbench:qasper"])
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
     assert path.read_bytes() == before

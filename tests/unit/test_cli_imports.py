@@ -56,7 +56,7 @@ def lake(tmp_path: Path) -> Path:
 
 
 def test_query_imports_no_dagster_or_torch(lake: Path, tmp_path: Path):
-    out, modules = run_lcp(["query", "select model, task, score from benchmark_scores order by task",
+    out, modules = run_lcp(["results", "query", "select model, task, score from benchmark_scores order by task",
                             "--format", "csv"], tmp_path)
     assert out.splitlines() == ["model,task,score", "m1,qasper,12.5", "m1,trec,40.0"]
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
@@ -64,7 +64,7 @@ def test_query_imports_no_dagster_or_torch(lake: Path, tmp_path: Path):
 
 
 def test_query_select_1_imports_no_dagster_or_torch(lake: Path, tmp_path: Path):
-    out, modules = run_lcp(["query", "select 1 as one", "--format", "json"], tmp_path)
+    out, modules = run_lcp(["results", "query", "select 1 as one", "--format", "json"], tmp_path)
     assert json.loads(out) == [{"one": 1}]
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
 
@@ -76,7 +76,7 @@ def test_tasks_list_imports_no_dagster_or_torch(tmp_path: Path):
 
 
 def test_models_imports_no_dagster_or_torch(tmp_path: Path):
-    out, modules = run_lcp(["models"], tmp_path)
+    out, modules = run_lcp(["models", "list"], tmp_path)
     assert "smollm2-135m" in out
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
 
@@ -84,7 +84,7 @@ def test_models_imports_no_dagster_or_torch(tmp_path: Path):
 def test_score_imports_no_dagster_or_torch(tmp_path: Path):
     preds = tmp_path / "preds.jsonl"
     preds.write_text(json.dumps({"_id": "a", "prediction": "Paris", "answers": ["Paris"]}) + "\n")
-    out, modules = run_lcp(["score", str(preds), "--metric", "longbench:hotpotqa"], tmp_path)
+    out, modules = run_lcp(["tools", "score", str(preds), "--metric", "longbench:hotpotqa"], tmp_path)
     assert json.loads(out) == {"_id": "a", "score": 1.0}
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
 
@@ -94,7 +94,7 @@ def test_help_lists_every_command_without_dagster_or_torch(tmp_path: Path):
 
     out, modules = run_lcp(["--help"], tmp_path)
     commands = out.split("Commands:")[1].split("Environment variables")[0]
-    listed = {line.split()[0] for line in commands.splitlines() if line.strip()}
+    listed = {line.split()[0] for line in commands.splitlines() if line.strip() and not line.endswith(":")}
     assert listed == set(main.commands) | set(LAZY_COMMANDS)
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
 
@@ -102,8 +102,8 @@ def test_help_lists_every_command_without_dagster_or_torch(tmp_path: Path):
 def test_longscore_imports_no_dagster_or_torch(tmp_path: Path):
     scores = tmp_path / "scores.csv"
     scores.write_text("task,model,length,score\nqa,m1,2k,50\nqa,m1,8k,40\nqa,m2,2k,60\nqa,m2,8k,30\n")
-    out, modules = run_lcp(["longscore", "--scores", str(scores), "--base-lengths", "2k", "--long-lengths", "8k",
-                            "--format", "json"], tmp_path)
+    out, modules = run_lcp(["tools", "longscore", "--scores", str(scores), "--base-lengths", "2k",
+                            "--long-lengths", "8k", "--format", "json"], tmp_path)
     assert {row["model"] for row in json.loads(out)["models"]} == {"m1", "m2"}
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
 
@@ -113,7 +113,8 @@ def test_compare_reads_the_lake_without_dagster_or_torch(tmp_path: Path):
     part = tmp_path / "data_lake" / "instances" / "length=1k"
     part.mkdir(parents=True)
     pl.DataFrame({"instance_id": ["i1"], "benchmark": ["qa"], "task": ["qa"]}).write_parquet(part / "data.parquet")
-    _, modules = run_lcp(["compare", "m1", "m2"], tmp_path, fails_with="model 'm1' has no metric_scores partition")
+    _, modules = run_lcp(["results", "compare", "m1", "m2"], tmp_path,
+                         fails_with="model 'm1' has no metric_scores partition")
     assert {"polars", "lc_pipeline"} <= modules
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
 
@@ -129,7 +130,7 @@ def test_import_predictions_into_a_project_without_dagster_storage_imports_no_da
         {"name": "lb", "sources": [{"name": "longbench", "kind": "longbench", "paths": str(data)}],
          "released": {"benchmark": "longbench"}, "lengths": ["all"]}))
     (tmp_path / "preds.jsonl").write_text(json.dumps({"_id": "q-1", "prediction": "parsing"}) + "\n")
-    output, modules = run_lcp(["import-predictions", str(tmp_path / "preds.jsonl"), "--model", "elsewhere",
+    output, modules = run_lcp(["models", "import", str(tmp_path / "preds.jsonl"), "--model", "elsewhere",
                                "--config", str(tmp_path / "lb.yaml")], tmp_path)
     assert "1 predictions imported" in output
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))

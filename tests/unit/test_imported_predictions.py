@@ -102,7 +102,7 @@ def test_in_reject_mode_bad_lines_are_counted_and_kept_and_missing_records_liste
 
 def test_import_stores_a_content_named_copy_in_the_lake_and_registers_an_imported_model(project):
     preds = write(project, lines(*({"_id": r, "prediction": f"answer {r}"} for r in IDS)))
-    result = lcp("import-predictions", str(preds), "--model", "elsewhere", "--config", str(project / "lb.yaml"))
+    result = lcp("models", "import", str(preds), "--model", "elsewhere", "--config", str(project / "lb.yaml"))
     assert result.exit_code == 0, result.output
     assert "3 predictions imported" in result.output
     spec = ModelRegistry(project / "models.yaml").get("elsewhere")
@@ -116,7 +116,7 @@ def test_import_stores_a_content_named_copy_in_the_lake_and_registers_an_importe
 
     # A changed file is another copy, another fingerprint: its generations are new, never stale.
     write(project, lines(*({"_id": r, "prediction": f"better {r}"} for r in IDS)))
-    assert lcp("import-predictions", str(preds), "--model", "elsewhere", "--config", str(project / "lb.yaml")
+    assert lcp("models", "import", str(preds), "--model", "elsewhere", "--config", str(project / "lb.yaml")
                ).exit_code == 0
     again = ModelRegistry(project / "models.yaml").get("elsewhere")
     assert again.model_id != spec.model_id and again.fingerprint() != spec.fingerprint()
@@ -126,11 +126,11 @@ def test_import_errors_name_the_line_and_reject_mode_reports_and_keeps_each_reje
     text = lines({"_id": "q-1", "prediction": "a"}, {"_id": "q-7", "prediction": "b"}, {"_id": "q-2", "prediction": "c"},
                  {"_id": "q-3", "prediction": None})
     preds = write(project, text)
-    failed = lcp("import-predictions", str(preds), "--model", "elsewhere", "--config", str(project / "lb.yaml"))
+    failed = lcp("models", "import", str(preds), "--model", "elsewhere", "--config", str(project / "lb.yaml"))
     assert failed.exit_code != 0 and f"{preds}, line 2, field '_id': unknown id 'q-7'" in failed.output
     assert not (project / "models.yaml").exists()
 
-    kept = lcp("import-predictions", str(preds), "--model", "elsewhere", "--config", str(project / "lb.yaml"),
+    kept = lcp("models", "import", str(preds), "--model", "elsewhere", "--config", str(project / "lb.yaml"),
                "--on-error", "reject")
     assert kept.exit_code == 0, kept.output
     assert "2 line(s) rejected" in kept.output and "line 4, field 'prediction'" in kept.output
@@ -148,13 +148,13 @@ def test_import_errors_name_the_line_and_reject_mode_reports_and_keeps_each_reje
 
 def test_a_name_already_registered_with_another_backend_is_refused(project):
     preds = write(project, lines(*({"_id": r, "prediction": "x"} for r in IDS)))
-    result = lcp("import-predictions", str(preds), "--model", "smollm2-135m", "--config", str(project / "lb.yaml"))
+    result = lcp("models", "import", str(preds), "--model", "smollm2-135m", "--config", str(project / "lb.yaml"))
     assert result.exit_code != 0 and "already registered with backend 'transformers'" in result.output
 
 
 def test_a_config_not_run_as_released_is_refused(project):
     preds = write(project, lines({"_id": "q-1", "prediction": "x"}))
-    result = lcp("import-predictions", str(preds), "--model", "elsewhere", "--config", "demo")
+    result = lcp("models", "import", str(preds), "--model", "elsewhere", "--config", "demo")
     assert result.exit_code != 0 and "does not run a benchmark as released" in result.output
 
 
@@ -166,7 +166,7 @@ def request(key: str, record_id: str, prompt: str = "Question: what?\nAnswer:") 
 
 def imported_model(project: Path, text: str, on_error: str = "fail") -> ModelSpec:
     preds = write(project, text)
-    result = lcp("import-predictions", str(preds), "--model", "elsewhere", "--config", str(project / "lb.yaml"),
+    result = lcp("models", "import", str(preds), "--model", "elsewhere", "--config", str(project / "lb.yaml"),
                  "--on-error", on_error)
     assert result.exit_code == 0, result.output
     return ModelRegistry(project / "models.yaml").get("elsewhere")

@@ -126,12 +126,12 @@ def test_nothing_holds_the_views_file_and_a_writer_elsewhere_blocks_nothing(lake
 
 
 def test_empty_lake_says_what_to_run(tmp_path):
-    with pytest.raises(FileNotFoundError, match="lcp demo"):
+    with pytest.raises(FileNotFoundError, match="lcp run"):
         query(tmp_path / "nothing", "select 1")
 
 
 def run_cli(lake, *args):
-    return CliRunner().invoke(main, ["query", *args], env={"LCP_LAKE": str(lake)})
+    return CliRunner().invoke(main, ["results", "query", *args], env={"LCP_LAKE": str(lake)})
 
 
 def test_cli_formats(lake):

@@ -25,7 +25,7 @@ def readme_queries() -> list[str]:
     start = text.index("## Query\n")
     end = text.find("\n## ", start + 1)
     section = text[start:end if end != -1 else len(text)]
-    return re.findall(r'lcp query "(.*?)"', section, flags=re.DOTALL)
+    return re.findall(r'lcp results query "(.*?)"', section, flags=re.DOTALL)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def lake(tmp_path_factory):
 
 def front_door_queries() -> list[str]:
     """The README's own short query block (the first queries of the guide, repeated there)."""
-    return re.findall(r'lcp query "(.*?)"', (REPO / "README.md").read_text(encoding="utf-8"), flags=re.DOTALL)
+    return re.findall(r'lcp results query "(.*?)"', (REPO / "README.md").read_text(encoding="utf-8"), flags=re.DOTALL)
 
 
 def test_the_readme_queries_are_the_guides_and_run(lake):

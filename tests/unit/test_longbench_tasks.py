@@ -102,7 +102,7 @@ def test_metric_scores_equal_lcp_score_longbench_record_by_record(built, tmp_pat
                                             "answers": records[i]["answers"],
                                             "all_classes": records[i]["all_classes"]}) + "\n"
                                 for i in group["item_id"]))
-        result = runner.invoke(main, ["score", str(path), "--metric", f"longbench:{task[0]}"])
+        result = runner.invoke(main, ["tools", "score", str(path), "--metric", f"longbench:{task[0]}"])
         assert result.exit_code == 0, result.output
         for line in result.stdout.splitlines():
             rec = json.loads(line)

@@ -215,5 +215,6 @@ def test_registered_in_lcp():
     from lc_pipeline.cli import main
 
     ctx = click.Context(main)
-    assert "longscore" in main.list_commands(ctx)
-    assert main.get_command(ctx, "longscore").name == "longscore"  # lazy: imported on first use
+    tools = main.get_command(ctx, "tools")
+    assert "longscore" in tools.list_commands(ctx)
+    assert tools.get_command(ctx, "longscore").name == "longscore"  # lazy: imported on first use

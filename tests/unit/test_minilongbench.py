@@ -419,9 +419,9 @@ def test_cli_fit_then_estimate(tmp_path):
     train.write_parquet(tmp_path / "train.parquet")
     emb_frame(df, reps).write_parquet(tmp_path / "emb.parquet")
     runner = CliRunner()
-    res = runner.invoke(main, ["minilongbench", "fit", "--scores", str(tmp_path / "train.parquet"), "--embeddings",
-                               str(tmp_path / "emb.parquet"), "--ratio", "0.8", "--dims", "2", "--epochs", "60",
-                               "--out", str(tmp_path / "model")])
+    res = runner.invoke(main, ["tools", "minilongbench", "fit", "--scores", str(tmp_path / "train.parquet"),
+                               "--embeddings", str(tmp_path / "emb.parquet"), "--ratio", "0.8", "--dims", "2",
+                               "--epochs", "60", "--out", str(tmp_path / "model")])
     assert res.exit_code == 0, res.output
     summary = json.loads(res.output)
     assert summary["subset"] == 40 and summary["train_models"] == 10
@@ -437,8 +437,8 @@ def test_cli_fit_then_estimate(tmp_path):
     new = df.filter(pl.col("model") >= "m10").join(subset.select("global_sample"), on="global_sample")
     new.select("model", "global_sample", "score").write_parquet(tmp_path / "new.parquet")
     for mode in ("blend", "direct", "weighted", None):  # None: the default, predict
-        res = runner.invoke(main, ["minilongbench", "estimate", "--model-dir", str(tmp_path / "model"), "--scores",
-                                   str(tmp_path / "new.parquet")] + (["--mode", mode] if mode else []))
+        res = runner.invoke(main, ["tools", "minilongbench", "estimate", "--model-dir", str(tmp_path / "model"),
+                                   "--scores", str(tmp_path / "new.parquet")] + (["--mode", mode] if mode else []))
         assert res.exit_code == 0, res.output
         out = json.loads(res.output)
         assert sorted(out) == ["m10", "m11", "m12", "m13"]
@@ -452,10 +452,10 @@ def test_cli_reports_bad_input(tmp_path):
 
     df, _ = synthetic_frame(n_models=3)
     df.drop("category").write_parquet(tmp_path / "bad.parquet")
-    res = CliRunner().invoke(main, ["minilongbench", "fit", "--scores", str(tmp_path / "bad.parquet"), "--out",
+    res = CliRunner().invoke(main, ["tools", "minilongbench", "fit", "--scores", str(tmp_path / "bad.parquet"), "--out",
                                     str(tmp_path / "o")])
     assert res.exit_code != 0 and "lack column" in res.output
-    res = CliRunner().invoke(main, ["minilongbench", "estimate", "--model-dir", str(tmp_path), "--scores",
+    res = CliRunner().invoke(main, ["tools", "minilongbench", "estimate", "--model-dir", str(tmp_path), "--scores",
                                     str(tmp_path / "bad.parquet")])
     assert res.exit_code != 0 and "meta.json" in res.output
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from lc_pipeline.cli import main
 from lc_pipeline.generate.registry import ModelRegistry, ModelSpec
 
-SERVED = ["add-model", "smol-srv", "--backend", "openai", "--api", "completions", "--send-text",
+SERVED = ["models", "add", "smol-srv", "--backend", "openai", "--api", "completions", "--send-text",
           "--base-url", "http://127.0.0.1:8080/v1", "--api-model", "smol", "--max-concurrency", "1",
           "--request-timeout-s", "3000", "--max-retries", "2", "--retry-timeouts",
           "--extra-body", '{"repeat_penalty": 1.0}']
@@ -40,13 +40,13 @@ def test_add_model_sets_every_server_setting(project):
 
 
 def test_without_config_the_next_step_has_none(project):
-    assert lcp("add-model", "smol-2k", "--max-model-len", "2048").splitlines()[-1].startswith(
+    assert lcp("models", "add", "smol-2k", "--max-model-len", "2048").splitlines()[-1].startswith(
         "next: lcp backfill --model smol-2k   (")
 
 
 def test_unset_flags_keep_the_like_models_values(project):
     lcp(*SERVED)
-    lcp("add-model", "smol-srv-2", "--like", "smol-srv", "--no-retry-timeouts", "--send-token-ids")
+    lcp("models", "add", "smol-srv-2", "--like", "smol-srv", "--no-retry-timeouts", "--send-token-ids")
     first, second = (ModelRegistry(project / "models.yaml").get(s) for s in ("smol-srv", "smol-srv-2"))
     assert dataclasses.replace(first, slug="smol-srv-2", retry_timeouts=False, send_token_ids=True) == second
 
@@ -56,7 +56,7 @@ def test_unset_flags_keep_the_like_models_values(project):
     ("{repeat_penalty: 1}", "'{repeat_penalty: 1}' is not JSON: Expecting property name"),
 ])
 def test_extra_body_must_be_a_json_object_and_the_error_names_the_flag(project, value, why):
-    result = CliRunner().invoke(main, ["add-model", "bad", "--backend", "openai", "--extra-body", value])
+    result = CliRunner().invoke(main, ["models", "add", "bad", "--backend", "openai", "--extra-body", value])
     assert result.exit_code == 2
     assert f"Invalid value for '--extra-body': {why}" in result.output
     assert not (project / "models.yaml").exists()
@@ -65,7 +65,7 @@ def test_extra_body_must_be_a_json_object_and_the_error_names_the_flag(project, 
 def test_every_server_flags_help_gives_the_registrys_default():
     """The help texts say the defaults in words; they must be ModelSpec's."""
     defaults = {f.name: f.default for f in dataclasses.fields(ModelSpec)}
-    helps = {p.name: p.help for p in main.commands["add-model"].params}
+    helps = {p.name: p.help for p in main.get_command(None, "models").get_command(None, "add").params}
     assert f"(default {defaults['max_concurrency']})" in helps["max_concurrency"]
     assert f"(default {defaults['request_timeout_s']:g})" in helps["request_timeout_s"]
     assert f"(default {defaults['max_retries']})" in helps["max_retries"]
@@ -77,7 +77,7 @@ def test_every_server_flags_help_gives_the_registrys_default():
 def test_models_shows_the_server_settings_and_json_every_field_but_no_key(project, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-planted-secret-123")
     lcp(*SERVED)
-    lines = lcp("models").splitlines()
+    lines = lcp("models", "list").splitlines()
     header = [c.strip() for c in lines[0].split(" | ")]
     assert header == ["model", "backend", "model_id", "max_model_len", "base_url", "api", "concurrency", "timeout_s",
                       "retries", "retry_timeouts", "extra_body", "fingerprint"]
@@ -88,7 +88,7 @@ def test_models_shows_the_server_settings_and_json_every_field_but_no_key(projec
                                 .split(" | "))))
     assert builtin["api"] == builtin["concurrency"] == ""  # not a server model
 
-    text = lcp("models", "--format", "json")
+    text = lcp("models", "list", "--format", "json")
     assert "sk-planted-secret-123" not in text
     listed = {m["slug"]: m for m in json.loads(text)}
     spec = ModelRegistry(project / "models.yaml").get("smol-srv")

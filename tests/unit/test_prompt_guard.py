@@ -202,9 +202,9 @@ def test_lcp_add_model_registers_a_template_file_by_its_absolute_path_and_refuse
     monkeypatch.setenv("LCP_LAKE", str(tmp_path / "lake"))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine.jinja").write_text(DOUBLED_BOS)
-    result = CliRunner().invoke(main, ["add-model", "smollm2-mine", "--chat-template-file", "mine.jinja"])
+    result = CliRunner().invoke(main, ["models", "add", "smollm2-mine", "--chat-template-file", "mine.jinja"])
     assert result.exit_code == 0, result.output
     spec = ModelRegistry(tmp_path / "models.yaml").get("smollm2-mine")
     assert spec.chat_template_file == str(tmp_path / "mine.jinja") and spec.chat_template_text() == DOUBLED_BOS
-    refused = CliRunner().invoke(main, ["add-model", "smollm2-none", "--chat-template-file", "absent.jinja"])
+    refused = CliRunner().invoke(main, ["models", "add", "smollm2-none", "--chat-template-file", "absent.jinja"])
     assert refused.exit_code != 0 and "absent.jinja" in refused.output

@@ -190,6 +190,6 @@ def test_bad_subset_files_are_refused(tmp_path, content, problem):
 
 
 def test_an_unknown_subset_name_says_what_is_expected():
-    with pytest.raises(rs.ReleasedSubsetError, match=r"expected 'minilongbench', a folder written by `lcp minilongbench "
-                                                     r"fit` or a JSON list"):
+    with pytest.raises(rs.ReleasedSubsetError, match=r"expected 'minilongbench', a folder written by "
+                                                     r"`lcp tools minilongbench fit` or a JSON list"):
         rs.subset_sample_ids("tinybench")

@@ -63,9 +63,9 @@ def test_a_built_in_or_unknown_model_is_refused_and_the_file_is_unchanged(regist
 
 def test_lcp_remove_model_says_what_it_removed_and_that_results_stay(registry, monkeypatch):
     monkeypatch.setenv("LCP_MODELS", str(registry))
-    result = CliRunner().invoke(main, ["remove-model", "local-b"])
+    result = CliRunner().invoke(main, ["models", "remove", "local-b"])
     assert result.exit_code == 0, result.output
     assert f"Removed model 'local-b' (openai) from {registry}; its results in the lake are kept" in result.output
-    unknown = CliRunner().invoke(main, ["remove-model", "local-b"])
+    unknown = CliRunner().invoke(main, ["models", "remove", "local-b"])
     assert unknown.exit_code == 1 and "Error: unknown model 'local-b'" in unknown.output
     assert "Traceback" not in unknown.output

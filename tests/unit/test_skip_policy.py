@@ -178,8 +178,8 @@ def test_lcp_add_model_registers_a_models_truncation_policy(tmp_path, monkeypatc
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
     monkeypatch.setenv("LCP_MODELS", str(tmp_path / "models.yaml"))
     monkeypatch.setenv("LCP_LAKE", str(tmp_path / "lake"))
-    result = CliRunner().invoke(main, ["add-model", "smollm2-skip", "--truncation", "skip"])
+    result = CliRunner().invoke(main, ["models", "add", "smollm2-skip", "--truncation", "skip"])
     assert result.exit_code == 0, result.output
     assert ModelRegistry(tmp_path / "models.yaml").get("smollm2-skip").truncation == SKIP
-    refused = CliRunner().invoke(main, ["add-model", "smollm2-cut", "--truncation", "sometimes"])
+    refused = CliRunner().invoke(main, ["models", "add", "smollm2-cut", "--truncation", "sometimes"])
     assert refused.exit_code != 0 and "sometimes" in refused.output

@@ -1,4 +1,4 @@
-"""The fitted model's directory (no pickle), written by ``lcp minilongbench fit`` and the
+"""The fitted model's directory (no pickle), written by ``lcp tools minilongbench fit`` and the
 ``minilongbench_subset`` asset::
 
     meta.json          format "lc_pipeline.minilongbench/1", threshold, dims, ratio, seed, IRT settings,
@@ -81,7 +81,8 @@ def read_model_fields(directory: str | Path) -> dict[str, Any]:
     d = Path(directory)
     meta_path = d / "meta.json"
     if not meta_path.exists():
-        raise FileNotFoundError(f"{d} is not a MiniLongBench directory (no meta.json); run `lcp minilongbench fit` first")
+        raise FileNotFoundError(f"{d} is not a MiniLongBench directory (no meta.json); run "
+                                "`lcp tools minilongbench fit` first")
     meta = json.loads(meta_path.read_text())
     if meta.get("format") != FORMAT:
         raise ValueError(f"{meta_path}: format {meta.get('format')!r}, expected {FORMAT!r}")

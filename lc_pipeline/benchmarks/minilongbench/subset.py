@@ -11,7 +11,7 @@ offset plus its 0-based position in its task file, which the LongBench adapter k
 
 - ``minilongbench``: the released 237 samples (spec Appendix A, the authors' ``anchor.pkl``; the
   same ids as ``shared/data/minilongbench/released_subset_237.json``);
-- a folder written by ``lcp minilongbench fit`` (or the lake's ``_minilongbench/``) whose samples
+- a folder written by ``lcp tools minilongbench fit`` (or the lake's ``_minilongbench/``) whose samples
   are LongBench's global indices (a model fitted on a LongBench score matrix): its subset;
 - a JSON file holding a list of global indices.
   Paths may start with ``$LCP_DATA`` (sources/loader.py).
@@ -169,7 +169,8 @@ def subset_sample_ids(subset: str) -> tuple[int, ...]:
         if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
             raise ReleasedSubsetError(f"{where}: {path} must hold a JSON list of LongBench global sample indices")
     else:
-        raise ReleasedSubsetError(f"{where}: expected {MINILONGBENCH!r}, a folder written by `lcp minilongbench fit` "
+        raise ReleasedSubsetError(f"{where}: expected {MINILONGBENCH!r}, a folder written by "
+                                  "`lcp tools minilongbench fit` "
                                   f"or a JSON list of LongBench sample indices; {path} does not exist")
     for i in ids:
         task_of_sample(i)  # range check, naming the bad id
