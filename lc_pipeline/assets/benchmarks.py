@@ -19,7 +19,8 @@ import polars as pl
 
 from lc_pipeline.assets import side_inputs
 from lc_pipeline.assets.common import json_metadata, preview
-from lc_pipeline.assets.versions import declared, own_fingerprint, side_input_reader, versioned
+from lc_pipeline.assets.side_inputs import side_input_reader
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
 from lc_pipeline.fingerprints import INSTANCE_FIELDS
 from lc_pipeline.partitions import MODEL_DIM, Partitions
 from lc_pipeline.resources import BenchmarkResource, LakeResource, ModelsResource

@@ -34,7 +34,8 @@ import polars as pl
 
 from lc_pipeline.assets import side_inputs
 from lc_pipeline.assets.common import FINGERPRINT_KEY, preview
-from lc_pipeline.assets.versions import RUNS, side_input_reader
+from lc_pipeline.assets.side_inputs import side_input_reader
+from lc_pipeline.assets.versions import RUNS
 from lc_pipeline.benchmarks.minilongbench import pipeline as mlbp
 from lc_pipeline.benchmarks.minilongbench.options import MiniLongBenchOptions
 from lc_pipeline.config import BenchmarkConfig

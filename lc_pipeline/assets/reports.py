@@ -10,7 +10,8 @@ import polars as pl
 from lc_pipeline import plots, schemas
 from lc_pipeline.assets import side_inputs
 from lc_pipeline.assets.common import plot_metadata, preview
-from lc_pipeline.assets.versions import declared, own_fingerprint, side_input_reader, versioned
+from lc_pipeline.assets.side_inputs import side_input_reader
+from lc_pipeline.assets.versions import declared, own_fingerprint, versioned
 from lc_pipeline.fingerprints import LONG_FIELDS
 from lc_pipeline.lake_files import SideInputReader
 from lc_pipeline.partitions import MODEL_DIM, Partitions

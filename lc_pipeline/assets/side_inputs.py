@@ -6,12 +6,67 @@ a task declares citation metrics, 100-LongBench's prior-knowledge filter only in
 the run when the upstream never ran. And the leaderboards rank every model in the lake, whichever of them this run
 materialized, while an input loads only the partitions the run's mapping selects.
 
-Each entry is a ``SideInputs`` of {table: reason} with the partition mappings Dagster cannot infer (by name: versions.SIDE_INPUT_MAPPINGS); ``declared``
-(versions.py) makes them ``deps`` and the ``lcp/side_inputs`` metadata, and ``side_input_reader`` holds the asset's
-body to them.
+Each entry is a ``SideInputs`` of {table: reason} with the partition mappings Dagster cannot infer (by name:
+``SIDE_INPUT_MAPPINGS``); ``declared`` (versions.py) makes them ``deps`` and the ``lcp/side_inputs`` metadata, and
+``side_input_reader`` holds the asset's body to them.
 """
 
-from lc_pipeline.assets.versions import SideInputs
+from dataclasses import dataclass, field
+
+import dagster as dg
+
+from lc_pipeline.lake_files import SideInputReader
+from lc_pipeline.partitions import MODEL_DIM
+
+SIDE_INPUTS = "lcp/side_inputs"  # the metadata key: {table: reason}
+
+# How a side input's partitions map to the reading asset's, where Dagster's default is not what it reads (made
+# when the graph is built: Dagster warns each time one of its beta mappings is made, definitions.py quiets it).
+SIDE_INPUT_MAPPINGS = {
+    # a model-partitioned asset reading a length x model table: the model's partitions at every length
+    "each length of the model": lambda: dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=MODEL_DIM),
+    "every partition": dg.AllPartitionMapping,
+}
+
+
+@dataclass(frozen=True)
+class SideInputs:
+    """The tables an asset reads from the lake itself, {table: why} (the entries below), with the partition
+    mappings (names of :data:`SIDE_INPUT_MAPPINGS`) of those whose default mapping is not what the asset reads."""
+
+    reasons: dict[str, str]
+    mappings: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unexplained = [t for t, why in self.reasons.items() if not str(why).strip()]
+        if unexplained:
+            raise ValueError(f"side inputs {unexplained} need the reason they are read from the lake")
+        if set(self.mappings) - set(self.reasons):
+            raise ValueError("partition mappings for tables that are not side inputs: "
+                             f"{sorted(set(self.mappings) - set(self.reasons))}")
+        unknown = sorted(set(self.mappings.values()) - set(SIDE_INPUT_MAPPINGS))
+        if unknown:
+            raise ValueError(f"unknown side input mappings {unknown}: expected one of {sorted(SIDE_INPUT_MAPPINGS)}")
+
+    def declaration(self) -> dict:
+        """The ``deps`` and ``metadata`` keyword arguments of ``dg.asset`` that declare them."""
+        deps = [dg.AssetDep(t, partition_mapping=SIDE_INPUT_MAPPINGS[self.mappings[t]]() if t in self.mappings
+                            else None) for t in sorted(self.reasons)]
+        return {"metadata": {SIDE_INPUTS: dg.MetadataValue.json(dict(sorted(self.reasons.items())))}, "deps": deps}
+
+
+def side_input_reasons(spec: dg.AssetSpec) -> dict[str, str]:
+    """{table: reason} of the tables ``spec`` reads from the lake (its ``lcp/side_inputs``), {} when none."""
+    value = spec.metadata.get(SIDE_INPUTS)
+    return dict(getattr(value, "value", value) or {})
+
+
+def side_input_reader(context: dg.AssetExecutionContext, lake) -> SideInputReader:
+    """The lake reader of the running asset, held to its declared side inputs."""
+    spec = context.assets_def.specs_by_key[context.asset_key]
+    return SideInputReader(lake.base_dir, set(side_input_reasons(spec)), context.asset_key.to_user_string())
+
+
 
 EACH_LENGTH_OF_THE_MODEL = "each length of the model"
 EVERY_PARTITION = "every partition"

@@ -10,7 +10,7 @@ On every asset definition (:func:`declared`):
   ``released`` (a published benchmark run as released: ``released:`` in the config);
 - metadata ``lcp/side_inputs``: the tables it reads from the lake instead of loading them as inputs, each with
   its reason ({table: reason}); they are its ``deps`` in the lineage, and the body reads them through
-  :func:`side_input_reader`, which refuses any table not declared here (lake_files.SideInputReader);
+  side_inputs.side_input_reader, which refuses any table not declared there (lake_files.SideInputReader);
 - tag ``lcp/runs``: when ``lcp run`` materializes it: ``always`` (reused while its data version is current),
   ``judged`` / ``cited`` (only when a task of the instances is scored by the LLM judge / the NLI judge; then
   every time: the judges' replies are cached), ``every_time`` (cheap, reads every model: the leaderboard) or
@@ -23,7 +23,7 @@ runner compares it with :func:`current_fingerprint` of the same declarations, th
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -31,52 +31,18 @@ from lc_pipeline.assets.common import FINGERPRINT_KEY
 from lc_pipeline.benchmarks.lveval.config import KNOWLEDGE_BASE_FACTS
 from lc_pipeline.config import BenchmarkConfig
 from lc_pipeline.fingerprints import asset_fingerprint
-from lc_pipeline.lake_files import SideInputReader
 from lc_pipeline.partitions import MODEL_DIM
+
+if TYPE_CHECKING:
+    from lc_pipeline.assets.side_inputs import SideInputs
 
 HASHES = "lcp/hashes"
 ADDS = "lcp/adds"
 SERVES = "lcp/serves"
 RUNS = "lcp/runs"
-SIDE_INPUTS = "lcp/side_inputs"
 SERVES_VALUES = ("all", "constructed", "released")
 RUNS_VALUES = ("always", "judged", "cited", "every_time", "manual")
 ADDS_VALUES = ("model", "fact_generator")
-
-
-# How a side input's partitions map to the reading asset's, where Dagster's default is not what it reads (made
-# when the graph is built: Dagster warns each time one of its beta mappings is made, definitions.py quiets it).
-SIDE_INPUT_MAPPINGS = {
-    # a model-partitioned asset reading a length x model table: the model's partitions at every length
-    "each length of the model": lambda: dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=MODEL_DIM),
-    "every partition": dg.AllPartitionMapping,
-}
-
-
-@dataclass(frozen=True)
-class SideInputs:
-    """The tables an asset reads from the lake itself, {table: why} (assets/side_inputs.py), with the partition
-    mappings (names of :data:`SIDE_INPUT_MAPPINGS`) of those whose default mapping is not what the asset reads."""
-
-    reasons: dict[str, str]
-    mappings: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        unexplained = [t for t, why in self.reasons.items() if not str(why).strip()]
-        if unexplained:
-            raise ValueError(f"side inputs {unexplained} need the reason they are read from the lake")
-        if set(self.mappings) - set(self.reasons):
-            raise ValueError("partition mappings for tables that are not side inputs: "
-                             f"{sorted(set(self.mappings) - set(self.reasons))}")
-        unknown = sorted(set(self.mappings.values()) - set(SIDE_INPUT_MAPPINGS))
-        if unknown:
-            raise ValueError(f"unknown side input mappings {unknown}: expected one of {sorted(SIDE_INPUT_MAPPINGS)}")
-
-    def declaration(self) -> dict:
-        """The ``deps`` and ``metadata`` keyword arguments of ``dg.asset`` that declare them."""
-        deps = [dg.AssetDep(t, partition_mapping=SIDE_INPUT_MAPPINGS[self.mappings[t]]() if t in self.mappings
-                            else None) for t in sorted(self.reasons)]
-        return {"metadata": {SIDE_INPUTS: dg.MetadataValue.json(dict(sorted(self.reasons.items())))}, "deps": deps}
 
 
 def declared(code_version: str, hashes: tuple[str, ...], adds: tuple[str, ...] = (), serves: str = "all",
@@ -92,18 +58,6 @@ def declared(code_version: str, hashes: tuple[str, ...], adds: tuple[str, ...] =
         kwargs["metadata"].update(declaration["metadata"])
         kwargs["deps"] = declaration["deps"]
     return kwargs
-
-
-def side_input_reasons(spec: dg.AssetSpec) -> dict[str, str]:
-    """{table: reason} of the tables ``spec`` reads from the lake (its ``lcp/side_inputs``), {} when none."""
-    value = spec.metadata.get(SIDE_INPUTS)
-    return dict(getattr(value, "value", value) or {})
-
-
-def side_input_reader(context: dg.AssetExecutionContext, lake) -> SideInputReader:
-    """The lake reader of the running asset, held to its declared side inputs."""
-    spec = context.assets_def.specs_by_key[context.asset_key]
-    return SideInputReader(lake.base_dir, set(side_input_reasons(spec)), context.asset_key.to_user_string())
 
 
 def serves(spec: dg.AssetSpec, released: bool) -> bool:

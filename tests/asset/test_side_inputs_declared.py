@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from lc_pipeline.assets.versions import side_input_reasons
+from lc_pipeline.assets.side_inputs import side_input_reasons
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.settings import Settings
 

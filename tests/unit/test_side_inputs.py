@@ -7,7 +7,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from lc_pipeline.assets.versions import SIDE_INPUTS, SideInputs, declared
+from lc_pipeline.assets.side_inputs import SIDE_INPUTS, SideInputs
+from lc_pipeline.assets.versions import declared
 from lc_pipeline.lake_files import SideInputReader, UndeclaredSideInput
 from lc_pipeline.resources.parquet_io import partition_path, write_parquet_atomic
 
