@@ -1,5 +1,6 @@
-"""Every `lcp` command the README and docs/ show resolves against the real CLI, and every relative link there
-points to a file that exists (issue 32, acceptance 4: the front door stays true as the CLI changes).
+"""Every `lcp` command the README and docs/ show (tests/doc_commands.py extracts them) resolves against the real CLI,
+and every relative link there points to a file that exists (issue 32, acceptance 4: the front door stays true as the
+CLI changes). tests/integration/test_docs_commands_run.py runs the code-block lines.
 
 A command line in a code block is parsed the way a shell would split it (``shlex``: quotes, ``\\`` line
 continuations, a query string spread over lines; cut at the first ``|``, ``;``, ``&&`` or redirection), then
@@ -15,91 +16,16 @@ from __future__ import annotations
 
 import copy
 import re
-import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 import click
 import pytest
+from doc_commands import DOC_FILES, FENCE, Example, all_examples
 
-from conftest import REPO
 from lc_pipeline.cli import main as lcp
 
-DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", flags=re.DOTALL | re.MULTILINE)
-INLINE = re.compile(r"(?<!`)`(lcp [^`\n]+)`(?!`)")
 PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|<[^<>\s]+>|\.\.\.|…")
-SHELL_OPERATORS = {"|", "||", "&", "&&", ";", ">", ">>", "<", "2>", "2>&1"}
-
-
-@dataclass(frozen=True)
-class Example:
-    file: str
-    line: int
-    tokens: tuple[str, ...]
-    inline: bool
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {shlex.join(self.tokens)}"
-
-
-def _split(command: str) -> list[str] | None:
-    """The words of one shell command line, or None while a quote is still open."""
-    # `<` and `>` are not split off: `<name>` is a placeholder; a redirection is its own word (`> out.txt`)
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
-    lexer.whitespace_split = True
-    lexer.commenters = "#"
-    try:
-        tokens = list(lexer)
-    except ValueError:  # no closing quotation: the string goes on over the next line
-        return None
-    for i, token in enumerate(tokens):
-        if token in SHELL_OPERATORS or set(token) <= set(";&|"):
-            return tokens[:i]
-    return tokens
-
-
-def block_commands(path: Path) -> list[Example]:
-    text = path.read_text(encoding="utf-8")
-    found = []
-    for block in FENCE.finditer(text):
-        first_line = text.count("\n", 0, block.start(1)) + 1
-        lines = block.group(1).split("\n")
-        i = 0
-        while i < len(lines):
-            stripped = lines[i].strip().removeprefix("$ ")
-            if not re.match(r"lcp(\s|$)", stripped):
-                i += 1
-                continue
-            start, command = i, stripped
-            while True:
-                if command.endswith("\\") and i + 1 < len(lines):
-                    i += 1
-                    command = command[:-1] + " " + lines[i].strip()
-                    continue
-                tokens = _split(command)
-                if tokens is None and i + 1 < len(lines):
-                    i += 1
-                    command += "\n" + lines[i]
-                    continue
-                break
-            assert tokens is not None, f"{path.name}:{first_line + start}: an unclosed quote in {command!r}"
-            found.append(Example(path.name, first_line + start, tuple(tokens[1:]), inline=False))
-            i += 1
-    return found
-
-
-def inline_commands(path: Path) -> list[Example]:
-    text = FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), path.read_text(encoding="utf-8"))
-    found = []
-    for match in INLINE.finditer(text):
-        tokens = _split(match.group(1))
-        assert tokens is not None, f"{path.name}: an unclosed quote in `{match.group(1)}`"
-        found.append(Example(path.name, text.count("\n", 0, match.start()) + 1, tuple(tokens[1:]), inline=True))
-    return found
-
-
-EXAMPLES = [e for path in DOC_FILES for e in (*block_commands(path), *inline_commands(path))]
+EXAMPLES = all_examples()
 
 
 def _is_placeholder(value: str) -> bool:
