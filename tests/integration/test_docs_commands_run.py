@@ -448,7 +448,7 @@ class Reader:
             if skip.instead is None:
                 return None
             words = list(skip.instead)
-        if words[0] != "--lake":  # the page's lake from here on (a line with its own --lake leaves it)
+        if option(words, "--lake") is None:  # the page's lake from here on (a line with its own --lake leaves it)
             self.family[example.file] = family
         name, _ = command_of(words)
         words = self.substitute(words, box, name)
@@ -544,7 +544,7 @@ def check_models(box, words, result, example, before):
 
 
 def lake_of(box: Sandbox, words: list[str]) -> Path:
-    lake = option(words, "--lake") if words and words[0] == "--lake" else None
+    lake = option(words, "--lake")  # lcp's or the command's own
     return (box.root / lake) if lake else box.lake
 
 
