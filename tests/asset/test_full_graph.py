@@ -15,12 +15,13 @@ import importlib.util
 import dagster as dg
 import polars as pl
 import pytest
+from conftest import settings_for
+
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.lake import query
 from lc_pipeline.partitions import MODEL_DIM, length_model_key
 from lc_pipeline.runner import Runner, partition_dims_of
-from lc_pipeline.settings import Settings
 
 pytestmark = [
     pytest.mark.slow,
@@ -37,8 +38,7 @@ NEW_MODEL = "smollm2-135m-w1536"
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, tiny_config_file):
     root = tmp_path_factory.mktemp("project")
-    settings = Settings(project_dir=root, config=str(tiny_config_file), lake_dir=root / "data_lake",
-                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    settings = settings_for(root, tiny_config_file, lake="data_lake")
     with dg.instance_for_test() as instance:
         yield settings, instance
 

@@ -9,11 +9,11 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline.config import load_config
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner
-from lc_pipeline.settings import Settings
 
 pytestmark = [
     pytest.mark.slow,
@@ -36,8 +36,7 @@ def lake(tmp_path_factory):
     raw.update(lengths=LEVELS, base_lengths=LEVELS[:1], long_lengths=LEVELS[1:])
     cfg = root / "lb100.yaml"
     cfg.write_text(yaml.safe_dump(raw))
-    settings = Settings(project_dir=root, config=str(cfg), lake_dir=root / "data_lake",
-                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    settings = settings_for(root, cfg, lake="data_lake")
     with dg.instance_for_test() as instance:
         Runner(build_pipeline(settings), instance, echo=lambda m: None).run()
     return settings.lake_dir
