@@ -1,8 +1,9 @@
 """The whole graph, in process, on a tiny config with the real SmolLM2 model.
 
-Reads as the life of a benchmark: build it, evaluate the built-in model, run again (nothing
-is recomputed, nothing duplicated), register a second model and backfill only its
-partitions (the run records show no other materialization; the same backfill again runs
+Reads as the life of a benchmark: built (conftest's tiny_world: TINY_CONFIG's sources, passages, index, hard
+negatives and instances, built once per session by the same runner, here copied with its Dagster records),
+evaluate the built-in model, run again (nothing is recomputed, nothing duplicated), register a second model and
+backfill only its partitions (the run records show no other materialization; the same backfill again runs
 nothing; a forced partition is answered by the generation store), then query the lake with DuckDB.
 All on one materialized lake: each step starts from the state the previous one left.
 """
@@ -15,6 +16,7 @@ import importlib.util
 import dagster as dg
 import polars as pl
 import pytest
+from built_lakes import instance_on_copy
 from conftest import settings_for
 
 from lc_pipeline.definitions import build_pipeline
@@ -36,10 +38,10 @@ NEW_MODEL = "smollm2-135m-w1536"
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, tiny_config_file):
+def world(tmp_path_factory, tiny_config_file, tiny_world):
     root = tmp_path_factory.mktemp("project")
     settings = settings_for(root, tiny_config_file, lake="data_lake")
-    with dg.instance_for_test() as instance:
+    with instance_on_copy(tiny_world, settings) as instance:
         yield settings, instance
 
 
