@@ -101,6 +101,16 @@ def tiny_world(tmp_path_factory):
     yield from built_lakes.session_template(tmp_path_factory, "tiny_world", built_lakes.build_tiny_world)
 
 
+def settings_for(root: Path, config: str | Path, *, lake: str | Path = "lake", **fields):
+    """Settings of a project confined to the folder ``root``: ``config`` (a config file or a packaged config's
+    name), the lake ``root/lake`` (``lake`` may also be a whole path), the registry ``root/models.yaml`` and the
+    Dagster home ``root/.dagster``; ``fields`` set the other Settings fields (executor, tasks, limit, ...)."""
+    from lc_pipeline.settings import Settings
+
+    return Settings(project_dir=root, config=str(config), lake_dir=root / lake, models_file=root / "models.yaml",
+                    dagster_home=root / ".dagster", **fields)
+
+
 def free_port() -> int:
     """A loopback port free now, for a server started next (servers in this process bind port 0 instead).
 

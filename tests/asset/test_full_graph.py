@@ -1,8 +1,9 @@
 """The whole graph, in process, on a tiny config with the real SmolLM2 model.
 
-Reads as the life of a benchmark: build it, evaluate the built-in model, run again (nothing
-is recomputed, nothing duplicated), register a second model and backfill only its
-partitions (the run records show no other materialization; the same backfill again runs
+Reads as the life of a benchmark: built (conftest's tiny_world: TINY_CONFIG's sources, passages, index, hard
+negatives and instances, built once per session by the same runner, here copied with its Dagster records),
+evaluate the built-in model, run again (nothing is recomputed, nothing duplicated), register a second model and
+backfill only its partitions (the run records show no other materialization; the same backfill again runs
 nothing; a forced partition is answered by the generation store), then query the lake with DuckDB.
 All on one materialized lake: each step starts from the state the previous one left.
 """
@@ -15,12 +16,14 @@ import importlib.util
 import dagster as dg
 import polars as pl
 import pytest
+from built_lakes import instance_on_copy
+from conftest import settings_for
+
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.lake import query
 from lc_pipeline.partitions import MODEL_DIM, length_model_key
 from lc_pipeline.runner import Runner, partition_dims_of
-from lc_pipeline.settings import Settings
 
 pytestmark = [
     pytest.mark.slow,
@@ -35,11 +38,10 @@ NEW_MODEL = "smollm2-135m-w1536"
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, tiny_config_file):
+def world(tmp_path_factory, tiny_config_file, tiny_world):
     root = tmp_path_factory.mktemp("project")
-    settings = Settings(project_dir=root, config=str(tiny_config_file), lake_dir=root / "data_lake",
-                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
-    with dg.instance_for_test() as instance:
+    settings = settings_for(root, tiny_config_file, lake="data_lake")
+    with instance_on_copy(tiny_world, settings) as instance:
         yield settings, instance
 
 

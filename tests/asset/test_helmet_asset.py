@@ -7,10 +7,10 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner
-from lc_pipeline.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -40,8 +40,7 @@ def check_evaluations(instance: dg.DagsterInstance, check_name: str) -> dict[str
 
 def test_rag_instances_at_8k_and_16k_pass_the_depth_check(tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(CONFIG))
-    settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    settings = settings_for(tmp_path, tmp_path / "c.yaml")
     with dg.instance_for_test() as instance:
         pipeline = build_pipeline(settings)
         Runner(pipeline, instance, echo=lambda m: None).run(models=[])  # raises if a blocking check fails

@@ -17,12 +17,12 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.partitions import LENGTH_DIM, MODEL_DIM, length_model_key
 from lc_pipeline.runner import Runner
-from lc_pipeline.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +46,7 @@ def test_helmet_demo_gives_the_helmet_score_with_all_seven_categories(tmp_path):
     [demo] = [s for s in raw["sources"] if s["name"] == "demo"]
     demo["n_entities"] = 80
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
-    settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    settings = settings_for(tmp_path, tmp_path / "c.yaml")
     messages: list[str] = []
     slug = "smollm2-135m"
     with dg.instance_for_test() as instance:

@@ -13,12 +13,12 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline.benchmarks.helmet.construction import depth_position
+from lc_pipeline.benchmarks.helmet.metrics import rerank_score
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner
-from lc_pipeline.benchmarks.helmet.metrics import rerank_score
-from lc_pipeline.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -62,8 +62,7 @@ def lake(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("helmet_rag")
     (tmp / "scaled.yaml").write_text(yaml.safe_dump(SCALED, sort_keys=False))
     (tmp / "c.yaml").write_text(yaml.safe_dump({**CONFIG, "task_files": [str(tmp / "scaled.yaml")]}))
-    settings = Settings(project_dir=tmp, config=str(tmp / "c.yaml"), lake_dir=tmp / "lake",
-                        models_file=tmp / "models.yaml", dagster_home=tmp / ".dagster")
+    settings = settings_for(tmp, tmp / "c.yaml")
     with dg.instance_for_test() as instance:
         Runner(build_pipeline(settings), instance, echo=lambda m: None).run(models=[])
     return settings.lake_dir

@@ -15,11 +15,11 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner
-from lc_pipeline.settings import Settings
 from lc_pipeline.tasks.catalog import load_catalog
 
 pytestmark = pytest.mark.slow
@@ -66,8 +66,7 @@ def test_the_helmet_released_config_builds_all_seven_categories_at_8k_and_16k(tm
     raw.update(lengths=["8k", "16k"], task_files=[scaled_task_file(tmp_path)])
     raw["helmet"]["n_per_task"] = 2
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
-    settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    settings = settings_for(tmp_path, tmp_path / "c.yaml")
     with dg.instance_for_test() as instance:
         Runner(build_pipeline(settings), instance, echo=lambda m: None).run(models=[])
 

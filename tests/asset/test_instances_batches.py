@@ -15,6 +15,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline import schemas, storage
 from lc_pipeline.benchmarks.qa import suite as qa_suite
@@ -27,7 +28,6 @@ from lc_pipeline.lake import built_by
 from lc_pipeline.partitions import SOURCE_DIM
 from lc_pipeline.resources import LakeResource
 from lc_pipeline.resources.parquet_io import HiveParquetIOManager, partition_path
-from lc_pipeline.settings import Settings
 
 LEVEL = "2k"
 UPSTREAM = ["source_documents", "source_items", "rejected_records", "passages", "confusing_facts", "replacement_rules"]
@@ -41,8 +41,7 @@ def project(tmp_path_factory):
     raw.update(items_per_length=5, depths=[0.0, 1.0])
     raw["lveval"]["factrecall_positions"] = 2
     (root / "c.yaml").write_text(yaml.safe_dump(raw))
-    settings = Settings(project_dir=root, config=str(root / "c.yaml"), lake_dir=root / "lake",
-                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    settings = settings_for(root, root / "c.yaml")
     pipeline = build_pipeline(settings)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(SOURCE_DIM, ["demo"])

@@ -9,11 +9,11 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline.config import load_config
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner
-from lc_pipeline.settings import Settings
 
 pytestmark = [
     pytest.mark.slow,
@@ -22,6 +22,7 @@ pytestmark = [
 
 TASKS = ["kv_retrieval", "passage_count", "single_doc_qa", "multi_doc_qa"]
 LEVELS = ["1536", "2k"]
+ANSWER_CAP = 32
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +35,15 @@ def lake(tmp_path_factory):
     raw["sources"][0]["n_entities"] = 60
     raw["longbench100"] = {"tasks": TASKS, "n_per_task": 1}
     raw.update(lengths=LEVELS, base_lengths=LEVELS[:1], long_lengths=LEVELS[1:])
+    # The two QA tasks' answers capped at ANSWER_CAP new tokens by a task file (packaged: 256, which the small
+    # model mostly fills, each token decoded against a context of up to 8k tokens); scoring is the same.
+    capped = root / "capped.yaml"
+    capped.write_text(yaml.safe_dump({"benchmark": "longbench100", "tasks": [
+        {"name": task, "max_new_tokens": ANSWER_CAP} for task in ("single_doc_qa", "multi_doc_qa")]}))
+    raw["task_files"] = [str(capped)]
     cfg = root / "lb100.yaml"
     cfg.write_text(yaml.safe_dump(raw))
-    settings = Settings(project_dir=root, config=str(cfg), lake_dir=root / "data_lake",
-                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    settings = settings_for(root, cfg, lake="data_lake")
     with dg.instance_for_test() as instance:
         Runner(build_pipeline(settings), instance, echo=lambda m: None).run()
     return settings.lake_dir
@@ -57,6 +63,10 @@ def test_instances_at_two_lengths_follow_the_greedy_fill(lake):
 
 
 def test_each_task_is_scored_with_its_own_metric(lake):
+    generations = pl.read_parquet(lake / "generations" / "length=2k" / "model=smollm2-135m" / "data.parquet")
+    tasks = pl.read_parquet(lake / "instances" / "length=2k" / "data.parquet").select("instance_id", "task")
+    qa = generations.join(tasks, on="instance_id").filter(pl.col("task").str.ends_with("_qa"))
+    assert qa.height == 2 and (qa["completion_tokens"] <= ANSWER_CAP).all()  # the capped task file applies
     scores = pl.read_parquet(lake / "metric_scores" / "length=2k" / "model=smollm2-135m" / "data.parquet")
     assert set(scores["metric"]) == {"lb100"} and sorted(scores["task"]) == sorted(TASKS)
     assert scores["score"].is_between(0, 1).all()

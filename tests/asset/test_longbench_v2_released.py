@@ -16,13 +16,13 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
+from lc_pipeline.benchmarks.longbench_v2.metrics import v2_tables
 from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.resources.parquet_io import read_table
 from lc_pipeline.runner import Runner
-from lc_pipeline.benchmarks.longbench_v2.metrics import v2_tables
-from lc_pipeline.settings import Settings
 from lc_pipeline.tasks.catalog import load_catalog
 
 pytestmark = pytest.mark.slow
@@ -51,8 +51,7 @@ def test_longbench_v2_runs_as_released_in_both_modes_to_its_tables(tmp_path, mon
     config = yaml.safe_load((PACKAGED_CONFIGS / "longbench-v2.yaml").read_text())
     config["task_files"] = [str(short_answers(tmp_path / "short.yaml"))]
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    settings = settings_for(tmp_path, tmp_path / "c.yaml")
     with dg.instance_for_test() as instance:
         overall = Runner(build_pipeline(settings), instance, echo=lambda m: None).run()
 

@@ -20,6 +20,8 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
+from servers import llama_server, needs_llama_server, smollm2_gguf
 
 from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.definitions import build_pipeline
@@ -27,8 +29,6 @@ from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.resources.parquet_io import read_table
 from lc_pipeline.runner import Runner
 from lc_pipeline.score.benchmark_scores import ALL_LENGTHS, PERFECT_RATE, SCORING_SUCCESS
-from lc_pipeline.settings import Settings
-from servers import llama_server, needs_llama_server, smollm2_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
 LOONG = ROOT.parent / "shared" / "data" / "loong" / "loong.jsonl"
@@ -58,8 +58,7 @@ def lake(tmp_path_factory):
     config["released"].update(bounds=SETS, tasks=TASKS)
     config.update(lengths=list(SETS), max_new_tokens=16, models=[MODEL])
     (root / "loong.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    settings = Settings(project_dir=root, config=str(root / "loong.yaml"), lake_dir=root / "lake",
-                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    settings = settings_for(root, root / "loong.yaml")
     with pytest.MonkeyPatch.context() as mp, dg.instance_for_test() as instance, \
             llama_server(smollm2_gguf(), alias="smollm2", n_ctx=8192, n_threads=2) as url:
         mp.setenv("LCP_DATA", str(root / "data"))

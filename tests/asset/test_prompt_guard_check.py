@@ -14,6 +14,7 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline import schemas
 from lc_pipeline.construct.prompts import build_prompt, format_context
@@ -22,7 +23,6 @@ from lc_pipeline.definitions import MODEL_JOB, build_pipeline
 from lc_pipeline.generate.registry import BUILTIN_MODELS, ModelRegistry
 from lc_pipeline.partitions import MODEL_DIM, length_model_key
 from lc_pipeline.resources.parquet_io import partition_path
-from lc_pipeline.settings import Settings
 from lc_pipeline.sources.demo_corpus import build_demo_corpus
 
 pytestmark = pytest.mark.slow  # loads the real model
@@ -68,8 +68,7 @@ def project(tmp_path_factory):
         "backend": builtin.backend, "model_id": builtin.model_id, "gguf_file": builtin.gguf_file,
         "max_model_len": builtin.max_model_len, "dtype": builtin.dtype, "batch_size": 1,
         "chat_template_file": "double_bos.jinja"}}))
-    settings = Settings(project_dir=root, config=str(root / "c.yaml"), lake_dir=root / "lake",
-                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    settings = settings_for(root, root / "c.yaml")
     path = partition_path(settings.lake_dir, "instances", {"length": LEVEL})
     path.parent.mkdir(parents=True)
     one_instance(LEVEL).write_parquet(path)

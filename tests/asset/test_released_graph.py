@@ -12,11 +12,11 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.resources.parquet_io import read_table
 from lc_pipeline.runner import Runner
-from lc_pipeline.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -44,8 +44,7 @@ def test_a_released_benchmark_runs_from_records_to_its_table(tmp_path, monkeypat
               "released": {"benchmark": "longbench", "tasks": ["multifieldqa_en", "trec"]},
               "lengths": ["all"], "models": [MODEL]}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    settings = settings_for(tmp_path, tmp_path / "c.yaml")
     pipeline = build_pipeline(settings)
     names = {key.to_user_string() for a in pipeline.assets for key in a.keys}
     # the construction inputs and LongScore's assets declare that they serve constructed configs only

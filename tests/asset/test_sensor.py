@@ -5,15 +5,14 @@ from __future__ import annotations
 import dataclasses
 
 import dagster as dg
+from conftest import settings_for
 
 from lc_pipeline.definitions import MODEL_JOB, build_pipeline
 from lc_pipeline.generate.registry import ModelRegistry
-from lc_pipeline.settings import Settings
 
 
 def test_new_model_in_registry_gets_partition_and_runs(tmp_path, tiny_config_file):
-    settings = Settings(project_dir=tmp_path, config=str(tiny_config_file), lake_dir=tmp_path / "lake",
-                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    settings = settings_for(tmp_path, tiny_config_file)
     pipeline = build_pipeline(settings)
     sensor = pipeline.defs.resolve_sensor_def("benchmark_partitions_sensor")
     with dg.instance_for_test() as instance:

@@ -18,13 +18,12 @@ import polars as pl
 import pytest
 import yaml
 from built_lakes import instance_on_copy
-from conftest import TINY_CONFIG
+from conftest import TINY_CONFIG, settings_for
 
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.generate.registry import ModelRegistry
 from lc_pipeline.runner import Runner
 from lc_pipeline.score.longscore import long_scores_frame
-from lc_pipeline.settings import Settings
 
 pytestmark = [
     pytest.mark.slow,
@@ -46,8 +45,7 @@ def lake(tmp_path_factory, tiny_world):
     root = tmp_path_factory.mktemp("skip")
     config = root / "tiny-skip.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
-    settings = Settings(project_dir=root, config=str(config), lake_dir=root / "data_lake",
-                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    settings = settings_for(root, config, lake="data_lake")
     registry = ModelRegistry(settings.models_file)
     registry.add(dataclasses.replace(registry.get(BUILT_IN), slug=SMALL, max_model_len=3000, truncation="skip"))
     with instance_on_copy(tiny_world, settings) as instance:

@@ -10,9 +10,9 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline.definitions import build_pipeline
-from lc_pipeline.settings import Settings
 
 SHARED = Path(os.environ.get("LCP_SHARED_DATA") or Path(__file__).resolve().parents[2].parent / "shared" / "data")
 
@@ -31,8 +31,7 @@ def pipeline_for(tmp_path: Path, on_error: str):
     config = {"name": "t", "lengths": ["1k"], "base_lengths": ["1k"], "long_lengths": ["1k"],
               "sources": [{"name": "lb", "kind": "longbench", "paths": str(data), "on_error": on_error}]}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    return build_pipeline(Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                                   models_file=tmp_path / "m.yaml", dagster_home=tmp_path / "h"))
+    return build_pipeline(settings_for(tmp_path, tmp_path / "c.yaml"))
 
 
 def materialize_sources(p, instance, raise_on_error=True):
@@ -69,8 +68,7 @@ def test_every_shared_longbench_file_loads_without_rejections(tmp_path):
     config = {"name": "t", "lengths": ["1k"], "base_lengths": ["1k"], "long_lengths": ["1k"],
               "sources": [{"name": "lb", "kind": "longbench", "paths": str(SHARED / "longbench"), "on_error": "reject"}]}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    p = build_pipeline(Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                                models_file=tmp_path / "m.yaml", dagster_home=tmp_path / "h"))
+    p = build_pipeline(settings_for(tmp_path, tmp_path / "c.yaml"))
     with dg.instance_for_test() as instance:
         materialize_sources(p, instance)
     assert pl.read_parquet(tmp_path / "lake" / "rejected_records" / "source=lb" / "data.parquet").height == 0

@@ -20,6 +20,7 @@ import polars as pl
 import pytest
 import yaml
 from built_lakes import instance_on_copy
+from conftest import settings_for
 
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner
@@ -72,11 +73,11 @@ BASE = {
 }
 
 
-def settings_for(tmp_path, config: dict) -> Settings:
+def settings_writing(tmp_path, config: dict) -> Settings:
+    """The settings of a project under tmp_path whose config file (c.yaml) is ``config``."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    return Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                    models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    return settings_for(tmp_path, tmp_path / "c.yaml")
 
 
 def table(settings: Settings, name: str, part: str) -> pl.DataFrame:
@@ -88,7 +89,7 @@ def test_a_task_from_a_users_yaml_file_runs_through_the_graph_with_no_code_chang
     (tmp_path / "my_tasks.yaml").write_text(MY_TASKS)
     config = {**BASE, "name": "mine", "items_per_length": 0, "task_files": ["my_tasks.yaml"], "tasks": ["mine/kv_quiz"],
               "helmet": {"n_per_task": 1, "shots": 1, "n_depths": 2}}
-    settings = settings_for(tmp_path, config)
+    settings = settings_writing(tmp_path, config)
     with instance_on_copy(tiny_world, settings) as instance:
         runner = Runner(build_pipeline(settings), instance, echo=lambda m: None)
         runner.run(["smollm2-135m"], leaderboard=False)
@@ -110,10 +111,10 @@ def test_a_task_from_a_users_yaml_file_runs_through_the_graph_with_no_code_chang
 
 def test_overriding_a_packaged_prompt_changes_only_that_tasks_rows(tmp_path, tiny_world):
     config = {**BASE, "name": "override", "helmet": {"tasks": ["json_kv", "ruler_mk_needle"], "n_per_task": 1}}
-    before_settings = settings_for(tmp_path / "before", config)
+    before_settings = settings_writing(tmp_path / "before", config)
     (tmp_path / "after").mkdir()
     (tmp_path / "after" / "override.yaml").write_text(JSON_KV_OVERRIDE)
-    after_settings = settings_for(tmp_path / "after", {**config, "task_files": ["override.yaml"]})
+    after_settings = settings_writing(tmp_path / "after", {**config, "task_files": ["override.yaml"]})
     tables = []
     for settings in (before_settings, after_settings):
         with instance_on_copy(tiny_world, settings) as instance:

@@ -16,6 +16,8 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
+from servers import llama_server, needs_llama_server, smollm2_gguf
 
 from lc_pipeline import schemas
 from lc_pipeline.definitions import build_pipeline
@@ -24,8 +26,6 @@ from lc_pipeline.resources.judge import JudgeResource
 from lc_pipeline.resources.nli import NLIResource
 from lc_pipeline.resources.parquet_io import partition_path, write_parquet_atomic
 from lc_pipeline.score.citations import VERDICT_STATUSES, score_outputs
-from lc_pipeline.settings import Settings
-from servers import llama_server, needs_llama_server, smollm2_gguf
 
 pytestmark = [*needs_llama_server, pytest.mark.slow]
 
@@ -78,8 +78,7 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("cite")
     (root / "cite.yaml").write_text(yaml.safe_dump(TASK_FILE))
     (root / "c.yaml").write_text(yaml.safe_dump({**CONFIG, "task_files": [str(root / "cite.yaml")]}))
-    settings = Settings(project_dir=root, config=str(root / "c.yaml"), lake_dir=root / "data_lake",
-                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    settings = settings_for(root, root / "c.yaml", lake="data_lake")
     n = len(CASES)
     fields = [json.dumps({"passages": PASSAGES, "style": task, "question": q}) for _, task, q, _ in CASES]
     instances = _defaults(schemas.INSTANCES, n, {

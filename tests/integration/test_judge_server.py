@@ -17,6 +17,8 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
+from servers import llama_server, needs_llama_server, smollm2_gguf
 
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.generate.registry import BUILTIN_MODELS, ModelRegistry
@@ -24,8 +26,6 @@ from lc_pipeline.partitions import length_model_key
 from lc_pipeline.resources.judge import JudgeCache, JudgeResource
 from lc_pipeline.runner import Runner
 from lc_pipeline.score.judge import PARSE_STATUSES
-from lc_pipeline.settings import Settings
-from servers import llama_server, needs_llama_server, smollm2_gguf
 
 pytestmark = [*needs_llama_server, pytest.mark.slow]
 
@@ -56,8 +56,7 @@ def server_url():
 def world(tmp_path_factory, server_url):
     root = tmp_path_factory.mktemp("judge")
     (root / "c.yaml").write_text(yaml.safe_dump(CONFIG))
-    settings = Settings(project_dir=root, config=str(root / "c.yaml"), lake_dir=root / "data_lake",
-                        models_file=root / "models.yaml", dagster_home=root / ".dagster")
+    settings = settings_for(root, root / "c.yaml", lake="data_lake")
     # The evaluated model: the same GGUF, served; greedy (the server's default repeat penalty off).
     ModelRegistry(settings.models_file).add(dataclasses.replace(
         BUILTIN_MODELS["smollm2-135m"], slug=SLUG, backend="openai", api_model="smollm2", base_url=server_url,

@@ -12,6 +12,7 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 from fault_server import FaultyOpenAIServer
 from lake_world import make_world, served_model
 
@@ -20,7 +21,6 @@ from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.partition import plan_partition
 from lc_pipeline.generate.registry import ModelRegistry, ModelSpecError
-from lc_pipeline.settings import Settings
 from lc_pipeline.sources.validation import MAX_FIELD_CHARS
 
 CONTEXT = "Passage 1:\nRiver Ada\nThe Ada flows north past Bel.\nPassage 2:\nBel\nBel is a town on the Ada."
@@ -72,8 +72,7 @@ def sources_pipeline(tmp_path: Path, on_error: str):
     config = {"name": "bad-input", "lengths": ["1k"], "base_lengths": ["1k"], "long_lengths": ["1k"],
               "sources": [{"name": "lb", "kind": "longbench", "paths": str(data), "on_error": on_error}]}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    return build_pipeline(Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                                   models_file=tmp_path / "m.yaml", dagster_home=tmp_path / "h"))
+    return build_pipeline(settings_for(tmp_path, tmp_path / "c.yaml"))
 
 
 def materialize_sources(pipeline, instance, raise_on_error=True):

@@ -15,11 +15,11 @@ import dagster as dg
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import settings_for
 
 from lc_pipeline.cli import main
 from lc_pipeline.config import SourceConfig
 from lc_pipeline.definitions import build_pipeline
-from lc_pipeline.settings import Settings
 from lc_pipeline.sources.loader import check_paths, load_source
 from lc_pipeline.sources.validation import RecordError
 
@@ -79,8 +79,7 @@ def test_a_source_folder_reads_compressed_files_and_names_each_skipped_one_in_th
     config = {"name": "folder", "lengths": ["1k"], "base_lengths": ["1k"], "long_lengths": ["1k"],
               "sources": [{"name": "lb", "kind": "longbench", "paths": str(folder), "on_error": "reject"}]}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    pipeline = build_pipeline(Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                                       models_file=tmp_path / "m.yaml", dagster_home=tmp_path / "h"))
+    pipeline = build_pipeline(settings_for(tmp_path, tmp_path / "c.yaml"))
 
     def materialize(instance):
         return dg.materialize(pipeline.assets, selection=["source_documents", "source_items", "rejected_records"],

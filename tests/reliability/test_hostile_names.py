@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import settings_for
 from lake_world import make_world
 
 from lc_pipeline.cli import main
@@ -21,7 +22,6 @@ from lc_pipeline.generate.registry import ModelRegistry, ModelSpecError
 from lc_pipeline.partitions import MODEL_DIM, SOURCE_DIM, length_model_key
 from lc_pipeline.resources.lake import LakeResource
 from lc_pipeline.resources.parquet_io import partition_path
-from lc_pipeline.settings import Settings
 
 HOSTILE = [
     "../x", "../../../../escape", "a/b", "..", ".", "/abs", "x" * 65, "modèle", "模型", "m\n", "a\\b", "a|b", "a,b",
@@ -95,8 +95,7 @@ def test_lake_paths_refuse_values_that_could_leave_their_folder(tmp_path, name):
 
 
 def test_partition_keys_added_behind_lcps_back_write_nothing(project, tmp_path):
-    settings = Settings(project_dir=project.root, config=str(project.root / "config.yaml"), lake_dir=project.lake,
-                        models_file=project.models_file, dagster_home=project.dagster_home)
+    settings = settings_for(project.root, project.root / "config.yaml", lake=project.lake)
     pipeline = build_pipeline(settings)
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     # "../../../../escape" as a hive segment would resolve to project/escape, outside the lake.

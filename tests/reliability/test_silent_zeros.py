@@ -19,8 +19,10 @@ import polars as pl
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import settings_for
 
 from lc_pipeline import schemas
+from lc_pipeline.benchmarks.longbench.metrics import score_record
 from lc_pipeline.commands.score import score
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.partitions import MODEL_DIM, length_model_key
@@ -30,8 +32,6 @@ from lc_pipeline.score.fallbacks import (
     UNICODE_NORMALIZATION,
     score_noted,
 )
-from lc_pipeline.benchmarks.longbench.metrics import score_record
-from lc_pipeline.settings import Settings
 
 # A gold summary with no '.' (one ROUGE "sentence") and a prediction that repeats it and goes on for 600 words:
 # one 1000-word sentence, past the rouge package's recursion (about 990 words).
@@ -127,8 +127,7 @@ def test_metric_scores_metadata_counts_the_fallback_zeros_and_keeps_the_official
               "lengths": ["1k"], "base_lengths": ["1k"], "long_lengths": ["1k"], "depths": [0.0],
               "items_per_length": 1, "models": ["smollm2-135m"]}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    settings = settings_for(tmp_path, tmp_path / "c.yaml")
     outputs = {"long": (GOLD_PLUS_600, GOLD), "nfd": (NFD, FRENCH), "right": (FRENCH, FRENCH)}
     instances = frame(schemas.INSTANCES, [
         {"instance_id": iid, "item_id": iid, "benchmark": "longbench", "task": "qmsum", "category": "summ",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dagster as dg
 import polars as pl
 import pytest
+from conftest import settings_for
 
 from lc_pipeline import schemas
 from lc_pipeline.resources.parquet_io import COLUMN_SCHEMA, HiveParquetIOManager, column_schema
@@ -29,10 +30,8 @@ def test_descriptions_are_kept_for_tables_only():
 
 def test_the_asset_definitions_carry_each_tables_described_columns(tmp_path, tiny_config_file):
     from lc_pipeline.definitions import build_pipeline
-    from lc_pipeline.settings import Settings
 
-    settings = Settings(project_dir=tmp_path, config=str(tiny_config_file), lake_dir=tmp_path / "lake",
-                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    settings = settings_for(tmp_path, tiny_config_file)
     graph = build_pipeline(settings).defs.resolve_asset_graph()
     keys = {key.path[-1]: key for key in graph.get_all_asset_keys() if key.path[-1] in schemas.TABLES}
     assert {"source_items", "instances", "generations", "metric_scores", "leaderboard"} <= set(keys)

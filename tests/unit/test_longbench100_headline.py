@@ -14,6 +14,7 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
+from conftest import settings_for
 
 from lc_pipeline import schemas
 from lc_pipeline.benchmarks.longbench100.config import PriorKnowledgeConfig
@@ -26,7 +27,6 @@ from lc_pipeline.resources.parquet_io import (
     read_judge_scores,
     write_parquet_atomic,
 )
-from lc_pipeline.score.prior_knowledge import prior_knowledge_frame
 from lc_pipeline.score.longscore import (
     HEADLINE,
     HeadlineUnavailable,
@@ -41,7 +41,7 @@ from lc_pipeline.score.per_model import (
     no_context_judgments,
     no_context_questions,
 )
-from lc_pipeline.settings import Settings
+from lc_pipeline.score.prior_knowledge import prior_knowledge_frame
 from lc_pipeline.sources.loader import load_source
 from lc_pipeline.tasks.catalog import catalog_for, load_catalog
 
@@ -309,8 +309,7 @@ def test_the_long_scores_asset_adds_the_headline_once_the_judge_has_scored_every
               "longbench100": {"tasks": "all", "n_per_task": 1},
               "prior_knowledge": {"scorer": "judge", "threshold": 0.5}, "models": [model]}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    settings = Settings(project_dir=tmp_path, config=str(tmp_path / "c.yaml"), lake_dir=tmp_path / "lake",
-                        models_file=tmp_path / "models.yaml", dagster_home=tmp_path / ".dagster")
+    settings = settings_for(tmp_path, tmp_path / "c.yaml")
     lake = settings.lake_dir
     scores = metric_scores().with_columns(
         score_id=pl.col("item_id") + "@" + pl.col("length"), generation_id=pl.col("item_id") + "@" + pl.col("length"),
