@@ -143,6 +143,14 @@ def last_signal() -> int | None:
     return _received["last"]
 
 
+def signal_came_while_watching() -> bool:
+    """Whether SIGINT or SIGTERM came inside the current :func:`watching_signals` block. Dagster raises the
+    interrupt in whatever code runs when the signal lands; when that is a callback (an asyncio transport's write, a
+    weakref finalizer), the exception is printed and dropped and the step runs on to its end. The recorded signal
+    still stops the run after that step (``Runner.step``)."""
+    return _received["fd"] is not None and last_signal() is not None
+
+
 def interrupt_exit(exc: BaseException, runner: Runner | None, resume: str, echo: Callable[[str], None]) -> None:
     """One line for an interrupted run (what was saved, how to resume), then exit 128 + the signal: 130 for
     SIGINT (Ctrl-C), 143 for SIGTERM. The trace of the interrupted step is in the Dagster log."""
@@ -301,6 +309,8 @@ class Runner:
             raise RuntimeError(f"{label}: asset checks failed: {[c.check_name for c in failed]}")
         self.echo(f"  + {label}: done in {time.perf_counter() - t0:.1f}s (run {result.run_id[:8]})")
         self.ran.append(label)
+        if signal_came_while_watching():  # an interrupt a callback swallowed: stop here, this step is saved
+            raise Interrupted(self.saved_note())
         return True
 
     def wait_for_pool_slot(self, pool: str, label: str, poll_s: float = 1.0, say_every_s: float = 30.0) -> None:

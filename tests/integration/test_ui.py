@@ -30,8 +30,10 @@ LINEAGE = {
     "generations": {"instances"},
     "metric_scores": {"generations", "instances"},
     "prior_knowledge": {"instances"},
-    "long_scores": {"metric_scores", "prior_knowledge", "judge_scores"},  # the headline reads the judge's verdicts
-    "leaderboard": {"long_scores", "judge_scores"},  # judge scores sit next to metric scores
+    # side inputs (assets/side_inputs.py): the headline reads the judge's verdicts, the not-scored report the statuses
+    "long_scores": {"metric_scores", "prior_knowledge", "judge_scores", "generations", "instances"},
+    # every model's tables, read from the lake: judge scores sit next to metric scores
+    "leaderboard": {"long_scores", "judge_scores", "metric_scores", "prior_knowledge", "generations", "instances"},
 }
 
 
@@ -52,7 +54,7 @@ def assets_by_module(repo, env) -> dict[str, set[str]]:
             "from lc_pipeline.settings import Settings; "
             "parts = Partitions(load_config(Settings.from_env().config).lengths); "
             "print(json.dumps({m.name: [k.path[-1] for a in importlib.import_module('lc_pipeline.assets.' + m.name)"
-            ".build(parts) for k in a.keys] for m in pkgutil.iter_modules(A.__path__) if m.name not in ('common', 'versions')}))")
+            ".build(parts) for k in a.keys] for m in pkgutil.iter_modules(A.__path__) if m.name not in ('common', 'versions', 'side_inputs')}))")
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=repo, env=env, capture_output=True,
                          text=True, timeout=300, check=True)
     # A module that builds only asset checks (prompt_guard: the check on generations) has no assets, no group.
