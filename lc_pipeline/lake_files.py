@@ -86,16 +86,21 @@ def read_judge_scores(lake_dir: str | Path, model: str | None = None, *, respect
     itself keeps them (what the judge said about each generation stays auditable)."""
     from lc_pipeline.score.per_model import without_dropped
 
-    lake = storage.lake_path(lake_dir)
     out = read_model_partitions(lake_dir, "judge_scores", model)
     if out.is_empty() or not respect_drops:
         return out
     kept = []
     for (slug,), rows in out.group_by(MODEL_DIM, maintain_order=True):
-        pk = partition_path(lake, "prior_knowledge", {MODEL_DIM: slug})
-        kept.append(without_dropped(rows, storage.read_parquet(pk, columns=["item_id", "dropped"]))
-                    if pk.exists() else rows)
+        drops = read_drop_flags(lake_dir, slug)
+        kept.append(without_dropped(rows, drops) if drops is not None else rows)
     return pl.concat(kept)
+
+
+def read_drop_flags(lake_dir: str | Path, model: str) -> pl.DataFrame | None:
+    """``item_id`` and ``dropped`` of ``model``'s prior_knowledge partition (100-LongBench's filter), None when it
+    has none."""
+    path = partition_path(storage.lake_path(lake_dir), "prior_knowledge", {MODEL_DIM: model})
+    return storage.read_parquet(path, columns=["item_id", "dropped"]) if path.exists() else None
 
 
 def read_generation_statuses(lake_dir, model: str | None = None) -> pl.DataFrame:
@@ -118,30 +123,30 @@ def read_generation_statuses(lake_dir, model: str | None = None) -> pl.DataFrame
 
 
 class UndeclaredSideInput(ValueError):
-    """An asset read a lake table it does not declare as a side input (assets/versions.declared ``side_inputs``)."""
+    """An asset read a lake table it does not declare as a side input (assets/side_inputs.py)."""
 
 
 class SideInputReader:
     """The lake tables an asset reads directly, not through the IO manager, each declared with its reason.
 
     An asset loads its inputs through the IO manager; a few tables are read from the lake instead, each for a
-    reason the asset declares (``assets/versions.declared(side_inputs={table: reason})``): an optional upstream
-    (judging may not have run), every model's partitions whatever ran in this run, or two columns of a wide table.
-    The declaration makes the table a ``deps`` edge in the lineage and shows the reason in the asset's metadata;
-    this reader holds the asset to it: reading any other table raises :class:`UndeclaredSideInput` naming the asset
-    and the table. ``declared=None`` reads anything (the commands that only read the lake)."""
+    reason the asset declares (assets/side_inputs.py, passed to ``assets/versions.declared(side_inputs=...)``): an
+    optional upstream (judging may not have run), every model's partitions whatever ran in this run, or two columns
+    of a wide table. The declaration makes the table a ``deps`` edge in the lineage and shows the reason in the
+    asset's metadata; this reader holds the asset to it: reading any other table raises
+    :class:`UndeclaredSideInput` naming the asset and the table."""
 
-    def __init__(self, lake_dir: str | Path, declared: set[str] | frozenset[str] | None = None, reader: str = ""):
+    def __init__(self, lake_dir: str | Path, declared: set[str] | frozenset[str], reader: str):
         self.lake_dir = lake_dir
-        self.declared = None if declared is None else frozenset(declared)
+        self.declared = frozenset(declared)
         self.reader = reader
 
     def _check(self, *tables: str) -> None:
-        missing = [t for t in tables if self.declared is not None and t not in self.declared]
+        missing = [t for t in tables if t not in self.declared]
         if missing:
             raise UndeclaredSideInput(
                 f"asset {self.reader!r} reads {missing} from the lake but declares only {sorted(self.declared)} as "
-                "side inputs (assets/versions.declared side_inputs: add the table with the reason it is read there)")
+                "side inputs (assets/side_inputs.py: add the table with the reason it is read there)")
 
     def model_partitions(self, table: str, model: str | None = None) -> pl.DataFrame:
         """:func:`read_model_partitions`."""
@@ -175,11 +180,5 @@ class SideInputReader:
     def dropped_items(self, models) -> dict[str, list[str]]:
         """{model: item ids its prior_knowledge partition marks dropped} (none when it has no partition)."""
         self._check("prior_knowledge")
-        lake = storage.lake_path(self.lake_dir)
-        out = {}
-        for slug in models:
-            path = partition_path(lake, "prior_knowledge", {MODEL_DIM: slug})
-            if path.exists():
-                pk = storage.read_parquet(path, columns=["item_id", "dropped"])
-                out[slug] = pk.filter(pl.col("dropped"))["item_id"].to_list()
-        return out
+        return {slug: drops.filter(pl.col("dropped"))["item_id"].to_list() for slug in models
+                for drops in [read_drop_flags(self.lake_dir, slug)] if drops is not None}

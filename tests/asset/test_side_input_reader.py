@@ -46,8 +46,8 @@ def test_verdicts_with_drops_need_prior_knowledge_declared_too(lake):
     assert SideInputReader(lake, {"judge_scores"}, "long_scores").judge_scores("a", respect_drops=False).is_empty()
 
 
-def test_the_commands_reader_reads_any_table(lake):
-    assert SideInputReader(lake).dropped_items(["a", "b"]) == {"a": ["q1"]}
+def test_the_items_a_model_dropped_are_read_from_its_prior_knowledge_partition(lake):
+    assert SideInputReader(lake, {"prior_knowledge"}, "leaderboard").dropped_items(["a", "b"]) == {"a": ["q1"]}
 
 
 def test_a_declaration_makes_each_table_a_dependency_and_shows_its_reason():
