@@ -90,7 +90,7 @@ def compare(model_a: str, model_b: str, config: str | None, draws: int, seed: in
     instances of each task cell resampled, the same resamples for both models, seeded), and the two-sided p-value of
     a paired sign-flip permutation test on the same statistic (each instance's A - B flipped at random, --draws
     times; the smallest p is 1/(draws+1)); n_common, and only_a / only_b: instances only one model has a score on,
-    left out of both."""
+    left out of both. With --format json each row also names model_a and model_b."""
     from lc_pipeline.config import load_config
     from lc_pipeline.score.compare import compare_models
     from lc_pipeline.settings import cli_settings
@@ -110,4 +110,6 @@ def compare(model_a: str, model_b: str, config: str | None, draws: int, seed: in
     if fmt == "table":
         click.echo(f"{model_a} (A) vs {model_b} (B): scores 0-100 on the common instances; diff = A - B, 95% paired "
                    f"bootstrap interval ({draws} draws, seed {seed}); p: paired sign-flip permutation test")
+    else:  # a JSON row read on its own says which model is A and which is B
+        table = table.select(pl.lit(model_a).alias("model_a"), pl.lit(model_b).alias("model_b"), pl.all())
     print_table(table.columns, table.rows(), fmt)

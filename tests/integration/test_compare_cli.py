@@ -44,6 +44,7 @@ def test_compare_prints_scores_difference_interval_and_p_value_the_same_twice(la
     out = compare("model-a", "model-b", "--format", "json")
     assert out.exit_code == 0, out.output
     [row] = json.loads(out.output)
+    assert (row["model_a"], row["model_b"]) == ("model-a", "model-b")  # a row read alone says which is which
     assert (row["benchmark"], row["length"], row["n_common"], row["only_a"], row["only_b"]) == ("qa", "1k", 20, 0, 0)
     assert (row["score_a"], row["score_b"], row["diff"]) == pytest.approx((80.0, 30.0, 50.0))
     assert 0 < row["ci_low"] < 50 < row["ci_high"] <= 100 and row["p_value"] < 0.01
@@ -52,6 +53,7 @@ def test_compare_prints_scores_difference_interval_and_p_value_the_same_twice(la
     assert other["diff"] == row["diff"] and other["ci_low"] < 50 < other["ci_high"]  # other draws, same difference
     table = compare("model-a", "model-b", "--draws", "200")
     assert "ci_low" in table.output and "p_value" in table.output and "(1 rows)" in table.output
+    assert "model_a" not in table.output  # the table's header line names them once
 
 
 def test_a_model_without_scores_in_the_lake_is_named(lake):
