@@ -4,7 +4,9 @@ asset partitions and write the same tables.
 A benchmark run as released over three invented LongBench records (qasper), with imported predictions (no model is
 called): `lcp run --model first`; then, on the same project with its tables and Dagster storage removed (the
 imported predictions kept: their path is the model's id), `lcp ui` (the webserver and its daemon, on 127.0.0.1) and one asset backfill of the partitions `lcp run` materialized, launched through
-GraphQL as the UI's "Materialize" does, executed by the daemon in the graph's order.
+GraphQL as the UI's "Materialize" does, executed by the daemon in the graph's order. The daemon's backfill loop
+wakes every 2 s instead of every 30 s (tests/daemon_tick/sitecustomize.py): the backfill advances one level of the
+graph per wake-up, and Dagster's interval is not configurable.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from lc_pipeline.cli import main
 from lc_pipeline.partitions import SOURCE_DIM
 from lc_pipeline.runner import BackfillError, _graphql, wait_for_backfill
 
+DAEMON_TICK = Path(__file__).resolve().parents[1] / "daemon_tick"  # sitecustomize: the backfill daemon's 2-s interval
 IDS = ["q-1", "q-2", "q-3"]
 MODEL = "first"
 RECORDS = [{"dataset": "qasper", "_id": rid, "language": "en", "context": f"The paper {rid} studies parsing.",
@@ -114,8 +117,9 @@ def test_a_run_from_the_ui_graphql_materializes_what_lcp_run_does(tmp_path, monk
     with dg.DagsterInstance.from_config(str(ui_root / ".dagster")) as instance:
         instance.add_dynamic_partitions(SOURCE_DIM, ["longbench"])  # the UI's "add partition" (lcp run adds it)
     port, url = free_port(), None
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(DAEMON_TICK), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "ui", "--port", str(port)], cwd=ui_root,
-                            env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:
         ui_answers(port, proc)
