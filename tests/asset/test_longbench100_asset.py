@@ -1,15 +1,18 @@
 """100-LongBench through the pipeline: instances at two lengths on the demo corpus, the real
-model's answers scored with each task's metric, the QA prior-knowledge table, LongScore."""
+model's answers scored with each task's metric, the QA prior-knowledge table, LongScore.
+
+The lake starts from a copy of conftest's ``tiny_world`` (the demo corpus of TINY_CONFIG, its passages, index and
+hard negatives, built once per session); the 100-LongBench instances are built here."""
 
 from __future__ import annotations
 
 import importlib.util
 
-import dagster as dg
 import polars as pl
 import pytest
 import yaml
-from conftest import settings_for
+from built_lakes import instance_on_copy
+from conftest import TINY_CONFIG, settings_for
 
 from lc_pipeline.config import load_config
 from lc_pipeline.definitions import build_pipeline
@@ -22,29 +25,33 @@ pytestmark = [
 
 TASKS = ["kv_retrieval", "passage_count", "single_doc_qa", "multi_doc_qa"]
 LEVELS = ["1536", "2k"]
-ANSWER_CAP = 32
+ANSWER_CAP = 8
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory):
+def lake(tmp_path_factory, tiny_world):
     root = tmp_path_factory.mktemp("lb100")
-    # The packaged config, made smaller: fewer entities (faster embedding), one instance per task, and
-    # 1.5k/2k instead of 2k/4k (prefill dominates the CPU time). 1.5k still fits kv_retrieval's
-    # 4-document minimum; 1k does not on this corpus.
+    # The packaged config, made smaller: TINY_CONFIG's demo corpus and retrieval settings (60 entities instead of
+    # 240: faster embedding; and tiny_world's copy reuses them), one instance per task, and 1.5k/2k instead of
+    # 2k/4k (prefill dominates the CPU time). 1.5k still fits kv_retrieval's 4-document minimum; 1k does not on
+    # this corpus.
     raw = yaml.safe_load((load_config.__globals__["PACKAGED_CONFIGS"] / "longbench100-demo.yaml").read_text())
-    raw["sources"][0]["n_entities"] = 60
+    raw["sources"] = TINY_CONFIG["sources"]
+    raw.update({k: TINY_CONFIG[k] for k in ("retrieval_top_k", "hard_negatives_per_item")})
     raw["longbench100"] = {"tasks": TASKS, "n_per_task": 1}
     raw.update(lengths=LEVELS, base_lengths=LEVELS[:1], long_lengths=LEVELS[1:])
-    # The two QA tasks' answers capped at ANSWER_CAP new tokens by a task file (packaged: 256, which the small
-    # model mostly fills, each token decoded against a context of up to 8k tokens); scoring is the same.
+    # Every task's answer capped at ANSWER_CAP new tokens by a task file (packaged: 32 to 256, which the small
+    # model mostly fills, each token decoded against a context of up to 2k tokens here), and the no-context
+    # prior-knowledge answers too (packaged: 32); scoring is the same.
     capped = root / "capped.yaml"
     capped.write_text(yaml.safe_dump({"benchmark": "longbench100", "tasks": [
-        {"name": task, "max_new_tokens": ANSWER_CAP} for task in ("single_doc_qa", "multi_doc_qa")]}))
+        {"name": task, "max_new_tokens": ANSWER_CAP} for task in TASKS]}))
     raw["task_files"] = [str(capped)]
+    raw["prior_knowledge"]["max_new_tokens"] = ANSWER_CAP
     cfg = root / "lb100.yaml"
     cfg.write_text(yaml.safe_dump(raw))
     settings = settings_for(root, cfg, lake="data_lake")
-    with dg.instance_for_test() as instance:
+    with instance_on_copy(tiny_world, settings) as instance:
         Runner(build_pipeline(settings), instance, echo=lambda m: None).run()
     return settings.lake_dir
 
@@ -74,8 +81,8 @@ def test_each_task_is_scored_with_its_own_metric(lake):
 
 def test_prior_knowledge_is_an_auditable_table(lake):
     pk = pl.read_parquet(lake / "prior_knowledge" / "model=smollm2-135m" / "data.parquet")
-    qa_items = pl.concat(
-        [pl.read_parquet(p) for p in (lake / "instances").rglob("data.parquet")]
+    qa_items = pl.concat(  # the config's levels (the copied tiny_world also holds TINY_CONFIG's 1k and 2k)
+        [pl.read_parquet(lake / "instances" / f"length={level}" / "data.parquet") for level in LEVELS]
     ).filter(pl.col("task").str.ends_with("_qa"))["item_id"].unique()
     assert sorted(pk["item_id"]) == sorted(qa_items)  # every QA item asked once, without context
     for row in pk.iter_rows(named=True):
