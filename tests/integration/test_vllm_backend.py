@@ -57,29 +57,11 @@ def vllm_importable():
 
 
 @pytest.fixture(scope="module")
-def vllm_generator(vllm_importable):
-    """The module's vllm generator, its model folder found or converted (no engine yet); closed at the end."""
+def vllm_run(vllm_importable):
+    """The vllm generator after one generate() over REQUESTS: its results, the prompt counts of each engine
+    generate call (counted on the real engine's method), and the environment before and after the start."""
     gen = make_generator(VLLM_SPEC)
     STARTED.append(gen)
-    gen.model_path()  # the GGUF converted into the transformers backend's cache, if it is not there yet
-    yield gen
-    gen.close()
-
-
-@pytest.fixture(scope="module")
-def transformers_results(vllm_generator):
-    gen = make_generator(SMOLLM2)
-    gen.load()
-    assert gen.load_source == "cache"  # the folder the vllm backend converted (or found): one cache, one layout
-    return {r.key: r for r in gen.generate(REQUESTS)}
-
-
-@pytest.fixture(scope="module")
-def vllm_run(vllm_generator, transformers_results):
-    """The vllm generator after one generate() over REQUESTS: its results, the prompt counts of each engine
-    generate call (counted on the real engine's method), and the environment before and after the start. The
-    engine starts after the oracle has generated: an idle engine's worker still takes CPU."""
-    gen = vllm_generator
     environ_before = dict(os.environ)
     llm = gen.engine()
     environ_after = dict(os.environ)
@@ -92,7 +74,16 @@ def vllm_run(vllm_generator, transformers_results):
 
     llm.generate = counted_generate  # the instance's attribute: the engine itself still generates
     results = {r.key: r for r in gen.generate(REQUESTS)}
-    return gen, results, calls, (environ_before, environ_after)
+    yield gen, results, calls, (environ_before, environ_after)
+    gen.close()
+
+
+@pytest.fixture(scope="module")
+def transformers_results(vllm_run):
+    gen = make_generator(SMOLLM2)
+    gen.load()
+    assert gen.load_source == "cache"  # the folder the vllm backend converted (or found): one cache, one layout
+    return {r.key: r for r in gen.generate(REQUESTS)}
 
 
 def test_the_gguf_is_converted_into_the_transformers_backends_cache(vllm_run):
