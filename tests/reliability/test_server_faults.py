@@ -17,12 +17,12 @@ import pytest
 from fault_server import FaultyOpenAIServer, reply_for
 from lake_world import served_model
 
+from lc_pipeline.benchmarks.loong.rubrics import LOONG_PROMPT
 from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
 from lc_pipeline.generate.partition import chunk_size, generate_partition, plan_partition
 from lc_pipeline.resources.judge import JudgeCache, JudgeClient
-from lc_pipeline.benchmarks.loong.rubrics import LOONG_PROMPT
 from lc_pipeline.score.judge import JudgeCall
 
 SECRET = "sk-planted-fault-test-0123456789abcdef"
