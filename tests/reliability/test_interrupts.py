@@ -258,13 +258,15 @@ def test_imported_predictions_take_no_gpu_slot(tmp_path, monkeypatch):
 @needs_model
 def test_sigint_during_a_real_backfill_then_the_rerun_sends_only_what_was_not_answered(cli_demo_project, tmp_path):
     """The demo (tests/built_lakes.CLI_DEMO_CONFIG, instances built), `lcp backfill` of SmolLM2 under a name new to
-    this lake (four prompts), SIGINT right after its first answer is stored: exit 130, one line, no traceback; the rerun
-    generates exactly the prompts without a stored answer (the generations' own counts, from the Dagster log)."""
+    this lake (four prompts, each cut to a 320-token window: short generations, the same steps), SIGINT right after
+    its first answer is stored: exit 130, one line, no traceback; the rerun generates exactly the prompts without a
+    stored answer (the generations' own counts, from the Dagster log)."""
     import built_lakes
 
     root, env = built_lakes.copy_project(cli_demo_project, tmp_path / "project")
     lake, slug = root / "data_lake", "smollm2-newcomer"
-    built_lakes.lcp(env, "models", "add", slug, "--like", "smollm2-135m")  # the same weights under a name new here
+    # The same weights under a name new here, with a small window (the prompts are cut to fit it).
+    built_lakes.lcp(env, "models", "add", slug, "--like", "smollm2-135m", "--max-model-len", "320")
     log = tmp_path / "interrupted.log"
     with open(log, "w") as out:
         run = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "backfill", "--model", slug], env=env,
