@@ -60,14 +60,19 @@ def smollm2_gguf() -> str:
 
 @contextmanager
 def llama_server(gguf: str, alias: str = "smollm2", n_ctx: int = 2048, n_threads: int = 1) -> Iterator[str]:
-    """llama-cpp-python's server (see SERVER_MAIN) on a free 127.0.0.1 port; yields its ``/v1`` URL once it serves."""
+    """llama-cpp-python's server (see SERVER_MAIN) on a free 127.0.0.1 port; yields its ``/v1`` URL once it serves.
+
+    ``n_threads`` threads read the prompt and write the reply: the server's own default reads prompts on every
+    CPU, and with both CPUs of the test machine busy (``pytest -n 2``) its threads wait on each other
+    (SmolLM2 reading 1,500 tokens on a loaded 2-core machine: 11 CPU s on one thread, 25 on two)."""
     port = free_port()
     # stderr to a file, not a pipe: llama.cpp logs tens of KB while loading, and a full pipe that
     # nobody reads blocks the server before it ever listens.
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
         [sys.executable, "-c", SERVER_MAIN, "--model", gguf, "--model_alias", alias,
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)],
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
+         "--n_threads_batch", str(n_threads)],
         stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}/v1"

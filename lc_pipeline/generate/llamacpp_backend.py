@@ -69,9 +69,12 @@ class LlamaCppGenerator:
             n_ctx=self.spec.max_model_len,
             n_batch=min(512, self.spec.max_model_len),
             # llama-cpp-python decodes on cpu_count() // 2 threads by default: 1 of 2 cores here
-            # (64 new tokens: 1.6 s on 1 thread, 1.1 s on 2). torch_threads caps decoding only;
-            # the prompt (n_threads_batch) keeps llama-cpp-python's default, every CPU.
+            # (64 new tokens: 1.6 s on 1 thread, 1.1 s on 2). torch_threads, when set, caps both phases, as
+            # torch.set_num_threads does for transformers: reading the prompt on every CPU of a busy machine
+            # costs more, not less (3 prompts of 40 tokens on 2 loaded cores: 9.4 CPU s on 2 threads, 1.2 on 1);
+            # unset, the prompt keeps llama-cpp-python's default, every CPU.
             n_threads=self.spec.torch_threads or cpu_threads(),
+            n_threads_batch=self.spec.torch_threads,
             seed=0,
         )
         self._tok = LlamaCppTokenizer(self._llm, self.model_id, chat_template=self.spec.chat_template_text())

@@ -60,7 +60,7 @@ def lake(tmp_path_factory):
     (root / "loong.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     settings = settings_for(root, root / "loong.yaml")
     with pytest.MonkeyPatch.context() as mp, dg.instance_for_test() as instance, \
-            llama_server(smollm2_gguf(), alias="smollm2", n_ctx=8192, n_threads=2) as url:
+            llama_server(smollm2_gguf(), alias="smollm2", n_ctx=8192) as url:
         mp.setenv("LCP_DATA", str(root / "data"))
         pipeline = build_pipeline(settings)
         judge = JudgeResource(base_url=url, model="smollm2", max_tokens=64, max_concurrency=1,

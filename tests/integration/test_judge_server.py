@@ -1,8 +1,9 @@
 """The LLM judge end to end against a real OpenAI-compatible server: llama-cpp-python's server on
 127.0.0.1 serving SmolLM2-135M-Instruct both as the evaluated model (through the openai
-backend) and as the judge. The pipeline builds the demo benchmark, generates, judges; a rerun
-asks the server nothing (the reply cache), the verdicts join the leaderboard, and the API key
-appears nowhere it could be read.
+backend) and as the judge. The demo benchmark is the one `lcp plan` and `lcp demo` built (conftest's
+``cli_demo_project``, shared with test_cli: two short levels, 512 and 1k, one depth, two items each), copied;
+in the copy the pipeline generates with the served model and judges; a rerun asks the server nothing (the reply
+cache), the verdicts join the leaderboard, and the API key appears nowhere it could be read.
 
 A 135M model is a weak judge: asked freely (Loong's rubric), it rarely ends with the
 ``[[score]]`` line, and those verdicts are counted as parse failures; with the server's JSON
@@ -16,7 +17,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pytest
-import yaml
+from built_lakes import CONFIG_FILE, copy_project
 from conftest import settings_for
 from servers import llama_server, needs_llama_server, smollm2_gguf
 
@@ -31,40 +32,24 @@ pytestmark = [*needs_llama_server, pytest.mark.slow]
 
 SLUG = "smollm2-served"
 SECRET = "sk-test-judge-secret-0123456789"
-# Short levels: single-hop evidence (~350 tokens) fits 512; one depth, two items per level.
-CONFIG = {
-    "name": "judge-it",
-    "sources": [{"name": "demo", "kind": "demo_corpus", "n_entities": 40, "seed": 3}],
-    "lengths": ["512", "1k"],
-    "base_lengths": ["512"],
-    "long_lengths": ["1k"],
-    "depths": [0.5],
-    "items_per_length": 2,
-    "retrieval_top_k": 40,
-    "hard_negatives_per_item": 20,
-    "max_new_tokens": 12,
-}
-
-
 @pytest.fixture(scope="module")
 def server_url():
-    with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=2048, n_threads=2) as url:
+    with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=2048) as url:
         yield url
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, server_url):
-    root = tmp_path_factory.mktemp("judge")
-    (root / "c.yaml").write_text(yaml.safe_dump(CONFIG))
-    settings = settings_for(root, root / "c.yaml", lake="data_lake")
+def world(tmp_path_factory, server_url, cli_demo_project):
+    root, _ = copy_project(cli_demo_project, tmp_path_factory.mktemp("judge") / "project")
+    settings = settings_for(root, root / CONFIG_FILE, lake="data_lake")
     # The evaluated model: the same GGUF, served; greedy (the server's default repeat penalty off).
     ModelRegistry(settings.models_file).add(dataclasses.replace(
         BUILTIN_MODELS["smollm2-135m"], slug=SLUG, backend="openai", api_model="smollm2", base_url=server_url,
         max_model_len=2048, extra_body={"repeat_penalty": 1.0}))
-    with dg.instance_for_test() as instance:
+    with dg.instance_for_test(temp_dir=str(settings.dagster_home)) as instance:
         pipeline = build_pipeline(settings)
         runner = Runner(pipeline, instance, echo=lambda m: None)
-        runner.run(models=[])
+        runner.run(models=[])  # the benchmark: already built in the copy
         runner.register_models([SLUG])
         yield settings, pipeline, instance
 

@@ -41,7 +41,7 @@ def received(relay: RecordingRelay, prompt: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def server_url():
-    with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=4096, n_threads=2) as url:
+    with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=4096) as url:
         yield url
 
 
