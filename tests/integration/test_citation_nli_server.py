@@ -69,7 +69,7 @@ def _defaults(schema: pl.Schema, n: int, values: dict) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def server_url():
-    with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=2048, n_threads=2) as url:
+    with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=2048) as url:
         yield url
 
 

@@ -361,8 +361,7 @@ class Reader:
             for mark in needs_llama_server:
                 if mark.args[0]:
                     pytest.skip(mark.kwargs["reason"])
-            self.llama_url = self.stack.enter_context(llama_server(smollm2_gguf(), alias="smollm2", n_ctx=8192,
-                                                                   n_threads=2))
+            self.llama_url = self.stack.enter_context(llama_server(smollm2_gguf(), alias="smollm2", n_ctx=8192))
         return self.llama_url
 
     def run_through(self, example: Example):

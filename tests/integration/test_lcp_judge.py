@@ -14,12 +14,12 @@ import polars as pl
 import pytest
 import yaml
 from click.testing import CliRunner
+from servers import llama_server, needs_llama_server, smollm2_gguf
+from shared_files import SHARED_DATA, skip_unless
 
 from lc_pipeline.cli import main
 from lc_pipeline.config import PACKAGED_CONFIGS
 from lc_pipeline.resources.parquet_io import read_table
-from servers import llama_server, needs_llama_server, smollm2_gguf
-from shared_files import SHARED_DATA, skip_unless
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [*needs_llama_server, pytest.mark.slow, skip_unless(SHARED_DATA / "loong" / "loong.jsonl",
@@ -58,7 +58,7 @@ def test_lcp_judge_fills_the_judged_cells_a_run_without_a_judge_left_and_a_rerun
     assert "scored by the LLM judge, none configured" in out
     assert not (lake / "judge_scores").exists()
 
-    with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=4096, n_threads=2) as url:
+    with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=4096) as url:
         monkeypatch.setenv("LCP_JUDGE_MODEL", "smollm2")
         monkeypatch.setenv("OPENAI_BASE_URL", url)
         out = lcp("judge", "--model", "answers")

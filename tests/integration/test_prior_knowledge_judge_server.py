@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from servers import llama_server, needs_llama_server, smollm2_gguf
 
 from lc_pipeline.benchmarks.longbench100.config import PriorKnowledgeConfig
 from lc_pipeline.resources.judge import JudgeResource
-from lc_pipeline.score.prior_knowledge import prior_knowledge_frame
 from lc_pipeline.score.per_model import judge_no_context, no_context_questions
+from lc_pipeline.score.prior_knowledge import prior_knowledge_frame
 from lc_pipeline.tasks.catalog import load_catalog
-from servers import llama_server, needs_llama_server, smollm2_gguf
 
 pytestmark = [*needs_llama_server, pytest.mark.slow]
 
@@ -34,7 +34,7 @@ def test_no_context_answers_are_graded_by_the_judge_server_and_filtered_by_its_v
     rows = instances()
     items = no_context_questions(rows, pk)
     outputs = [{"output": QUESTIONS[i][2], "completion_tokens": 1, "finish_reason": "stop"} for i in items["item_id"]]
-    with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=2048, n_threads=2) as url:
+    with llama_server(smollm2_gguf(), alias="smollm2", n_ctx=2048) as url:
         judge = JudgeResource(base_url=url, model="smollm2", max_tokens=48, max_concurrency=1,
                               cache_path=str(tmp_path / "judge.sqlite"))
         judged, meta = judge_no_context(items, outputs, rows, judge.client(), {}, load_catalog())
