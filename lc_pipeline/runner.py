@@ -104,12 +104,25 @@ class _QuietFailuresLogger(logging.Logger):
             self.addFilter(lambda record: record.levelno < logging.ERROR)
 
 
+class _DropInterruptTraces(logging.Filter):
+    """Drops a record whose exception is the interrupt itself. Dagster raises it wherever the main thread is when
+    the signal lands; a library that catches it there and logs it (SQLAlchemy closing a pooled connection: "Exception
+    closing connection", asyncio writing to a socket: "Fatal write error") would print its stack trace under the
+    one line :func:`interrupt_exit` prints for it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (exc is not None and type(exc).__name__ in INTERRUPT_ERRORS)
+
+
 @contextmanager
 def watching_signals() -> Iterator[None]:
     """For the commands that run the graph in this process (demo, backfill, plan): SIGTERM interrupts as SIGINT does
     (a KeyboardInterrupt; Dagster turns both into an interrupted step), the signal that came is recorded (a wakeup
     fd: Dagster replaces the handlers while a run executes) so :func:`interrupt_exit` exits 130 or 143, and
-    Dagster's console shows no failure traces. Main thread only; restored when the block ends."""
+    Dagster's console shows no failure traces, nor do the handlers of the root logger (or Python's last-resort
+    handler) print the interrupt's trace when a library logs it (:class:`_DropInterruptTraces`). Main thread only;
+    restored when the block ends."""
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     os.set_blocking(write_fd, False)
@@ -117,10 +130,16 @@ def watching_signals() -> Iterator[None]:
     old_term = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     old_class = logging.getLoggerClass()
     logging.setLoggerClass(_QuietFailuresLogger)
+    drop_interrupts = _DropInterruptTraces()
+    handlers = [*logging.getLogger().handlers, *([logging.lastResort] if logging.lastResort else [])]
+    for handler in handlers:
+        handler.addFilter(drop_interrupts)
     _received.update(fd=read_fd, last=None)
     try:
         yield
     finally:
+        for handler in handlers:
+            handler.removeFilter(drop_interrupts)
         logging.setLoggerClass(old_class)
         signal.signal(signal.SIGTERM, old_term)
         signal.set_wakeup_fd(old_fd)
