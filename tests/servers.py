@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from conftest import free_port
+
 from lc_pipeline.generate.registry import BUILTIN_MODELS, resolve_model_path
 
 SERVER_START_S = 120

@@ -54,6 +54,7 @@ def vllm_importable():
     if reason is not None:
         pytest.skip(reason)
 
+
 LEVELS = ["512", "768", "1k"]
 # The demo project's config (its name too: the lake's levels are that config's, lake.check_lake_config) with 768
 # added between its two levels.
