@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
-
 
 from conftest import free_port
+from ui_process import serving, start_ui, stop_ui
 
 # The core of the graph; every other asset the definitions hold must be served too (see defined_assets).
 ASSETS = {"source_documents", "source_items", "rejected_records", "passages", "passage_index", "hard_negatives", "instances",
@@ -68,30 +65,11 @@ def test_definitions_validate(repo, project_env):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def graphql(port: int, query: str) -> dict:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
-
-
-def test_ui_serves_asset_graph_with_lineage(repo, project_env):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "ui", "--port", str(port)], cwd=repo,
-                            env=project_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+def test_ui_serves_asset_graph_with_lineage(repo, project_env, tmp_path):
+    port, log = free_port(), tmp_path / "ui.log"
+    proc = start_ui(port, repo, project_env, log)
     try:
-        deadline, nodes = time.monotonic() + 240, None
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                data = graphql(port, "{ assetNodes { assetKey { path } groupName dependencyKeys { path } } }")
-                nodes = data["data"]["assetNodes"]
-                if nodes:
-                    break
-            except (OSError, KeyError, TypeError):
-                pass
-            time.sleep(2)
-        assert nodes, f"UI did not answer within the deadline (exit code {proc.poll()})"
+        nodes = serving(port, proc, log, "{ assetNodes { assetKey { path } groupName dependencyKeys { path } } }")
         graph = {n["assetKey"]["path"][-1]: {d["path"][-1] for d in n["dependencyKeys"]} for n in nodes}
         assert ASSETS <= set(graph)
         assert set(graph) == defined_assets(repo, project_env)
@@ -102,9 +80,4 @@ def test_ui_serves_asset_graph_with_lineage(repo, project_env):
             groups.setdefault(n["groupName"], set()).add(n["assetKey"]["path"][-1])
         assert groups == assets_by_module(repo, project_env)  # a UI group is one assets module, same name
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_ui(proc)
