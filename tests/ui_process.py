@@ -24,6 +24,16 @@ START_S = 240  # code server import + webserver + daemon on a busy 2-core machin
 POLL_S = 0.25  # between two GraphQL tries while the UI starts
 STOP_S = 30  # from the SIGTERM to the group until the group is killed
 
+# For a test instance's dagster.yaml: Dagster's run queue (the default QueuedRunCoordinator) polled every second
+# instead of every 5 s, so that a run launched from the UI starts sooner; what runs and how is unchanged.
+DEQUEUE_EVERY_SECOND = """
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
+"""
+
 # Run by a fresh interpreter in front of `python -m lc_pipeline.cli ui`: SIGINT back to its default, then exec.
 _SIGINT_AT_DEFAULT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
                       "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")

@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from conftest import free_port, released_longbench_project
-from ui_process import serving, start_ui, stop_ui
+from ui_process import DEQUEUE_EVERY_SECOND, serving, start_ui, stop_ui
 
 from lc_pipeline.cli import main
 from lc_pipeline.partitions import SOURCE_DIM
@@ -37,13 +37,6 @@ RECORDS = [{"dataset": "qasper", "_id": rid, "language": "en", "context": f"The 
 # What differs between two runs of the same work: when it ran and how long it took.
 RUN_COLUMNS = {"latency_s", "created_at", "generated_at", "started_at", "finished_at", "seconds"}
 
-DEQUEUE_EVERY_SECOND = """
-run_coordinator:
-  module: dagster.core.run_coordinator
-  class: QueuedRunCoordinator
-  config:
-    dequeue_interval_seconds: 1
-"""
 LAUNCH_ALL = """
 mutation Launch($params: LaunchBackfillParams!) {
   launchPartitionBackfill(backfillParams: $params) {
