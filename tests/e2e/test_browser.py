@@ -11,19 +11,14 @@ checks the browser draws it. Screenshots go to ``$LCP_TEST_ARTIFACTS/e2e`` (defa
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, free_port
+from ui_process import graphql, serving, start_ui, stop_ui
 
 CHROMIUM = os.environ.get("LCP_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -34,17 +29,9 @@ pytestmark = [
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev extra) is not installed")
 
 ARTIFACTS = Path(os.environ.get("LCP_TEST_ARTIFACTS") or REPO / "tests" / "artifacts") / "e2e"
-SERVER_START_S = 240  # code server import + webserver + daemon on a busy 2-core machine
 RUN_S = 300  # queued -> daemon dequeues -> subprocess run of the demo corpus source
 UI_S = 60  # one UI element to appear
 MODEL = "smollm2-135m"
-
-
-def graphql(port: int, query: str) -> dict:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
 
 
 def materialize_leaderboard(repo: Path, env: dict[str, str], instance) -> None:
@@ -90,32 +77,15 @@ def ui(repo, project_env):
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions("source", ["demo"])
         materialize_leaderboard(repo, project_env, instance)
-    port = free_port()
-    log = open(home / "ui.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "ui", "--port", str(port)], cwd=repo,
-                            env=project_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    port, log = free_port(), home / "ui.log"
+    proc = start_ui(port, repo, project_env, log)
     try:
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            try:
-                if graphql(port, "{ assetNodes { id } }")["data"]["assetNodes"]:
-                    break
-            except (OSError, KeyError, TypeError):
-                pass
-            assert proc.poll() is None, f"lcp ui exited {proc.returncode}: {(home / 'ui.log').read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"UI did not answer within {SERVER_START_S}s"
-            time.sleep(2)
+        serving(port, proc, log)
         # The "join the community" dialog would cover the page on 127.0.0.1; mark it seen, as its Skip does.
         graphql(port, "mutation { setNuxSeen }")
         yield port, project_env
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        log.close()
+        stop_ui(proc)
 
 
 @pytest.fixture

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
-
 
 from conftest import free_port
+from ui_process import serving, start_ui, stop_ui
 
-# The core of the graph; every other asset the definitions hold must be served too (see defined_assets).
+# The core of the graph; every other asset the definitions hold must be served too (see ASSET_NAMES).
 ASSETS = {"source_documents", "source_items", "rejected_records", "passages", "passage_index", "hard_negatives", "instances",
           "generations", "metric_scores", "prior_knowledge", "long_scores", "leaderboard",
           "confusing_facts", "replacement_rules", "lveval_ablation"}
@@ -37,28 +34,32 @@ LINEAGE = {
 }
 
 
-def defined_assets(repo, env) -> set[str]:
-    """Asset names of the definitions `lcp ui` loads, read in a subprocess with the same environment."""
-    code = ("from lc_pipeline.definitions import defs; "
-            "print(' '.join(k.path[-1] for k in defs.resolve_asset_graph().get_all_asset_keys()))")
-    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=repo, env=env, capture_output=True,
-                         text=True, timeout=300, check=True)
-    return set(out.stdout.split())
+# Printed by a subprocess with the environment `lcp ui` gets: the asset names of the definitions it loads, and those
+# each module of lc_pipeline/assets builds (all but the helpers: common.py, versions.py, side_inputs.py).
+ASSET_NAMES = (
+    "import importlib, json, pkgutil; import lc_pipeline.assets as A; "
+    "from lc_pipeline.config import load_config; from lc_pipeline.definitions import defs; "
+    "from lc_pipeline.partitions import Partitions; from lc_pipeline.settings import Settings; "
+    "parts = Partitions(load_config(Settings.from_env().config).lengths); "
+    "print(json.dumps({'defined': [k.path[-1] for k in defs.resolve_asset_graph().get_all_asset_keys()], "
+    "'by_module': {m.name: [k.path[-1] for a in importlib.import_module('lc_pipeline.assets.' + m.name).build(parts) "
+    "for k in a.keys] for m in pkgutil.iter_modules(A.__path__) if m.name not in ('common', 'versions', 'side_inputs')}}))"
+)
 
 
-def assets_by_module(repo, env) -> dict[str, set[str]]:
-    """Asset names each module of lc_pipeline/assets builds (all but the helpers: common.py, versions.py), read in a
-    subprocess."""
-    code = ("import importlib, json, pkgutil; import lc_pipeline.assets as A; "
-            "from lc_pipeline.config import load_config; from lc_pipeline.partitions import Partitions; "
-            "from lc_pipeline.settings import Settings; "
-            "parts = Partitions(load_config(Settings.from_env().config).lengths); "
-            "print(json.dumps({m.name: [k.path[-1] for a in importlib.import_module('lc_pipeline.assets.' + m.name)"
-            ".build(parts) for k in a.keys] for m in pkgutil.iter_modules(A.__path__) if m.name not in ('common', 'versions', 'side_inputs')}))")
-    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=repo, env=env, capture_output=True,
-                         text=True, timeout=300, check=True)
+def read_asset_names(repo, env) -> subprocess.Popen:
+    """ASSET_NAMES started in a subprocess (it runs while the UI starts); its answer is asset_names's."""
+    return subprocess.Popen([sys.executable, "-W", "ignore", "-c", ASSET_NAMES], cwd=repo, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def asset_names(proc: subprocess.Popen) -> tuple[set[str], dict[str, set[str]]]:
+    """The asset names of the definitions, and the asset names by assets module, that ``proc`` printed."""
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    names = json.loads(out)
     # A module that builds only asset checks (prompt_guard: the check on generations) has no assets, no group.
-    return {module: set(names) for module, names in json.loads(out.stdout).items() if names}
+    return set(names["defined"]), {module: set(built) for module, built in names["by_module"].items() if built}
 
 
 def test_definitions_validate(repo, project_env):
@@ -68,43 +69,21 @@ def test_definitions_validate(repo, project_env):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def graphql(port: int, query: str) -> dict:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
-
-
-def test_ui_serves_asset_graph_with_lineage(repo, project_env):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "ui", "--port", str(port)], cwd=repo,
-                            env=project_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+def test_ui_serves_asset_graph_with_lineage(repo, project_env, tmp_path):
+    reading = read_asset_names(repo, project_env)
+    port, log = free_port(), tmp_path / "ui.log"
+    proc = start_ui(port, repo, project_env, log)
     try:
-        deadline, nodes = time.monotonic() + 240, None
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                data = graphql(port, "{ assetNodes { assetKey { path } groupName dependencyKeys { path } } }")
-                nodes = data["data"]["assetNodes"]
-                if nodes:
-                    break
-            except (OSError, KeyError, TypeError):
-                pass
-            time.sleep(2)
-        assert nodes, f"UI did not answer within the deadline (exit code {proc.poll()})"
-        graph = {n["assetKey"]["path"][-1]: {d["path"][-1] for d in n["dependencyKeys"]} for n in nodes}
-        assert ASSETS <= set(graph)
-        assert set(graph) == defined_assets(repo, project_env)
-        for asset, deps in LINEAGE.items():
-            assert graph[asset] == deps, asset
-        groups: dict[str, set[str]] = {}
-        for n in nodes:
-            groups.setdefault(n["groupName"], set()).add(n["assetKey"]["path"][-1])
-        assert groups == assets_by_module(repo, project_env)  # a UI group is one assets module, same name
+        nodes = serving(port, proc, log, "{ assetNodes { assetKey { path } groupName dependencyKeys { path } } }")
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_ui(proc)
+    defined_assets, assets_by_module = asset_names(reading)
+    graph = {n["assetKey"]["path"][-1]: {d["path"][-1] for d in n["dependencyKeys"]} for n in nodes}
+    assert ASSETS <= set(graph)
+    assert set(graph) == defined_assets
+    for asset, deps in LINEAGE.items():
+        assert graph[asset] == deps, asset
+    groups: dict[str, set[str]] = {}
+    for n in nodes:
+        groups.setdefault(n["groupName"], set()).add(n["assetKey"]["path"][-1])
+    assert groups == assets_by_module  # a UI group is one assets module, same name

@@ -6,7 +6,9 @@ called): `lcp run --model first`; then, on the same project with its tables and 
 imported predictions kept: their path is the model's id), `lcp ui` (the webserver and its daemon, on 127.0.0.1) and one asset backfill of the partitions `lcp run` materialized, launched through
 GraphQL as the UI's "Materialize" does, executed by the daemon in the graph's order. The daemon's backfill loop
 wakes every 2 s instead of every 30 s (tests/daemon_tick/sitecustomize.py): the backfill advances one level of the
-graph per wake-up, and Dagster's interval is not configurable.
+graph per wake-up, and Dagster's interval is not configurable. The run queue, which each of those levels' runs
+passes through, is polled every second instead of every 5 s (the UI instance's dagster.yaml:
+``dequeue_interval_seconds``, Dagster's setting for it); neither changes what runs or what it writes.
 """
 
 from __future__ import annotations
@@ -14,10 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -25,10 +23,11 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from conftest import free_port, released_longbench_project
+from ui_process import DEQUEUE_EVERY_SECOND, serving, start_ui, stop_ui
 
 from lc_pipeline.cli import main
 from lc_pipeline.partitions import SOURCE_DIM
-from lc_pipeline.runner import BackfillError, _graphql, wait_for_backfill
+from lc_pipeline.runner import _graphql, wait_for_backfill
 
 DAEMON_TICK = Path(__file__).resolve().parents[1] / "daemon_tick"  # sitecustomize: the backfill daemon's 2-s interval
 IDS = ["q-1", "q-2", "q-3"]
@@ -87,18 +86,6 @@ def tables(lake: Path) -> dict[str, pl.DataFrame]:
     return out
 
 
-def ui_answers(port: int, proc: subprocess.Popen, deadline_s: float = 300) -> None:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if _graphql(f"http://127.0.0.1:{port}", "{ assetNodes { assetKey { path } } }", {})["assetNodes"]:
-                return
-        except (OSError, BackfillError, KeyError, TypeError):
-            pass
-        time.sleep(2)
-    raise AssertionError(f"`lcp ui` did not answer within {deadline_s:.0f}s (exit code {proc.poll()})")
-
-
 @pytest.mark.slow
 def test_a_run_from_the_ui_graphql_materializes_what_lcp_run_does(tmp_path, monkeypatch):
     cli_root = project(tmp_path / "cli", monkeypatch)
@@ -116,13 +103,13 @@ def test_a_run_from_the_ui_graphql_materializes_what_lcp_run_does(tmp_path, monk
             shutil.rmtree(entry)
     with dg.DagsterInstance.from_config(str(ui_root / ".dagster")) as instance:
         instance.add_dynamic_partitions(SOURCE_DIM, ["longbench"])  # the UI's "add partition" (lcp run adds it)
-    port, url = free_port(), None
+    # The default run queue, polled every second instead of every 5 s: each level of the backfill waits on it once.
+    (ui_root / ".dagster" / "dagster.yaml").write_text(DEQUEUE_EVERY_SECOND)
+    port, log = free_port(), tmp_path / "ui.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(DAEMON_TICK), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "ui", "--port", str(port)], cwd=ui_root,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = start_ui(port, ui_root, env, log)
     try:
-        ui_answers(port, proc)
+        serving(port, proc, log, start_s=300)
         url = f"http://127.0.0.1:{port}"
         # The assets and partitions lcp run chose (the UI's selection of them; the registry's other models, whose
         # partitions the UI also lists, are not part of this run).
@@ -138,12 +125,7 @@ def test_a_run_from_the_ui_graphql_materializes_what_lcp_run_does(tmp_path, monk
         final = wait_for_backfill(url, launched["backfillId"], timeout_s=900, echo=lambda m: None)
         assert final["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), final
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_ui(proc)
 
     assert materialized(ui_root / ".dagster") == by_cli  # the same assets and partitions, once each way
     by_ui_tables = tables(ui_root / "lake")

@@ -1,0 +1,92 @@
+"""`lcp ui` (i.e. `dagster dev`: a webserver, a daemon, a code server and its gRPC child) as a child process of a
+test: started in a process group of its own, polled until its GraphQL serves the asset graph, and stopped by SIGTERM
+to the whole group.
+
+Dagster's processes take SIGTERM as they take SIGINT (dagster/_utils/interrupts.py gives SIGTERM SIGINT's handler).
+A shell running a command in the background without job control (``pytest ... &`` in a script) starts it with SIGINT
+ignored, an ignored signal stays ignored across exec, and so `dagster dev` and all its children ignored SIGTERM as
+well: each UI test waited out its stop timeout, then killed the group (the last full runs: the browser test's
+teardown took 30.2 s, its timeout). The UI is therefore started
+with SIGINT at its default, whatever the test process inherited, and stops within seconds of the SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+START_S = 240  # code server import + webserver + daemon on a busy 2-core machine
+POLL_S = 0.25  # between two GraphQL tries while the UI starts
+STOP_S = 30  # from the SIGTERM to the group until the group is killed
+
+# For a test instance's dagster.yaml: Dagster's run queue (the default QueuedRunCoordinator) polled every second
+# instead of every 5 s, so that a run launched from the UI starts sooner; what runs and how is unchanged.
+DEQUEUE_EVERY_SECOND = """
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
+"""
+
+# Run by a fresh interpreter in front of `python -m lc_pipeline.cli ui`: SIGINT back to its default, then exec.
+_SIGINT_AT_DEFAULT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                      "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+
+
+def graphql(port: int, query: str) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def start_ui(port: int, cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """`lcp ui --port PORT` in its own session (process group), its output to ``log``."""
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-c", _SIGINT_AT_DEFAULT, "-m", "lc_pipeline.cli", "ui",
+                                 "--port", str(port)], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def serving(port: int, proc: subprocess.Popen, log: Path,
+            query: str = "{ assetNodes { id } }", start_s: float = START_S) -> list[dict]:
+    """The asset nodes ``query`` returns once the UI serves a non-empty asset graph; fails (with the log's tail) if
+    `lcp ui` exits or does not serve within ``start_s``."""
+    deadline = time.monotonic() + start_s
+    while True:
+        try:
+            nodes = graphql(port, query)["data"]["assetNodes"]
+            if nodes:
+                return nodes
+        except (OSError, KeyError, TypeError):
+            pass
+        assert proc.poll() is None, f"lcp ui exited {proc.returncode}: {log.read_text(errors='replace')[-3000:]}"
+        assert time.monotonic() < deadline, f"lcp ui did not serve within {start_s:.0f}s: {log.read_text()[-3000:]}"
+        time.sleep(POLL_S)
+
+
+def stop_ui(proc: subprocess.Popen) -> None:
+    """SIGTERM to the UI's process group: `dagster dev` stops its webserver and daemon and waits for them; the code
+    server and its gRPC child stop on their own SIGTERM. Once `dagster dev` has exited (or after ``STOP_S``), SIGKILL
+    to what is left of the group (a child still in its interpreter's exit; everything, after the timeout), then
+    `dagster dev` is reaped. The group's id is `dagster dev`'s pid (its own session), which stays taken until then."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_S
+    while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _signal_group(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def _signal_group(group: int, sig: int) -> None:
+    try:
+        os.killpg(group, sig)
+    except ProcessLookupError:  # no member left
+        pass
