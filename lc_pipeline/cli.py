@@ -23,6 +23,7 @@ import importlib
 import os
 import shlex
 import shutil
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -459,6 +460,9 @@ def ui(port: int, host: str, config: str | None) -> None:
     args = ["dagster", "dev", *target, "-h", host, "-p", str(port)]
     click.echo(f"DAGSTER_HOME={s.dagster_home}\n$ {' '.join(args)}", err=True)
     exe = shutil.which("dagster") or str(Path(sys.executable).with_name("dagster"))
+    # A script's background job (`lcp ui &`) starts with SIGINT ignored, the ignore survives exec, and Dagster gives
+    # SIGTERM SIGINT's disposition: `kill` would not stop the UI. Back to the default, SIGTERM stops it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.execvp(exe, args)
 
 

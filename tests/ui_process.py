@@ -2,12 +2,13 @@
 test: started in a process group of its own, polled until its GraphQL serves the asset graph, and stopped by SIGTERM
 to the whole group.
 
-Dagster's processes take SIGTERM as they take SIGINT (dagster/_utils/interrupts.py gives SIGTERM SIGINT's handler).
-A shell running a command in the background without job control (``pytest ... &`` in a script) starts it with SIGINT
-ignored, an ignored signal stays ignored across exec, and so `dagster dev` and all its children ignored SIGTERM as
-well: each UI test waited out its stop timeout, then killed the group (the last full runs: the browser test's
-teardown took 30.2 s, its timeout). The UI is therefore started
-with SIGINT at its default, whatever the test process inherited, and stops within seconds of the SIGTERM.
+Dagster's processes take SIGTERM as they take SIGINT (dagster/_utils/interrupts.py gives SIGTERM SIGINT's
+disposition). A shell running a command in the background without job control (``lcp ui &`` in a script, or
+``pytest ... &``) starts it with SIGINT ignored, and an ignored signal stays ignored across exec: `dagster dev` and
+all its children then ignored SIGTERM too (the UI tests waited out their stop timeout, 30 s, then killed the group).
+`lcp ui` puts SIGINT back to its default before it execs `dagster dev`. The tests start it the way a script's
+background job does, SIGINT ignored, so that every stop checks that fix: ``stop_ui`` fails if `dagster dev` is
+still running ``STOP_S`` after the SIGTERM.
 """
 
 from __future__ import annotations
@@ -35,9 +36,6 @@ run_coordinator:
     dequeue_interval_seconds: 1
 """
 
-# Run by a fresh interpreter in front of `python -m lc_pipeline.cli ui`: SIGINT back to its default, then exec.
-_SIGINT_AT_DEFAULT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-                      "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
 
 
 def graphql(port: int, query: str) -> dict:
@@ -50,9 +48,14 @@ def graphql(port: int, query: str) -> dict:
 def start_ui(port: int, cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
     """`lcp ui --port PORT` in its own session (process group), its output to ``log``."""
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-c", _SIGINT_AT_DEFAULT, "-m", "lc_pipeline.cli", "ui",
-                                 "--port", str(port)], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "ui", "--port", str(port)], cwd=cwd,
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_ignore_sigint)
+
+
+def _ignore_sigint() -> None:
+    """In the child before exec: SIGINT ignored, as in a script's background job."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def serving(port: int, proc: subprocess.Popen, log: Path,
@@ -76,13 +79,16 @@ def stop_ui(proc: subprocess.Popen) -> None:
     """SIGTERM to the UI's process group: `dagster dev` stops its webserver and daemon and waits for them; the code
     server and its gRPC child stop on their own SIGTERM. Once `dagster dev` has exited (or after ``STOP_S``), SIGKILL
     to what is left of the group (a child still in its interpreter's exit; everything, after the timeout), then
-    `dagster dev` is reaped. The group's id is `dagster dev`'s pid (its own session), which stays taken until then."""
+    `dagster dev` is reaped. The group's id is `dagster dev`'s pid (its own session), which stays taken until then.
+    Fails when `dagster dev` was still running after ``STOP_S``: SIGTERM did not stop it."""
     _signal_group(proc.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_S
-    while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None and time.monotonic() < deadline:
+    while not (stopped := os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None) \
+            and time.monotonic() < deadline:
         time.sleep(0.05)
     _signal_group(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
+    assert stopped, f"lcp ui (dagster dev) was still running {STOP_S} s after SIGTERM: killed"
 
 
 def _signal_group(group: int, sig: int) -> None:
