@@ -117,7 +117,11 @@ def engine_args(spec: ModelSpec, on_cpu: bool, model_path: str | None = None) ->
 
 def check_engine_options(spec: ModelSpec, vllm: Any) -> None:
     """Every ``engine_options`` key must be an argument of this vLLM's ``LLM`` or ``EngineArgs``; else a
-    ModelSpecError naming the model, the field and the key (vLLM's own TypeError would name neither)."""
+    ModelSpecError naming the model, the field and the key (vLLM's own TypeError would name neither). Without
+    ``engine_options`` it returns at once: ``vllm.LLM`` is imported on first use (about 6 s of CPU), which a process
+    that only talks to a served model (vllm_server.py) never needs."""
+    if not spec.engine_options:
+        return
     known = set(inspect.signature(vllm.LLM.__init__).parameters) | {f.name for f in dataclasses.fields(vllm.EngineArgs)}
     for key in spec.engine_options or {}:
         if key not in known:

