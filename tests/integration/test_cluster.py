@@ -15,6 +15,7 @@ disk's lake, and the Celery lake equals the multiprocess one.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -30,8 +31,8 @@ from types import SimpleNamespace
 import dagster as dg
 import pytest
 import yaml
-from cluster_servers import (create_database, postgres_bin, postgres_server, redis_server, redis_server_bin,
-                             s3_server)
+from cluster_servers import create_database, postgres_bin, postgres_server, redis_server, redis_server_bin, s3_server
+
 from lc_pipeline import storage
 from lc_pipeline.lake import query
 
@@ -141,6 +142,30 @@ def materialize(env: dict[str, str], cwd: Path, runs=RUNS, watch=None) -> float:
     return time.monotonic() - t0
 
 
+# `dagster asset materialize` for each run, in order, from one Python process: Dagster's own command, so each run
+# is what the CLI launches (its executor's steps in processes of their own), without a new interpreter that imports
+# Dagster and the project again, and a new forkserver, for each run.
+MATERIALIZE_RUNS = """
+import json, sys, time
+from dagster._cli.asset import asset_materialize_command
+for select, partition in json.loads(sys.argv[1]):
+    t_run = time.monotonic()
+    asset_materialize_command.main(["-m", "lc_pipeline.definitions", "--select", select]
+                                   + (["--partition", partition] if partition else []), standalone_mode=False)
+    print(f"  {select} [{partition or '-'}]: {time.monotonic() - t_run:.0f}s", flush=True)
+"""
+
+
+def materialize_in_one_process(env: dict[str, str], cwd: Path, runs=RUNS) -> float:
+    """Each run of ``runs``, in order, as `dagster asset materialize` makes it, all from one process."""
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", MATERIALIZE_RUNS, json.dumps(runs)], env=env, cwd=cwd,
+                         capture_output=True, text=True, timeout=1800, check=False)
+    print(out.stdout, end="")
+    assert out.returncode == 0, f"the runs failed:\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}"
+    return time.monotonic() - t0
+
+
 def run_env(tmp: Path, home: Path, pg_env: dict[str, str], s3_env: dict[str, str], **extra: str) -> dict[str, str]:
     config = tmp / "cluster-it.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
@@ -167,7 +192,7 @@ def multiprocess_run(postgres, s3, cluster_env, tmp_path_factory):
     instance = new_instance(home, "postgres")
     env = run_env(tmp, home, postgres, s3[0], LCP_LAKE=LAKE, LCP_EXECUTOR="multiprocess",
                   LCP_EXECUTOR_CONFIG=str(DEPLOY / "postgres" / "executor.yaml"))
-    seconds = materialize(env, tmp)
+    seconds = materialize_in_one_process(env, tmp)
     print(f"{len(RUNS)} runs on Postgres + S3 in {seconds:.0f}s")
     return SimpleNamespace(tmp=tmp, env=env, instance=instance, seconds=seconds, objects=lake_keys(s3[1], BUCKET))
 
@@ -245,16 +270,17 @@ KILLS = {("generations,metric_scores", f"512|{MODEL}"): "process",
 TIMING_COLUMNS = {"latency_s"}
 
 
-def pids_in_group(pgid: int) -> set[int]:
-    pids = set()
+def pids_by_group(pgids: set[int]) -> dict[int, set[int]]:
+    """The live processes of each of the process groups ``pgids``."""
+    found = {pgid: set() for pgid in pgids}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if int(fields[2]) == pgid:  # after "pid (comm)": state, ppid, pgrp
-            pids.add(int(stat.parent.name))
-    return pids
+        if int(fields[2]) in found:  # after "pid (comm)": state, ppid, pgrp
+            found[int(fields[2])].add(int(stat.parent.name))
+    return found
 
 
 @contextmanager
@@ -342,12 +368,13 @@ def test_demo_graph_on_celery_workers_equals_the_multiprocess_run_and_survives_a
         print(f"  2 Celery workers ready in {time.monotonic() - t_workers:.0f}s")
         # Every process of each worker, sampled while the runs go (a worker replaces a killed pool process).
         worker_pids = {name: set() for name in groups}
+        names = {pgid: name for name, pgid in groups.items()}
         sampling = threading.Event()
 
-        def sample():
-            while not sampling.wait(0.1):
-                for name, pgid in groups.items():
-                    worker_pids[name] |= pids_in_group(pgid)
+        def sample():  # one pass over /proc for both groups; a pool process lives for many steps
+            while not sampling.wait(0.5):
+                for pgid, pids in pids_by_group(set(groups.values())).items():
+                    worker_pids[names[pgid]] |= pids
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
