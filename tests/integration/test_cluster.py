@@ -39,7 +39,6 @@ from lc_pipeline.lake import query
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 BIN = Path(sys.executable).parent
-DAGSTER = BIN / "dagster"
 MODEL = "smollm2-135m"
 BUCKET = "lcp-lake"
 LAKE = f"s3://{BUCKET}/demo"
@@ -120,35 +119,14 @@ RUNS = [
 
 
 
-def materialize(env: dict[str, str], cwd: Path, runs=RUNS, watch=None) -> float:
-    """`dagster asset materialize` for each run, in order, as a backfill launches them; ``watch(select,
-    partition, process)`` (if given) is called while each run's process is running and waits for it."""
-    t0 = time.monotonic()
-    for select, partition in runs:
-        cmd = [str(DAGSTER), "asset", "materialize", "-m", "lc_pipeline.definitions", "--select", select]
-        if partition:
-            cmd += ["--partition", partition]
-        t_run = time.monotonic()
-        with subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-            if watch is not None:
-                watch(select, partition, proc)
-            try:
-                out, err = proc.communicate(timeout=600)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, err = proc.communicate()
-        assert proc.returncode == 0, f"{select} [{partition}] failed:\n{out[-4000:]}\n{err[-6000:]}"
-        print(f"  {select} [{partition or '-'}]: {time.monotonic() - t_run:.0f}s")
-    return time.monotonic() - t0
-
-
 # `dagster asset materialize` for each run, in order, from one Python process: Dagster's own command, so each run
 # is what the CLI launches (its executor's steps in processes of their own), without a new interpreter that imports
 # Dagster and the project again, and a new forkserver, for each run.
 MATERIALIZE_RUNS = """
 import json, sys, time
 from dagster._cli.asset import asset_materialize_command
-for select, partition in json.loads(sys.argv[1]):
+for i, (select, partition) in enumerate(json.loads(sys.argv[1])):
+    print(f"starting run {i}", flush=True)
     t_run = time.monotonic()
     asset_materialize_command.main(["-m", "lc_pipeline.definitions", "--select", select]
                                    + (["--partition", partition] if partition else []), standalone_mode=False)
@@ -156,13 +134,31 @@ for select, partition in json.loads(sys.argv[1]):
 """
 
 
-def materialize_in_one_process(env: dict[str, str], cwd: Path, runs=RUNS) -> float:
-    """Each run of ``runs``, in order, as `dagster asset materialize` makes it, all from one process."""
+def materialize(env: dict[str, str], cwd: Path, runs=RUNS, watch=None) -> float:
+    """Each run of ``runs``, in order, as `dagster asset materialize` makes it, all from one process; ``watch(select,
+    partition)`` (if given) is called as each run starts, while the runs go on."""
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", MATERIALIZE_RUNS, json.dumps(runs)], env=env, cwd=cwd,
-                         capture_output=True, text=True, timeout=1800, check=False)
-    print(out.stdout, end="")
-    assert out.returncode == 0, f"the runs failed:\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}"
+    with open(cwd / "materialize.log", "w+") as err:
+        with subprocess.Popen([sys.executable, "-c", MATERIALIZE_RUNS, json.dumps(runs)], env=env, cwd=cwd,
+                              stdout=subprocess.PIPE, stderr=err, text=True) as proc:
+            out, timer = [], threading.Timer(1800, proc.kill)  # a run that hangs ends the test, failed
+            timer.start()
+            try:
+                for line in proc.stdout:
+                    out.append(line)
+                    if line.startswith("starting run "):
+                        if watch is not None:
+                            watch(*runs[int(line.split()[-1])])
+                    else:
+                        print(line, end="")
+            except BaseException:
+                proc.kill()  # the watch failed: the rest of the runs would prove nothing
+                raise
+            finally:
+                timer.cancel()
+                proc.wait()
+        err.seek(0)
+        assert proc.returncode == 0, f"the runs failed:\n{''.join(out)[-4000:]}\n{err.read()[-6000:]}"
     return time.monotonic() - t0
 
 
@@ -192,7 +188,7 @@ def multiprocess_run(postgres, s3, cluster_env, tmp_path_factory):
     instance = new_instance(home, "postgres")
     env = run_env(tmp, home, postgres, s3[0], LCP_LAKE=LAKE, LCP_EXECUTOR="multiprocess",
                   LCP_EXECUTOR_CONFIG=str(DEPLOY / "postgres" / "executor.yaml"))
-    seconds = materialize_in_one_process(env, tmp)
+    seconds = materialize(env, tmp)
     print(f"{len(RUNS)} runs on Postgres + S3 in {seconds:.0f}s")
     return SimpleNamespace(tmp=tmp, env=env, instance=instance, seconds=seconds, objects=lake_keys(s3[1], BUCKET))
 
@@ -380,17 +376,19 @@ def test_demo_graph_on_celery_workers_equals_the_multiprocess_run_and_survives_a
         sampler.start()
         kills, before = {}, {}
 
-        def kill_mid_step(select, partition, proc):
+        def kill_mid_step(select, partition):
             """In the runs of KILLS: once a worker has started KILLED_STEP, SIGKILL the step's process or
             its whole worker; record what the lake held just before."""
             how = KILLS.get((select, partition))
             if how is None:
                 return
-            seen = {r.run_id for r in instance.get_runs()}
             before.update(lake_objects(client, CELERY_BUCKET))
             deadline = time.monotonic() + 300
-            while proc.poll() is None and time.monotonic() < deadline:
-                runs = [r.run_id for r in instance.get_runs() if r.run_id not in seen]
+            while time.monotonic() < deadline:
+                found = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": partition}))
+                runs = [r.run_id for r in found]
+                if any(r.is_finished for r in found):
+                    break
                 hosts = [w for r in runs for step, w in celery_steps(instance, r) if step == KILLED_STEP]
                 pids = [e.dagster_event.pid for r in runs for e in instance.all_logs(r, of_type=dg.DagsterEventType.STEP_START)
                         if e.dagster_event.step_key == KILLED_STEP]
