@@ -6,7 +6,8 @@ a step's process and then a whole worker SIGKILLed mid-step. All servers listen 
 and are started and stopped by this module (tests/cluster_servers.py).
 
 The instance is deploy/postgres/dagster.yaml (deploy/celery/dagster.yaml for the Celery runs) and
-the executor config deploy/postgres/executor.yaml (deploy/celery/executor.yaml); connection
+the executor config deploy/postgres/executor.yaml (its forkserver preloading more modules, see
+FORKSERVER_PRELOAD) or deploy/celery/executor.yaml (a short visibility timeout); connection
 settings and credentials come from the environment only, as on a cluster. Afterwards DuckDB
 (``lcp query``) reads the results straight from the object store, nothing was written to the local
 disk's lake, and the Celery lake equals the multiprocess one.
@@ -180,6 +181,24 @@ def new_instance(home: Path, profile: str) -> dg.DagsterInstance:
     return instance
 
 
+# Besides the project (deploy/postgres/executor.yaml's default), the forkserver here also imports what nearly every
+# step imports: the Postgres storage, s3fs and torch / transformers / sentence-transformers (the embedder, the
+# tokenizers, SmolLM2). Each step still runs in a process of its own, forked from it; without this each of the 18
+# steps imported them again (~2-6 s of CPU each). CPU-only here: no CUDA to be touched before the fork.
+FORKSERVER_PRELOAD = ["dagster._core.executor.multiprocess", "lc_pipeline.definitions", "dagster_postgres", "s3fs",
+                      "torch", "transformers", "sentence_transformers"]
+
+
+def multiprocess_executor_yaml(tmp: Path) -> Path:
+    """deploy/postgres/executor.yaml with FORKSERVER_PRELOAD."""
+    executor = yaml.safe_load((DEPLOY / "postgres" / "executor.yaml").read_text())
+    assert "forkserver" in executor["execution"]["config"]["start_method"]
+    executor["execution"]["config"]["start_method"] = {"forkserver": {"preload_modules": FORKSERVER_PRELOAD}}
+    path = tmp / "executor.yaml"
+    path.write_text(yaml.safe_dump(executor))
+    return path
+
+
 @pytest.fixture(scope="module")
 def multiprocess_run(postgres, s3, cluster_env, tmp_path_factory):
     """The demo graph run by run with the multiprocess executor, into LAKE; the Celery test compares with it."""
@@ -187,7 +206,7 @@ def multiprocess_run(postgres, s3, cluster_env, tmp_path_factory):
     home = tmp / "dagster_home"
     instance = new_instance(home, "postgres")
     env = run_env(tmp, home, postgres, s3[0], LCP_LAKE=LAKE, LCP_EXECUTOR="multiprocess",
-                  LCP_EXECUTOR_CONFIG=str(DEPLOY / "postgres" / "executor.yaml"))
+                  LCP_EXECUTOR_CONFIG=str(multiprocess_executor_yaml(tmp)))
     seconds = materialize(env, tmp)
     print(f"{len(RUNS)} runs on Postgres + S3 in {seconds:.0f}s")
     return SimpleNamespace(tmp=tmp, env=env, instance=instance, seconds=seconds, objects=lake_keys(s3[1], BUCKET))
