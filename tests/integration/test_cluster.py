@@ -301,19 +301,15 @@ def pids_by_group(pgids: set[int]) -> dict[int, set[int]]:
 @contextmanager
 def celery_worker(name: str, env: dict[str, str], executor_yaml: Path, log: Path):
     """A Celery worker as deployed (`dagster-celery worker start`, the executor YAML, queues dagster and
-    gpu (one -q: celery keeps only its last -Q), one step at a time), in a process group of its own; yields the group's id once it is ready."""
+    gpu (one -q: celery keeps only its last -Q), one step at a time), in a process group of its own; yields the
+    process as soon as it is started (wait_until_ready: several workers start side by side)."""
     cmd = [str(DAGSTER_CELERY), "worker", "start", "-A", "dagster_celery.app", "-y", str(executor_yaml),
            "-q", "dagster,gpu", "-n", name, "--", "--concurrency", "1"]
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env=env, cwd=env["LCP_PROJECT_DIR"], stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + WORKER_START_S
-        while not re.search(rf"{re.escape(name)}@\S+ ready\.", log.read_text()):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"Celery worker {name} did not start:\n{log.read_text()[-4000:]}")
-            time.sleep(0.2)
-        yield proc.pid
+        yield proc
     finally:
         for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 30)):
             try:
@@ -325,6 +321,14 @@ def celery_worker(name: str, env: dict[str, str], executor_yaml: Path, log: Path
                 break
             except subprocess.TimeoutExpired:
                 continue
+
+
+def wait_until_ready(name: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + WORKER_START_S
+    while not re.search(rf"{re.escape(name)}@\S+ ready\.", log.read_text()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"Celery worker {name} did not start:\n{log.read_text()[-4000:]}")
+        time.sleep(0.2)
 
 
 def celery_steps(instance: dg.DagsterInstance, run_id: str) -> list[tuple[str, str]]:
@@ -378,8 +382,11 @@ def test_demo_graph_on_celery_workers_equals_the_multiprocess_run_and_survives_a
                       LCP_EXECUTOR_CONFIG=str(executor_yaml), DAGSTER_CELERY_BROKER_URL=f"{broker}/0",
                       DAGSTER_CELERY_BACKEND_URL=f"{broker}/1", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
         t_workers = time.monotonic()
-        groups = {name: stack.enter_context(celery_worker(name, env, executor_yaml, tmp_path / f"{name}.log"))
-                  for name in WORKERS}
+        workers = {name: stack.enter_context(celery_worker(name, env, executor_yaml, tmp_path / f"{name}.log"))
+                   for name in WORKERS}
+        for name, proc in workers.items():
+            wait_until_ready(name, proc, tmp_path / f"{name}.log")
+        groups = {name: proc.pid for name, proc in workers.items()}  # each worker leads its process group
         print(f"  2 Celery workers ready in {time.monotonic() - t_workers:.0f}s")
         # Every process of each worker, sampled while the runs go (a worker replaces a killed pool process).
         worker_pids = {name: set() for name in groups}
