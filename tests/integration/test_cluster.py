@@ -6,7 +6,8 @@ a step's process and then a whole worker SIGKILLed mid-step. All servers listen 
 and are started and stopped by this module (tests/cluster_servers.py).
 
 The instance is deploy/postgres/dagster.yaml (deploy/celery/dagster.yaml for the Celery runs) and
-the executor config deploy/postgres/executor.yaml (deploy/celery/executor.yaml); connection
+the executor config deploy/postgres/executor.yaml (its forkserver preloading more modules, see
+FORKSERVER_PRELOAD) or deploy/celery/executor.yaml (a short visibility timeout); connection
 settings and credentials come from the environment only, as on a cluster. Afterwards DuckDB
 (``lcp query``) reads the results straight from the object store, nothing was written to the local
 disk's lake, and the Celery lake equals the multiprocess one.
@@ -15,6 +16,7 @@ disk's lake, and the Celery lake equals the multiprocess one.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -30,15 +32,14 @@ from types import SimpleNamespace
 import dagster as dg
 import pytest
 import yaml
-from cluster_servers import (create_database, postgres_bin, postgres_server, redis_server, redis_server_bin,
-                             s3_server)
+from cluster_servers import create_database, postgres_bin, postgres_server, redis_server, redis_server_bin, s3_server
+
 from lc_pipeline import storage
 from lc_pipeline.lake import query
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 BIN = Path(sys.executable).parent
-DAGSTER = BIN / "dagster"
 MODEL = "smollm2-135m"
 BUCKET = "lcp-lake"
 LAKE = f"s3://{BUCKET}/demo"
@@ -119,25 +120,46 @@ RUNS = [
 
 
 
+# `dagster asset materialize` for each run, in order, from one Python process: Dagster's own command, so each run
+# is what the CLI launches (its executor's steps in processes of their own), without a new interpreter that imports
+# Dagster and the project again, and a new forkserver, for each run.
+MATERIALIZE_RUNS = """
+import json, sys, time
+from dagster._cli.asset import asset_materialize_command
+for i, (select, partition) in enumerate(json.loads(sys.argv[1])):
+    print(f"starting run {i}", flush=True)
+    t_run = time.monotonic()
+    asset_materialize_command.main(["-m", "lc_pipeline.definitions", "--select", select]
+                                   + (["--partition", partition] if partition else []), standalone_mode=False)
+    print(f"  {select} [{partition or '-'}]: {time.monotonic() - t_run:.0f}s", flush=True)
+"""
+
+
 def materialize(env: dict[str, str], cwd: Path, runs=RUNS, watch=None) -> float:
-    """`dagster asset materialize` for each run, in order, as a backfill launches them; ``watch(select,
-    partition, process)`` (if given) is called while each run's process is running and waits for it."""
+    """Each run of ``runs``, in order, as `dagster asset materialize` makes it, all from one process; ``watch(select,
+    partition)`` (if given) is called as each run starts, while the runs go on."""
     t0 = time.monotonic()
-    for select, partition in runs:
-        cmd = [str(DAGSTER), "asset", "materialize", "-m", "lc_pipeline.definitions", "--select", select]
-        if partition:
-            cmd += ["--partition", partition]
-        t_run = time.monotonic()
-        with subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-            if watch is not None:
-                watch(select, partition, proc)
+    with open(cwd / "materialize.log", "w+") as err:
+        with subprocess.Popen([sys.executable, "-c", MATERIALIZE_RUNS, json.dumps(runs)], env=env, cwd=cwd,
+                              stdout=subprocess.PIPE, stderr=err, text=True) as proc:
+            out, timer = [], threading.Timer(1800, proc.kill)  # a run that hangs ends the test, failed
+            timer.start()
             try:
-                out, err = proc.communicate(timeout=600)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, err = proc.communicate()
-        assert proc.returncode == 0, f"{select} [{partition}] failed:\n{out[-4000:]}\n{err[-6000:]}"
-        print(f"  {select} [{partition or '-'}]: {time.monotonic() - t_run:.0f}s")
+                for line in proc.stdout:
+                    out.append(line)
+                    if line.startswith("starting run "):
+                        if watch is not None:
+                            watch(*runs[int(line.split()[-1])])
+                    else:
+                        print(line, end="")
+            except BaseException:
+                proc.kill()  # the watch failed: the rest of the runs would prove nothing
+                raise
+            finally:
+                timer.cancel()
+                proc.wait()
+        err.seek(0)
+        assert proc.returncode == 0, f"the runs failed:\n{''.join(out)[-4000:]}\n{err.read()[-6000:]}"
     return time.monotonic() - t0
 
 
@@ -159,6 +181,24 @@ def new_instance(home: Path, profile: str) -> dg.DagsterInstance:
     return instance
 
 
+# Besides the project (deploy/postgres/executor.yaml's default), the forkserver here also imports what nearly every
+# step imports: the Postgres storage, s3fs and torch / transformers / sentence-transformers (the embedder, the
+# tokenizers, SmolLM2). Each step still runs in a process of its own, forked from it; without this each of the 18
+# steps imported them again (~2-6 s of CPU each). CPU-only here: no CUDA to be touched before the fork.
+FORKSERVER_PRELOAD = ["dagster._core.executor.multiprocess", "lc_pipeline.definitions", "dagster_postgres", "s3fs",
+                      "torch", "transformers", "sentence_transformers"]
+
+
+def multiprocess_executor_yaml(tmp: Path) -> Path:
+    """deploy/postgres/executor.yaml with FORKSERVER_PRELOAD."""
+    executor = yaml.safe_load((DEPLOY / "postgres" / "executor.yaml").read_text())
+    assert "forkserver" in executor["execution"]["config"]["start_method"]
+    executor["execution"]["config"]["start_method"] = {"forkserver": {"preload_modules": FORKSERVER_PRELOAD}}
+    path = tmp / "executor.yaml"
+    path.write_text(yaml.safe_dump(executor))
+    return path
+
+
 @pytest.fixture(scope="module")
 def multiprocess_run(postgres, s3, cluster_env, tmp_path_factory):
     """The demo graph run by run with the multiprocess executor, into LAKE; the Celery test compares with it."""
@@ -166,7 +206,7 @@ def multiprocess_run(postgres, s3, cluster_env, tmp_path_factory):
     home = tmp / "dagster_home"
     instance = new_instance(home, "postgres")
     env = run_env(tmp, home, postgres, s3[0], LCP_LAKE=LAKE, LCP_EXECUTOR="multiprocess",
-                  LCP_EXECUTOR_CONFIG=str(DEPLOY / "postgres" / "executor.yaml"))
+                  LCP_EXECUTOR_CONFIG=str(multiprocess_executor_yaml(tmp)))
     seconds = materialize(env, tmp)
     print(f"{len(RUNS)} runs on Postgres + S3 in {seconds:.0f}s")
     return SimpleNamespace(tmp=tmp, env=env, instance=instance, seconds=seconds, objects=lake_keys(s3[1], BUCKET))
@@ -245,34 +285,31 @@ KILLS = {("generations,metric_scores", f"512|{MODEL}"): "process",
 TIMING_COLUMNS = {"latency_s"}
 
 
-def pids_in_group(pgid: int) -> set[int]:
-    pids = set()
+def pids_by_group(pgids: set[int]) -> dict[int, set[int]]:
+    """The live processes of each of the process groups ``pgids``."""
+    found = {pgid: set() for pgid in pgids}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if int(fields[2]) == pgid:  # after "pid (comm)": state, ppid, pgrp
-            pids.add(int(stat.parent.name))
-    return pids
+        if int(fields[2]) in found:  # after "pid (comm)": state, ppid, pgrp
+            found[int(fields[2])].add(int(stat.parent.name))
+    return found
 
 
 @contextmanager
 def celery_worker(name: str, env: dict[str, str], executor_yaml: Path, log: Path):
     """A Celery worker as deployed (`dagster-celery worker start`, the executor YAML, queues dagster and
-    gpu (one -q: celery keeps only its last -Q), one step at a time), in a process group of its own; yields the group's id once it is ready."""
+    gpu (one -q: celery keeps only its last -Q), one step at a time), in a process group of its own; yields the
+    process as soon as it is started (wait_until_ready: several workers start side by side)."""
     cmd = [str(DAGSTER_CELERY), "worker", "start", "-A", "dagster_celery.app", "-y", str(executor_yaml),
            "-q", "dagster,gpu", "-n", name, "--", "--concurrency", "1"]
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env=env, cwd=env["LCP_PROJECT_DIR"], stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + WORKER_START_S
-        while not re.search(rf"{re.escape(name)}@\S+ ready\.", log.read_text()):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"Celery worker {name} did not start:\n{log.read_text()[-4000:]}")
-            time.sleep(0.2)
-        yield proc.pid
+        yield proc
     finally:
         for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 30)):
             try:
@@ -284,6 +321,14 @@ def celery_worker(name: str, env: dict[str, str], executor_yaml: Path, log: Path
                 break
             except subprocess.TimeoutExpired:
                 continue
+
+
+def wait_until_ready(name: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + WORKER_START_S
+    while not re.search(rf"{re.escape(name)}@\S+ ready\.", log.read_text()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"Celery worker {name} did not start:\n{log.read_text()[-4000:]}")
+        time.sleep(0.2)
 
 
 def celery_steps(instance: dg.DagsterInstance, run_id: str) -> list[tuple[str, str]]:
@@ -337,33 +382,39 @@ def test_demo_graph_on_celery_workers_equals_the_multiprocess_run_and_survives_a
                       LCP_EXECUTOR_CONFIG=str(executor_yaml), DAGSTER_CELERY_BROKER_URL=f"{broker}/0",
                       DAGSTER_CELERY_BACKEND_URL=f"{broker}/1", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
         t_workers = time.monotonic()
-        groups = {name: stack.enter_context(celery_worker(name, env, executor_yaml, tmp_path / f"{name}.log"))
-                  for name in WORKERS}
+        workers = {name: stack.enter_context(celery_worker(name, env, executor_yaml, tmp_path / f"{name}.log"))
+                   for name in WORKERS}
+        for name, proc in workers.items():
+            wait_until_ready(name, proc, tmp_path / f"{name}.log")
+        groups = {name: proc.pid for name, proc in workers.items()}  # each worker leads its process group
         print(f"  2 Celery workers ready in {time.monotonic() - t_workers:.0f}s")
         # Every process of each worker, sampled while the runs go (a worker replaces a killed pool process).
         worker_pids = {name: set() for name in groups}
+        names = {pgid: name for name, pgid in groups.items()}
         sampling = threading.Event()
 
-        def sample():
-            while not sampling.wait(0.1):
-                for name, pgid in groups.items():
-                    worker_pids[name] |= pids_in_group(pgid)
+        def sample():  # one pass over /proc for both groups; a pool process lives for many steps
+            while not sampling.wait(0.5):
+                for pgid, pids in pids_by_group(set(groups.values())).items():
+                    worker_pids[names[pgid]] |= pids
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         kills, before = {}, {}
 
-        def kill_mid_step(select, partition, proc):
+        def kill_mid_step(select, partition):
             """In the runs of KILLS: once a worker has started KILLED_STEP, SIGKILL the step's process or
             its whole worker; record what the lake held just before."""
             how = KILLS.get((select, partition))
             if how is None:
                 return
-            seen = {r.run_id for r in instance.get_runs()}
             before.update(lake_objects(client, CELERY_BUCKET))
             deadline = time.monotonic() + 300
-            while proc.poll() is None and time.monotonic() < deadline:
-                runs = [r.run_id for r in instance.get_runs() if r.run_id not in seen]
+            while time.monotonic() < deadline:
+                found = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": partition}))
+                runs = [r.run_id for r in found]
+                if any(r.is_finished for r in found):
+                    break
                 hosts = [w for r in runs for step, w in celery_steps(instance, r) if step == KILLED_STEP]
                 pids = [e.dagster_event.pid for r in runs for e in instance.all_logs(r, of_type=dg.DagsterEventType.STEP_START)
                         if e.dagster_event.step_key == KILLED_STEP]
