@@ -243,13 +243,18 @@ def load_tokenizer(spec: ModelSpec) -> PromptTokenizer:
 
 
 def hf_tokenizer(spec: ModelSpec, name: str) -> HFTokenizer:
-    """``spec``'s Hugging Face tokenizer without its weights: converted from its GGUF when it has one, else from
-    its directory (never the Hub for a local one) or id; rendering with its ``chat_template_file`` when set."""
+    """``spec``'s Hugging Face tokenizer without its weights: converted from its GGUF when it has one (read from
+    the cached conversion the transformers backend loads, when there is one), else from its directory (never the
+    Hub for a local one) or id; rendering with its ``chat_template_file`` when set."""
     from transformers import AutoTokenizer
+
+    from lc_pipeline.generate.gguf_conversion import cached_conversion
 
     path = resolve_model_path(spec)
     if spec.gguf_file is not None:
-        tok = AutoTokenizer.from_pretrained(path, gguf_file=spec.gguf_file, local_files_only=True)
+        converted = cached_conversion(path, spec.gguf_file)
+        tok = (AutoTokenizer.from_pretrained(converted, local_files_only=True) if converted is not None
+               else AutoTokenizer.from_pretrained(path, gguf_file=spec.gguf_file, local_files_only=True))
     else:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=os.path.isdir(path))
     return HFTokenizer(tok, name, chat_template=spec.chat_template_text())

@@ -46,3 +46,25 @@ def test_a_conversion_waits_for_the_one_under_way_and_loads_its_folder(tmp_path,
     assert "converting" not in caplog.text  # read from the folder, not converted again
     assert model.config.model_type == "llama" and tok.eos_token is not None
     assert model.num_parameters() > 100_000_000
+
+
+def test_a_plan_reads_the_gguf_tokenizer_from_the_cached_conversion_and_counts_the_same(tmp_path, monkeypatch):
+    from transformers import AutoTokenizer
+
+    from lc_pipeline.generate.gguf_conversion import cached_conversion
+    from lc_pipeline.generate.prompting import hf_tokenizer
+
+    converted = Path(converted_model_dir(SPEC))  # the user's cache (converted now if it is not there yet)
+    path = resolve_model_path(SPEC)
+    assert cached_conversion(path, SPEC.gguf_file) == converted
+    cached = hf_tokenizer(SPEC, "smollm2").tok  # what `lcp plan` counts with (the transformers backend's fit)
+    assert Path(cached.name_or_path) == converted
+    own = AutoTokenizer.from_pretrained(path, gguf_file=SPEC.gguf_file, local_files_only=True)
+    texts = ["Question: who wrote it?\nAnswer:", "héllo wörld 你好 <|im_start|>user", " ".join(["token"] * 300)]
+    assert [cached.encode(t) for t in texts] == [own.encode(t) for t in texts]
+    chat = [{"role": "user", "content": "Hi"}]
+    assert cached.apply_chat_template(chat, tokenize=False) == own.apply_chat_template(chat, tokenize=False)
+
+    monkeypatch.setenv("LCP_CACHE_DIR", str(tmp_path / "empty"))  # no conversion cached: read from the GGUF
+    assert cached_conversion(path, SPEC.gguf_file) is None
+    assert hf_tokenizer(SPEC, "smollm2").tok.encode(texts[1]) == own.encode(texts[1])

@@ -265,8 +265,17 @@ def test_sigint_during_a_real_backfill_then_the_rerun_sends_only_what_was_not_an
 
     root, env = built_lakes.copy_project(cli_demo_project, tmp_path / "project")
     lake, slug = root / "data_lake", "smollm2-newcomer"
-    # The same weights under a name new here, with a small window (the prompts are cut to fit it).
-    built_lakes.lcp(env, "models", "add", slug, "--like", "smollm2-135m", "--max-model-len", "320")
+    # The same weights under a name new here, with a small window (the prompts are cut to fit it): `lcp models add`
+    # in this process (a registry write; only the backfills below need processes of their own to signal).
+    from click.testing import CliRunner
+
+    from lc_pipeline.cli import main
+
+    added = CliRunner().invoke(main, ["models", "add", slug, "--like", "smollm2-135m", "--max-model-len", "320"],
+                               env={k: env[k] for k in ("LCP_CONFIG", "LCP_LAKE", "LCP_MODELS", "DAGSTER_HOME",
+                                                        "LCP_PROJECT_DIR")})
+    assert added.exit_code == 0, added.output
+    assert (root / "models.yaml").exists() and slug in (root / "models.yaml").read_text()
     log = tmp_path / "interrupted.log"
     with open(log, "w") as out:
         run = subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "backfill", "--model", slug], env=env,

@@ -169,6 +169,30 @@ def test_too_few_hard_negatives_is_an_error_naming_the_fix(demo, counter):
                             counter=counter, tasks=[HELMET["rag"]])
 
 
+def test_demonstrations_longer_than_the_level_are_an_error_naming_the_fix(demo, counter):
+    # Re-rank's two k10 demonstrations are ~2.8k tokens: at 2k even the item's relevant passages do not fit. This
+    # used to pass the builder and end in the suite's AssertionError (a row over the target) naming no cause.
+    docs, items, passages, negatives = demo
+    with pytest.raises(ValueError, match=r"task 'rerank' at 2k: the prompt is \d+ tokens with \d+ passages for item "
+                                         r".*, the fewest the task takes, over the level's 2048; lower helmet.shots"):
+        helmet.build_helmet(docs, items, passages, negatives, level="2k", config=HelmetConfig(tasks=("rerank",)),
+                            seed=1, counter=counter, tasks=[HELMET["rerank"]])
+    without = build(demo, counter, level="2k", tasks=("rerank",), n_per_task=1, shots=0)
+    assert without.height == 3 and within_level(without, 0.1)
+
+
+def test_a_fill_short_by_less_than_one_block_asks_for_a_looser_tolerance_not_more_negatives():
+    from lc_pipeline.benchmarks.helmet.construction.fitting import Fit, shortfall
+
+    short = Fit(7, "", 1924)  # what rag at 2k fills from 100 negatives: an eighth passage would pass 2048
+    with pytest.raises(ValueError, match=r"only 1924 of 2048 .*one more would pass the target: raise "
+                                         r"length_tolerance \(now 0.05\)"):
+        shortfall("rag", "2k", short, 2048, 0.05, "passages", available=101)
+    with pytest.raises(ValueError, match="raise hard_negatives_per_item"):  # every block used: more are needed
+        shortfall("rag", "2k", short, 2048, 0.05, "passages", available=7)
+    shortfall("rag", "2k", short, 2048, 0.1, "passages", available=101)  # within a 10 % tolerance: no error
+
+
 def test_a_renamed_copy_with_its_own_prompt_builds_rows_of_its_own(demo, counter):
     packaged = build(demo, counter, tasks=("rag",), n_per_task=1)
     terse = HELMET["rag"].model_copy(update={

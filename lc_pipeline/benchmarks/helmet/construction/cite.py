@@ -189,7 +189,8 @@ def _fill(ctx: BuildContext, render: Callable[[int], str], costs: list[int], flo
         return k
     base = ctx.counter.count(render(floor))
     fitted = fit(render, [0] * floor + costs[floor:], base, ctx.target, ctx.counter, floor=floor)
-    shortfall(ctx.task, ctx.level, Fit(fitted.n, "", fitted.tokens), ctx.target, ctx.tolerance, f"passages of {what}")
+    shortfall(ctx.task, ctx.level, Fit(fitted.n, "", fitted.tokens), ctx.target, ctx.tolerance, f"passages of {what}",
+              available=len(costs))
     return fitted.n
 
 

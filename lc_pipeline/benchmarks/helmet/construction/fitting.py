@@ -82,10 +82,29 @@ def cut_to_tokens(text: str, budget: int, counter: TokenCounter) -> str:
     return cut[:space].rstrip() if space > 0 else cut
 
 
-def shortfall(task: str, level: str, fitted: Fit, target: int, tolerance: float, what: str) -> None:
-    """Raise ValueError when ``fitted`` fills less than ``1 - tolerance`` of the target (never a short row)."""
+def shortfall(task: str, level: str, fitted: Fit, target: int, tolerance: float, what: str,
+              available: int | None = None) -> None:
+    """Raise ValueError when ``fitted`` is over the target or fills less than ``1 - tolerance`` of it (never a short
+    or an overlong row), naming what to change.
+
+    Over the target: even the fewest blocks the task needs, with its demonstrations, do not fit the level.
+    ``available``: how many blocks there were to fill with; when ``fitted`` used fewer, the next one would pass the
+    target (the blocks are coarse for the level: a ~140-token passage is 7 % of 2k), so more of them would not help.
+    """
+    if fitted.tokens > target:
+        raise ValueError(
+            f"task {task!r} at {level}: the prompt is {fitted.tokens} tokens with {fitted.n} {what}, the fewest "
+            f"the task takes, over the level's {target}; lower helmet.shots (the demonstrations) or use a longer "
+            f"level"
+        )
     if fitted.tokens < target * (1 - tolerance):
-        fix = "raise hard_negatives_per_item and retrieval_top_k" if "passage" in what else "need more source text"
+        if available is not None and fitted.n < available:
+            fix = (f"one more would pass the target: raise length_tolerance (now {tolerance:g}) or use a longer "
+                   f"level")
+        elif "passage" in what:
+            fix = "raise hard_negatives_per_item and retrieval_top_k"
+        else:
+            fix = "need more source text"
         raise ValueError(
             f"task {task!r} at {level}: only {fitted.tokens} of {target} prompt tokens could be filled "
             f"({fitted.n} {what}); {fix}"

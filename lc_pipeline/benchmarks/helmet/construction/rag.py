@@ -101,7 +101,7 @@ def build_rag(ctx: BuildContext) -> list[dict]:
         while k > 1 and max(ctx.counter.count(render(k, d)) for d in depths) > ctx.target:
             k -= 1
         shortfall(ctx.task, ctx.level, Fit(k, "", ctx.counter.count(render(k))), ctx.target, ctx.tolerance,
-                  f"passages, {len(negs)} hard negatives for item {item['item_id']!r}")
+                  f"passages, {len(negs)} hard negatives for item {item['item_id']!r}", available=len(blocks))
         for d in depths:
             rows.append(ctx.finish(Row(
                 item_id=item["item_id"], source=item["source"], language=item["language"],
@@ -141,7 +141,7 @@ def build_rag_multi(ctx: BuildContext) -> list[dict]:
         while k > n_gold and max(ctx.counter.count(render(k, p)) for p in perms) > ctx.target:
             k -= 1
         shortfall(ctx.task, ctx.level, Fit(k, "", ctx.counter.count(render(k))), ctx.target, ctx.tolerance,
-                  f"passages, {len(negs)} hard negatives for item {item['item_id']!r}")
+                  f"passages, {len(negs)} hard negatives for item {item['item_id']!r}", available=len(costs))
         gold_ids = {g.passage_id for g in golds}
         for perm in perms:
             ps = arrange(k, perm)

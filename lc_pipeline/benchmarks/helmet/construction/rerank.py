@@ -92,7 +92,7 @@ def build_rerank(ctx: BuildContext) -> list[dict]:
         while k > n_rel and max(ctx.counter.count(render(k, p)) for p in perms) > ctx.target:
             k -= 1
         shortfall(ctx.task, ctx.level, Fit(k, "", ctx.counter.count(render(k))), ctx.target, ctx.tolerance,
-                  f"passages for item {item['item_id']!r}")
+                  f"passages for item {item['item_id']!r}", available=len(cands))
         qrels = [f"{ids[i]}:{g}" for i, (_, g) in enumerate(cands[:k]) if g > 0]
         for perm in perms:
             order = arrange(k, perm)
