@@ -11,8 +11,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from lc_pipeline.benchmarks.helmet.config import HelmetConfig
 from lc_pipeline.benchmarks.helmet import construction as helmet
+from lc_pipeline.benchmarks.helmet.config import HelmetConfig
 from lc_pipeline.construct.chunking import chunk_documents
 from lc_pipeline.construct.embedding import Embedder
 from lc_pipeline.construct.retrieval import build_exact_index, select_hard_negatives

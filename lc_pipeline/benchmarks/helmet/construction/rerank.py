@@ -24,8 +24,8 @@ from lc_pipeline.benchmarks.helmet.construction.pools import (
     qa_items,
     record_fields,
 )
-from lc_pipeline.construct.assembly import derive_seed
 from lc_pipeline.benchmarks.helmet.metrics import rerank_qrels
+from lc_pipeline.construct.assembly import derive_seed
 
 RERANK_DEMO_PASSAGES = 10  # HELMET's re-rank demos: k10
 # Re-rank answers are "<ID>:<grade>" strings; their parser lives with the metric that reads them.
