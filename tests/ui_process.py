@@ -45,12 +45,11 @@ def graphql(port: int, query: str) -> dict:
         return json.loads(resp.read())
 
 
-def start_ui(port: int, cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
-    """`lcp ui --port PORT` in its own session (process group), its output to ``log``."""
+def start_ui(lcp_args: list[str], cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """`lcp` with ``lcp_args`` (`ui --port PORT`) in its own session (process group), its output to ``log``."""
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", "ui", "--port", str(port)], cwd=cwd,
-                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=_ignore_sigint)
+        return subprocess.Popen([sys.executable, "-m", "lc_pipeline.cli", *lcp_args], cwd=cwd, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_ignore_sigint)
 
 
 def _ignore_sigint() -> None:

@@ -78,7 +78,7 @@ def ui(repo, project_env):
         instance.add_dynamic_partitions("source", ["demo"])
         materialize_leaderboard(repo, project_env, instance)
     port, log = free_port(), home / "ui.log"
-    proc = start_ui(port, repo, project_env, log)
+    proc = start_ui(["ui", "--port", str(port)], repo, project_env, log)
     try:
         serving(port, proc, log)
         # The "join the community" dialog would cover the page on 127.0.0.1; mark it seen, as its Skip does.

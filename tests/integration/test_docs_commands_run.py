@@ -210,7 +210,8 @@ CANNOT_RUN = [
                        "--validation-splits", "0", "--baseline-draws", "0")),
     CannotRun("results.md", r"from judge_scores j join metric_scores m",
               "judge_scores exists only once an LLM judge has run (a judge server); the test queries it",
-              "tests/integration/test_ui.py::test_ui_serves_asset_graph_with_lineage", ("judge_scores", '"query"')),
+              "tests/integration/test_judge_server.py::test_judge_scores_join_the_leaderboard",
+              ("from judge_scores j join metric_scores m", '"query"')),
 ]
 
 # Queries whose rows come from a line above that cannot run here: they run on the sandbox's tables (same columns),

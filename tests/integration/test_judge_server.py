@@ -12,15 +12,18 @@ mode it answers HELMET's rubric in JSON. The parse rates are printed."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 import pytest
 from built_lakes import CONFIG_FILE, copy_project
+from click.testing import CliRunner
 from conftest import settings_for
 from servers import llama_server, needs_llama_server, smollm2_gguf
 
+from lc_pipeline.cli import main
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.generate.registry import BUILTIN_MODELS, ModelRegistry
 from lc_pipeline.partitions import length_model_key
@@ -124,3 +127,14 @@ def test_judge_scores_join_the_leaderboard(world, server_url):
     assert {"subem", "judge:helmet_longqa"} <= set(board["metric"])
     row = board.filter(pl.col("metric") == "judge:helmet_longqa").row(0, named=True)
     assert 0 <= row["old_metric"] <= 100
+
+    # docs/results.md's judge-vs-metric agreement, as `lcp results query` prints it from this lake.
+    sql = ("select j.model, j.rubric, m.metric, count(*) as n, round(corr(j.score, m.score), 3) as pearson, "
+           "round(avg(((j.score >= 0.5) = (m.score >= 0.5))::int), 3) as agreement "
+           "from judge_scores j join metric_scores m using (generation_id, length, model) "
+           "where j.parse_status = 'ok' group by all order by all")
+    result = CliRunner().invoke(main, ["results", "query", "--lake", str(settings.lake_dir), "--format", "json", sql])
+    assert result.exit_code == 0, result.output
+    agreement = [r for r in json.loads(result.stdout) if r["model"] == SLUG and r["rubric"] == "helmet_longqa"]
+    assert agreement and {r["metric"] for r in agreement} >= {"subem"}
+    assert all(r["n"] >= 1 and 0 <= r["agreement"] <= 1 for r in agreement)

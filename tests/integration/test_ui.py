@@ -72,7 +72,7 @@ def test_definitions_validate(repo, project_env):
 def test_ui_serves_asset_graph_with_lineage(repo, project_env, tmp_path):
     reading = read_asset_names(repo, project_env)
     port, log = free_port(), tmp_path / "ui.log"
-    proc = start_ui(port, repo, project_env, log)
+    proc = start_ui(["ui", "--port", str(port)], repo, project_env, log)
     try:
         nodes = serving(port, proc, log, "{ assetNodes { assetKey { path } groupName dependencyKeys { path } } }")
     finally:

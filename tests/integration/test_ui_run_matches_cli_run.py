@@ -107,7 +107,7 @@ def test_a_run_from_the_ui_graphql_materializes_what_lcp_run_does(tmp_path, monk
     (ui_root / ".dagster" / "dagster.yaml").write_text(DEQUEUE_EVERY_SECOND)
     port, log = free_port(), tmp_path / "ui.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(DAEMON_TICK), os.environ.get("PYTHONPATH")]))}
-    proc = start_ui(port, ui_root, env, log)
+    proc = start_ui(["ui", "--port", str(port)], ui_root, env, log)
     try:
         serving(port, proc, log, start_s=300)
         url = f"http://127.0.0.1:{port}"
