@@ -335,11 +335,14 @@ class Runner:
     def wait_for_pool_slot(self, pool: str, label: str, poll_s: float = 1.0, say_every_s: float = 30.0) -> None:
         """Wait until ``pool`` has a free slot, here rather than inside Dagster's run (which waits without a word and
         ignores Ctrl-C): a line at once and then every ``say_every_s`` naming the step, the pool and the runs holding
-        its slots; Ctrl-C / SIGTERM stop the wait. (Another process can still take the freed slot first: then
-        Dagster's own claim waits, as before.)"""
+        its slots; Ctrl-C / SIGTERM stop the wait, also when the interrupt they raise lands in a callback that drops
+        it (a garbage-collection callback: "Exception ignored in ..."), which the next poll sees. (Another process
+        can still take the freed slot first: then Dagster's own claim waits, as before.)"""
         storage_ = self.instance.event_log_storage
         waited, last_said = 0.0, None
         while True:
+            if signal_came_while_watching():
+                raise KeyboardInterrupt
             info = storage_.get_concurrency_info(pool)
             if info.slot_count == 0 or info.active_slot_count < info.slot_count:
                 if last_said is not None:

@@ -224,6 +224,54 @@ def test_a_step_waiting_for_the_gpu_slot_says_so_and_stops_on_sigterm(tmp_path):
     instance.dispose()
 
 
+# In a fresh interpreter (signals belong to its main thread): the slot is held, SIGTERM comes and its interrupt is
+# raised and dropped (as SQLAlchemy's garbage-collection callback printed and dropped it: "Exception ignored in
+# <function _collection_gced>"), then lcp waits for the slot. A timer frees the slot after 20 s, so that a wait that
+# missed the interrupt ends too, and the script prints how the wait ended.
+DROPPED_INTERRUPT = """
+import os, signal, sys, threading, time
+import dagster as dg
+from lc_pipeline.definitions import build_pipeline
+from lc_pipeline.runner import Runner, watching_signals
+from lc_pipeline.settings import Settings
+
+root, holder = Path(sys.argv[1]), sys.argv[2]
+settings = Settings(project_dir=root, config=str(root / "config.yaml"), lake_dir=root / "data_lake",
+                    models_file=root / "models.yaml", dagster_home=root / ".dagster")
+instance = dg.DagsterInstance.from_config(str(root / ".dagster"))
+runner = Runner(build_pipeline(settings), instance)
+freed = threading.Timer(20, instance.event_log_storage.free_concurrency_slots_for_run, [holder])
+with watching_signals():
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)
+    except KeyboardInterrupt:
+        pass
+    freed.start()
+    t0 = time.monotonic()
+    try:
+        runner.wait_for_pool_slot("gpu", "generations + metric_scores [1k|served]", poll_s=0.2)
+        print(f"the wait returned after {time.monotonic() - t0:.1f}s")
+    except KeyboardInterrupt:
+        print(f"the wait stopped after {time.monotonic() - t0:.1f}s")
+    finally:
+        freed.cancel()
+""".replace("import dagster as dg", "from pathlib import Path\nimport dagster as dg")
+
+
+def test_the_slot_wait_stops_on_a_sigterm_whose_interrupt_a_callback_dropped(tmp_path):
+    """Seen once on a loaded machine (the test above, 60 s without stopping): the interrupt SIGTERM raises landed
+    in a garbage-collection callback, which dropped it, and the wait for the slot went on. The wait polls the
+    signal lcp recorded, so it stops within one poll."""
+    world = make_world(tmp_path / "project", per_length=1)
+    instance, holder = hold_gpu_slot(world.dagster_home)
+    proc = subprocess.run([sys.executable, "-c", DROPPED_INTERRUPT, str(world.root), holder], capture_output=True,
+                          text=True, timeout=180, env=world.env(), check=False)
+    instance.dispose()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "the wait stopped" in proc.stdout and "the wait returned" not in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_imported_predictions_take_no_gpu_slot(tmp_path, monkeypatch):
     from click.testing import CliRunner
     from conftest import released_longbench_project
