@@ -123,7 +123,7 @@ def check_engine_options(spec: ModelSpec, vllm: Any) -> None:
     if not spec.engine_options:
         return
     known = set(inspect.signature(vllm.LLM.__init__).parameters) | {f.name for f in dataclasses.fields(vllm.EngineArgs)}
-    for key in spec.engine_options or {}:
+    for key in spec.engine_options:
         if key not in known:
             raise ModelSpecError(f"model {spec.slug!r}, field 'engine_options': {key!r} is not an argument of "
                                  f"vllm.LLM or vllm.EngineArgs in vLLM {vllm.__version__}")

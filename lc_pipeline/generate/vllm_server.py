@@ -257,8 +257,7 @@ class VLLMServerGenerator:
         from lc_pipeline.generate.vllm_backend import check_engine_options, engine_args, import_vllm, platform_is_cpu
 
         if self.server is None:
-            if self.spec.engine_options:  # else nothing to check: this process need not load vLLM's engine classes
-                check_engine_options(self.spec, import_vllm())
+            check_engine_options(self.spec, import_vllm())
             kwargs = engine_args(self.spec, on_cpu=platform_is_cpu(), model_path=self._engine_generator.model_path())
             self.server = VLLMServer(self.spec, kwargs)
         if self._client is None or self.server.process is None:

@@ -230,6 +230,7 @@ def test_a_step_waiting_for_the_gpu_slot_says_so_and_stops_on_sigterm(tmp_path):
 # missed the interrupt ends too, and the script prints how the wait ended.
 DROPPED_INTERRUPT = """
 import os, signal, sys, threading, time
+from pathlib import Path
 import dagster as dg
 from lc_pipeline.definitions import build_pipeline
 from lc_pipeline.runner import Runner, watching_signals
@@ -256,7 +257,7 @@ with watching_signals():
         print(f"the wait stopped after {time.monotonic() - t0:.1f}s")
     finally:
         freed.cancel()
-""".replace("import dagster as dg", "from pathlib import Path\nimport dagster as dg")
+"""
 
 
 def test_the_slot_wait_stops_on_a_sigterm_whose_interrupt_a_callback_dropped(tmp_path):
