@@ -69,14 +69,9 @@ def cli_run_instance():
     KeyboardInterrupt tracebacks and the run went on to the end. Here the steps write straight to this terminal;
     the event log (structured logs, materializations, failures) is the same one the UI reads. Runs started from the
     UI or a daemon keep dagster.yaml's compute log manager."""
-    import dagster as dg
-    from dagster._core.instance.ref import InstanceRef
+    from lc_pipeline.dagster_instance import open_instance
 
-    home = env("DAGSTER_HOME")
-    if not home:  # lcp sets it (settings); without it, Dagster's own error
-        return dg.DagsterInstance.get()
-    no_capture = {"module": "dagster._core.storage.noop_compute_log_manager", "class": "NoOpComputeLogManager"}
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(home, overrides={"compute_logs": no_capture}))
+    return open_instance(capture_compute_logs=False)
 
 
 def _print_leaderboard(df) -> None:
@@ -396,9 +391,8 @@ def _check_model_files(spec) -> None:
 
 
 def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str, wait: bool) -> None:
-    import dagster as dg
-
     from lc_pipeline.config import load_config
+    from lc_pipeline.dagster_instance import open_instance
     from lc_pipeline.generate.registry import ModelRegistry, validate_model_slug
     from lc_pipeline.lake import check_lake_config
     from lc_pipeline.partitions import MODEL_DIM
@@ -410,7 +404,7 @@ def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str,
         cfg = load_config(s.config)
         levels = lengths or list(cfg.lengths)
         check_lake_config(s.lake_url, cfg)  # another config's scored instances under these level labels (D5)
-        instance = dg.DagsterInstance.get()
+        instance = open_instance()
         if not instance.has_dynamic_partition(MODEL_DIM, model):
             instance.add_dynamic_partitions(MODEL_DIM, [model])
         backfill_id = launch_model_backfill(url, model, levels)
@@ -479,11 +473,10 @@ def _add_imported_model_partitions(s: Settings) -> None:
         return
     if not slugs:
         return
-    import dagster as dg
-
+    from lc_pipeline.dagster_instance import open_instance
     from lc_pipeline.partitions import MODEL_DIM
 
-    instance = dg.DagsterInstance.get()
+    instance = open_instance()
     new = [slug for slug in slugs if not instance.has_dynamic_partition(MODEL_DIM, slug)]
     if new:
         instance.add_dynamic_partitions(MODEL_DIM, new)

@@ -89,8 +89,7 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
               send_token_ids, extra_body, tokenizer, tensor_parallel_size, truncation, chat_template_file, config,
               overwrite) -> None:
     """Register model NAME (a slug: [a-z0-9._-]) and add its dynamic partition."""
-    import dagster as dg
-
+    from lc_pipeline.dagster_instance import open_instance
     from lc_pipeline.generate.registry import ModelRegistry, validate_model_slug
     from lc_pipeline.partitions import MODEL_DIM
 
@@ -126,7 +125,7 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
                                    "model-id without one") from exc
     except (ValueError, KeyError) as exc:
         raise click.ClickException(str(exc)) from exc
-    instance = dg.DagsterInstance.get()
+    instance = open_instance()
     if not instance.has_dynamic_partition(MODEL_DIM, name):
         instance.add_dynamic_partitions(MODEL_DIM, [name])
     click.echo(f"registered {name} in {s.models_file} and added partition model={name}")

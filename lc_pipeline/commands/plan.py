@@ -170,6 +170,7 @@ def _plan(config: str | None, models: tuple[str, ...], tokens_per_second: float 
           with_requests: bool) -> None:
     import dagster as dg
 
+    from lc_pipeline.dagster_instance import open_instance
     from lc_pipeline.definitions import build_pipeline
     from lc_pipeline.generate.checkpoint import GenerationCheckpoint
     from lc_pipeline.generate.partition import plan_partition
@@ -202,7 +203,7 @@ def _plan(config: str | None, models: tuple[str, ...], tokens_per_second: float 
         raise click.ClickException(str(exc)) from exc
     from lc_pipeline.runner import Interrupted, interrupt_exit
 
-    runner = Runner(pipeline, dg.DagsterInstance.get(), echo=echo)
+    runner = Runner(pipeline, open_instance(), echo=echo)
     try:
         runner.preflight()  # what a run would refuse after generating (D17) is refused by its plan too
         instances, source = _instances(runner, echo)

@@ -35,6 +35,7 @@ from fault_server import FaultyOpenAIServer, reply_for
 from lake_world import served_model
 
 from lc_pipeline.cli import main
+from lc_pipeline.dagster_instance import open_instance
 from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.base import GenerationRequest
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
@@ -97,6 +98,39 @@ def test_d4_two_lcp_add_model_at_once_keep_both(tmp_path):
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert {"race-a", "race-b"} <= set(ModelRegistry(tmp_path / "models.yaml").names())
+
+
+def _open_instance_at_the_barrier(home: str, barrier, results) -> None:
+    os.environ["DAGSTER_HOME"] = home
+    barrier.wait()
+    try:
+        open_instance().dispose()
+        results.put("opened")
+    except Exception as exc:  # the race's errors: OperationalError, IntegrityError, alembic's CommandError
+        results.put(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+
+
+def test_d4_lcp_commands_started_together_on_a_new_dagster_home_all_open_its_instance(tmp_path):
+    """The CI failure behind the test above (one ``lcp models add`` of two ended "table alembic_version already
+    exists"): Dagster's SQLite run storage creates its tables without a retry. Four processes forked from this one
+    (Dagster already imported, so they reach the storage within microseconds of each other) open the instance of a
+    new DAGSTER_HOME at a barrier, twice; with plain ``DagsterInstance.get()`` every round failed (10 of 10
+    here), through ``open_instance`` none does."""
+    import multiprocessing
+
+    fork = multiprocessing.get_context("fork")
+    for round_ in range(2):
+        home = tmp_path / f"dagster-home-{round_}"
+        home.mkdir()
+        barrier, results = fork.Barrier(4), fork.Queue()
+        procs = [fork.Process(target=_open_instance_at_the_barrier, args=(str(home), barrier, results)) for _ in range(4)]
+        for proc in procs:
+            proc.start()
+        outcomes = [results.get(timeout=120) for _ in procs]
+        for proc in procs:
+            proc.join(timeout=60)
+        assert outcomes == ["opened"] * 4
+        assert [proc.exitcode for proc in procs] == [0] * 4
 
 
 # ---------------------------------------------------------------------------------------------- D6: replaced rows
