@@ -448,7 +448,7 @@ def sources_validate(paths: tuple[Path, ...], kind: str | None, fmt: str, reason
 def ui(port: int, host: str, config: str | None) -> None:
     """Start the Dagster UI and daemon (`dagster dev`) on this project."""
     s = _settings(config)
-    _add_imported_model_partitions(s)
+    _prepare_ui_instance(s)
     workspace = s.project_dir / "workspace.yaml"
     target = ["-w", str(workspace)] if workspace.exists() else ["-m", "lc_pipeline.definitions"]
     args = ["dagster", "dev", *target, "-h", host, "-p", str(port)]
@@ -460,27 +460,28 @@ def ui(port: int, host: str, config: str | None) -> None:
     os.execvp(exe, args)
 
 
-def _add_imported_model_partitions(s: Settings) -> None:
-    """The partitions of imported models whose ``lcp models import`` ran before the instance's storage
-    existed (commands/imports.py, instance_storage_exists): added before the UI lists them."""
-    from lc_pipeline.commands.imports import imported_model_slugs
+def _prepare_ui_instance(s: Settings) -> None:
+    """What ``lcp ui`` does to the instance before ``dagster dev`` opens it: creates its storage where there is none
+    yet, holding lcp's instance lock (dagster_instance: another ``lcp`` command started at the same time on a new
+    DAGSTER_HOME would otherwise race ``dagster dev`` to create it), and adds the partitions of imported models
+    whose ``lcp models import`` ran before the storage existed (commands/imports.py, instance_storage_exists)."""
+    from lc_pipeline.commands.imports import imported_model_slugs, instance_storage_exists
     from lc_pipeline.generate.registry import ModelSpecError
 
     try:
         slugs = imported_model_slugs(s.models_file)
     except ModelSpecError as exc:  # the UI still starts (and shows the definitions' own error)
         click.echo(f"! imported models' partitions not added: {exc}", err=True)
-        return
-    if not slugs:
+        slugs = []
+    if not slugs and instance_storage_exists(s.dagster_home):
         return
     from lc_pipeline.dagster_instance import open_instance
     from lc_pipeline.partitions import MODEL_DIM
 
-    instance = open_instance()
-    new = [slug for slug in slugs if not instance.has_dynamic_partition(MODEL_DIM, slug)]
-    if new:
-        instance.add_dynamic_partitions(MODEL_DIM, new)
-
+    with open_instance() as instance:
+        new = [slug for slug in slugs if not instance.has_dynamic_partition(MODEL_DIM, slug)]
+        if new:
+            instance.add_dynamic_partitions(MODEL_DIM, new)
 
 if __name__ == "__main__":
     main()

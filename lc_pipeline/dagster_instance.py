@@ -6,7 +6,8 @@ tables and stamp their schema version without a retry, so two ``lcp`` commands s
 "table alembic_version already exists" or "UNIQUE constraint failed: alembic_version.version_num". Every ``lcp``
 command opens its instance here, holding ``$DAGSTER_HOME/.lcp-instance.lock`` (a ``filelock.FileLock``, freed
 by the system when its holder dies) while Dagster opens the storage; once made, the storage is shared as usual.
-Processes that are not ``lcp`` (``dagster dev`` itself, a user's script) do not take the lock.
+``lcp ui`` creates a new home's storage this way before it starts ``dagster dev``; processes that are not
+``lcp`` (a ``dagster dev`` started by hand, a user's script) do not take the lock.
 """
 
 from __future__ import annotations

@@ -19,10 +19,11 @@ import pytest
 from click.testing import CliRunner
 from conftest import released_longbench_project
 
-from lc_pipeline.cli import _add_imported_model_partitions, main
+from lc_pipeline.cli import _prepare_ui_instance, main
 from lc_pipeline.commands.imports import imported_model_slugs, instance_storage_exists
+from lc_pipeline.dagster_instance import LOCK_NAME
 from lc_pipeline.partitions import MODEL_DIM
-from lc_pipeline.settings import Settings
+from lc_pipeline.settings import Settings, cli_settings
 
 IDS = ["q-1", "q-2", "q-3"]
 
@@ -83,9 +84,19 @@ def test_lcp_ui_adds_the_partitions_of_imported_models_before_the_ui_lists_them(
     import_predictions(project, "early")
     assert not instance_storage_exists(project / ".dagster")
     assert imported_model_slugs(project / "models.yaml") == ["early"]
-    _add_imported_model_partitions(Settings.from_env())  # what `lcp ui` does before starting dagster dev
+    _prepare_ui_instance(Settings.from_env())  # what `lcp ui` does before starting dagster dev
     with dg.DagsterInstance.get() as instance:
         assert instance.get_dynamic_partitions(MODEL_DIM) == ["early"]
+
+
+def test_lcp_ui_creates_a_new_homes_storage_under_lcps_lock_before_dagster_dev_starts(project):
+    """No imported model: ``lcp ui`` still creates the storage itself, holding the instance lock that every lcp
+    command takes (lc_pipeline/dagster_instance.py), so that ``dagster dev`` never races another lcp command to
+    create it; an existing storage is left to dagster dev."""
+    home = project / ".dagster"
+    assert not instance_storage_exists(home) and imported_model_slugs(project / "models.yaml") == []
+    _prepare_ui_instance(cli_settings(None))  # lcp ui's settings (they make the home folder), then this
+    assert instance_storage_exists(home) and (home / LOCK_NAME).exists()
 
 
 def test_a_dagster_yaml_with_its_own_storage_counts_as_an_existing_instance(tmp_path):
