@@ -392,7 +392,7 @@ def _check_model_files(spec) -> None:
 
 def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str, wait: bool) -> None:
     from lc_pipeline.config import load_config
-    from lc_pipeline.dagster_instance import open_instance
+    from lc_pipeline.dagster_instance import add_missing_partitions, open_instance
     from lc_pipeline.generate.registry import ModelRegistry, validate_model_slug
     from lc_pipeline.lake import check_lake_config
     from lc_pipeline.partitions import MODEL_DIM
@@ -404,9 +404,8 @@ def _backfill_via_graphql(s: Settings, model: str, lengths: list[str], url: str,
         cfg = load_config(s.config)
         levels = lengths or list(cfg.lengths)
         check_lake_config(s.lake_url, cfg)  # another config's scored instances under these level labels (D5)
-        instance = open_instance()
-        if not instance.has_dynamic_partition(MODEL_DIM, model):
-            instance.add_dynamic_partitions(MODEL_DIM, [model])
+        with open_instance() as instance:
+            add_missing_partitions(instance, MODEL_DIM, [model])
         backfill_id = launch_model_backfill(url, model, levels)
         click.echo(f"backfill {backfill_id} launched: {len(levels)} partitions of {model}; "
                    f"{url.rstrip('/')}/runs/b/{backfill_id}", err=True)
@@ -475,13 +474,12 @@ def _prepare_ui_instance(s: Settings) -> None:
         slugs = []
     if not slugs and instance_storage_exists(s.dagster_home):
         return
-    from lc_pipeline.dagster_instance import open_instance
+    from lc_pipeline.dagster_instance import add_missing_partitions, open_instance
     from lc_pipeline.partitions import MODEL_DIM
 
     with open_instance() as instance:
-        new = [slug for slug in slugs if not instance.has_dynamic_partition(MODEL_DIM, slug)]
-        if new:
-            instance.add_dynamic_partitions(MODEL_DIM, new)
+        add_missing_partitions(instance, MODEL_DIM, slugs)
+
 
 if __name__ == "__main__":
     main()

@@ -46,3 +46,10 @@ def open_instance(*, capture_compute_logs: bool = True):
         return dg.DagsterInstance.from_ref(InstanceRef.from_dir(home, overrides={"compute_logs": no_capture}))
     finally:
         lock.release()
+
+
+def add_missing_partitions(instance, dimension: str, keys: list[str]) -> None:
+    """Adds to ``instance`` those of ``keys`` that its dynamic partitions of ``dimension`` lack, in one call."""
+    new = [key for key in keys if not instance.has_dynamic_partition(dimension, key)]
+    if new:
+        instance.add_dynamic_partitions(dimension, new)

@@ -30,6 +30,7 @@ from filelock import FileLock
 from lc_pipeline import storage
 from lc_pipeline.assets import versions
 from lc_pipeline.assets.common import FINGERPRINT_KEY
+from lc_pipeline.dagster_instance import add_missing_partitions
 from lc_pipeline.definitions import Pipeline
 from lc_pipeline.generate.backends import capabilities
 from lc_pipeline.generate.registry import validate_model_slug
@@ -243,9 +244,7 @@ class Runner:
         self._add_dynamic(MODEL_DIM, slugs)
 
     def _add_dynamic(self, name: str, keys: list[str]) -> None:
-        new = [k for k in keys if not self.instance.has_dynamic_partition(name, k)]
-        if new:
-            self.instance.add_dynamic_partitions(name, new)
+        add_missing_partitions(self.instance, name, keys)
 
     # -- what Dagster records ------------------------------------------------------------
     def node(self, asset: str):

@@ -291,12 +291,11 @@ def import_predictions_command(file: Path, model: str, config: str | None, on_er
     except (PredictionsError, ImportProblem, ModelSpecError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     if instance_storage_exists(s.dagster_home):  # else lcp backfill / lcp ui add it when they create the storage
-        from lc_pipeline.dagster_instance import open_instance
+        from lc_pipeline.dagster_instance import add_missing_partitions, open_instance
         from lc_pipeline.partitions import MODEL_DIM
 
-        instance = open_instance()
-        if not instance.has_dynamic_partition(MODEL_DIM, model):
-            instance.add_dynamic_partitions(MODEL_DIM, [model])
+        with open_instance() as instance:
+            add_missing_partitions(instance, MODEL_DIM, [model])
     click.echo(f"{model}: {len(parsed.predictions)} predictions imported from {file} (records of config "
                f"{cfg.name!r} read from its {where}); stored in {folder}")
     if replaced:

@@ -89,7 +89,7 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
               send_token_ids, extra_body, tokenizer, tensor_parallel_size, truncation, chat_template_file, config,
               overwrite) -> None:
     """Register model NAME (a slug: [a-z0-9._-]) and add its dynamic partition."""
-    from lc_pipeline.dagster_instance import open_instance
+    from lc_pipeline.dagster_instance import add_missing_partitions, open_instance
     from lc_pipeline.generate.registry import ModelRegistry, validate_model_slug
     from lc_pipeline.partitions import MODEL_DIM
 
@@ -125,9 +125,8 @@ def add_model(name, like, backend, model_id, gguf_file, max_model_len, batch_siz
                                    "model-id without one") from exc
     except (ValueError, KeyError) as exc:
         raise click.ClickException(str(exc)) from exc
-    instance = open_instance()
-    if not instance.has_dynamic_partition(MODEL_DIM, name):
-        instance.add_dynamic_partitions(MODEL_DIM, [name])
+    with open_instance() as instance:
+        add_missing_partitions(instance, MODEL_DIM, [name])
     click.echo(f"registered {name} in {s.models_file} and added partition model={name}")
     with_config = f" --config {shlex.quote(config)}" if config else ""
     click.echo(f"next: lcp backfill --model {name}{with_config}   (or backfill its partitions in the UI)")
