@@ -72,6 +72,18 @@ def step_error(result: dg.ExecuteInProcessResult):
     return None
 
 
+def is_interrupt_error(error) -> bool:
+    """Whether a step's error (a SerializableErrorInfo) is the interrupt: its class, a cause or context of it, or a
+    library's error that wraps it and names it only in its message (pydantic-core calling a serializer when the
+    signal landed: "PydanticSerializationError: Error calling function `<lambda>`: DagsterExecutionInterruptedError")."""
+    seen = 0
+    while error is not None and seen < 10:
+        if error.cls_name in INTERRUPT_ERRORS or any(name in (error.message or "") for name in INTERRUPT_ERRORS):
+            return True
+        error, seen = error.cause or error.context, seen + 1
+    return False
+
+
 def describe_error(error) -> str:
     """The user's error under Dagster's wrappers ("Error occurred while executing op ..."), as one or a few lines."""
     chain, seen = [], 0
@@ -316,7 +328,9 @@ class Runner:
             raise Interrupted(self.saved_note()) from exc
         if not result.success:
             error = step_error(result)
-            if error is not None and error.cls_name in INTERRUPT_ERRORS:
+            # The interrupt, also when the code the signal landed in caught it and raised an error of its own: a
+            # step that fails after SIGINT / SIGTERM came is the interrupt's doing (exit 130 / 143, one line).
+            if (error is not None and is_interrupt_error(error)) or signal_came_while_watching():
                 raise Interrupted(self.saved_note())
             cause = describe_error(error) if error is not None else "the run failed before any step ran"
             raise StepFailed(f"step {label} failed: {cause}\n  (full trace: run {result.run_id} in the Dagster log, "
