@@ -34,6 +34,13 @@ from lc_pipeline.dagster_instance import add_missing_partitions
 from lc_pipeline.definitions import Pipeline
 from lc_pipeline.generate.backends import capabilities
 from lc_pipeline.generate.registry import validate_model_slug
+from lc_pipeline.interrupts import (
+    SIGNAL_NAMES,
+    last_signal,
+    signal_came_while_watching,
+    start_watching,
+    stop_watching,
+)
 from lc_pipeline.lake import built_by, check_lake_config, record_built_by
 from lc_pipeline.partitions import (
     LENGTH_DIM,
@@ -99,8 +106,6 @@ def describe_error(error) -> str:
     return message if inner.cls_name == "Failure" else f"{inner.cls_name}: {message}"
 
 
-_SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
-_received: dict[str, int | None] = {"fd": None, "last": None}
 
 
 def _raise_keyboard_interrupt(signum, frame) -> None:
@@ -147,7 +152,7 @@ def watching_signals() -> Iterator[None]:
     handlers = [*logging.getLogger().handlers, *([logging.lastResort] if logging.lastResort else [])]
     for handler in handlers:
         handler.addFilter(drop_interrupts)
-    _received.update(fd=read_fd, last=None)
+    start_watching(read_fd)
     try:
         yield
     finally:
@@ -156,31 +161,9 @@ def watching_signals() -> Iterator[None]:
         logging.setLoggerClass(old_class)
         signal.signal(signal.SIGTERM, old_term)
         signal.set_wakeup_fd(old_fd)
-        _received.update(fd=None)
+        stop_watching()
         os.close(read_fd)
         os.close(write_fd)
-
-
-def last_signal() -> int | None:
-    """SIGINT or SIGTERM, whichever came last inside :func:`watching_signals` (None: neither)."""
-    fd = _received["fd"]
-    if fd is not None:
-        try:
-            data = os.read(fd, 4096)
-        except BlockingIOError:
-            data = b""
-        got = [b for b in data if b in _SIGNALS]
-        if got:
-            _received["last"] = got[-1]
-    return _received["last"]
-
-
-def signal_came_while_watching() -> bool:
-    """Whether SIGINT or SIGTERM came inside the current :func:`watching_signals` block. Dagster raises the
-    interrupt in whatever code runs when the signal lands; when that is a callback (an asyncio transport's write, a
-    weakref finalizer), the exception is printed and dropped and the step runs on to its end. The recorded signal
-    still stops the run after that step (``Runner.step``)."""
-    return _received["fd"] is not None and last_signal() is not None
 
 
 def interrupt_exit(exc: BaseException, runner: Runner | None, resume: str, echo: Callable[[str], None]) -> None:
@@ -189,7 +172,7 @@ def interrupt_exit(exc: BaseException, runner: Runner | None, resume: str, echo:
     signum = last_signal() or signal.SIGINT
     saved = str(exc) if isinstance(exc, Interrupted) and str(exc) else (
         runner.saved_note() if runner is not None else "nothing was running")
-    echo(f"Interrupted ({_SIGNALS.get(signum, signum)}): {saved}. Resume with `{resume}`: finished steps and "
+    echo(f"Interrupted ({SIGNAL_NAMES.get(signum, signum)}): {saved}. Resume with `{resume}`: finished steps and "
          "stored answers are reused, only the rest runs.")
     raise SystemExit(128 + signum)
 

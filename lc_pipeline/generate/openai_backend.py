@@ -613,6 +613,7 @@ class OpenAIGenerator:
         client = session.client
         results: list[GenerationResult | None] = [None] * len(requests)
         failures: list[BaseException] = []
+        interrupts: list[BaseException] = []  # Ctrl-C raised in a worker: ``on_result`` stops on a signal
         queue = iter(range(len(requests)))  # shared: each worker takes the next request when it is free
 
         async def worker() -> None:
@@ -629,13 +630,25 @@ class OpenAIGenerator:
                 except Exception as exc:  # noqa: BLE001  (the first one is raised below)
                     failures.append(exc)
                     return
+                except KeyboardInterrupt as exc:  # asyncio would raise it out of the loop with the workers running
+                    interrupts.append(exc)
+                    for other in workers:  # the requests in flight are dropped: their answers are not awaited
+                        if other is not asyncio.current_task():
+                            other.cancel()
+                    return
 
         workers = [asyncio.ensure_future(worker()) for _ in range(min(self.spec.max_concurrency, len(requests)))]
         try:
             await asyncio.gather(*workers)
+        except asyncio.CancelledError:
+            if not interrupts:
+                raise
         finally:
             for w in workers:  # cancelled with us (Ctrl-C): none left running on the kept loop
                 w.cancel()
+        if interrupts:
+            await asyncio.gather(*workers, return_exceptions=True)  # the cancelled ones end here, not later
+            raise interrupts[0]
         if failures:
             raise failures[0]
         return [r for r in results if r is not None]

