@@ -248,14 +248,17 @@ class StoreWriter:
         if self._closed:
             raise RuntimeError(f"generation store {self.store.directory}: the writer is closed")
         with self._lock:
-            if self.local:
-                if self._journal is None:
-                    self._journal = _Journal(Path(self.store.directory), self.schema)
-                self._journal.write(rows)
+            # Pending first, the journal next: an interrupt raised in between (Ctrl-C lands wherever the main thread
+            # is) leaves a row pending that the journal lacks, which the fold stores, never a journaled row that
+            # is not pending, which the fold would drop with its journal.
             if not self._pending:
                 self._since = time.monotonic()
             self._pending.extend(dict(r) for r in rows)
             self.stored += len(rows)
+            if self.local:
+                if self._journal is None:
+                    self._journal = _Journal(Path(self.store.directory), self.schema)
+                self._journal.write(rows)
             if len(self._pending) >= self.fold_rows:
                 self._wake.set()
 
