@@ -623,10 +623,10 @@ class OpenAIGenerator:
                 try:
                     result = await self._one(client, requests[i], fitted[i], lambda: bool(failures))
                     results[i] = result
+                    if on_result is not None:  # stored first, then counted: the bar never shows an unstored answer
+                        on_result(result)
                     if progress is not None:
                         progress(1)
-                    if on_result is not None:
-                        on_result(result)
                 except Exception as exc:  # noqa: BLE001  (the first one is raised below)
                     failures.append(exc)
                     return
