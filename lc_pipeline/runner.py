@@ -106,8 +106,6 @@ def describe_error(error) -> str:
     return message if inner.cls_name == "Failure" else f"{inner.cls_name}: {message}"
 
 
-
-
 def _raise_keyboard_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
