@@ -1,4 +1,5 @@
-"""Whether SIGINT or SIGTERM came while ``lcp`` watches for them (runner.watching_signals), readable from any layer.
+"""Whether SIGINT or SIGTERM came inside :func:`recording_signals` (which runner.watching_signals enters), readable
+from any layer.
 
 Python runs a signal's handler in the main thread at the next bytecode; the handler Dagster installs during a step
 raises its interrupt there, in whatever code runs. When that code catches it, the interrupt is lost: asyncio logs an
@@ -14,18 +15,30 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 SIGNAL_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 _watched: dict[str, int | None] = {"fd": None, "last": None}
 
 
-def start_watching(read_fd: int) -> None:
-    """Read signals from ``read_fd`` (the read end of the pipe given to ``signal.set_wakeup_fd``, non-blocking)."""
+@contextmanager
+def recording_signals() -> Iterator[None]:
+    """Record the signals that come inside the block: a non-blocking pipe given to ``signal.set_wakeup_fd``, which
+    :func:`last_signal` reads (Dagster replaces the Python handlers while a run executes; the wakeup fd stays). Main
+    thread only; the previous wakeup fd is restored when the block ends."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    old_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
     _watched.update(fd=read_fd, last=None)
-
-
-def stop_watching() -> None:
-    _watched.update(fd=None)
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(old_fd)
+        _watched.update(fd=None)
+        os.close(read_fd)
+        os.close(write_fd)
 
 
 def last_signal() -> int | None:

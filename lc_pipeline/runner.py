@@ -34,13 +34,7 @@ from lc_pipeline.dagster_instance import add_missing_partitions
 from lc_pipeline.definitions import Pipeline
 from lc_pipeline.generate.backends import capabilities
 from lc_pipeline.generate.registry import validate_model_slug
-from lc_pipeline.interrupts import (
-    SIGNAL_NAMES,
-    last_signal,
-    signal_came_while_watching,
-    start_watching,
-    stop_watching,
-)
+from lc_pipeline.interrupts import SIGNAL_NAMES, last_signal, recording_signals, signal_came_while_watching
 from lc_pipeline.lake import built_by, check_lake_config, record_built_by
 from lc_pipeline.partitions import (
     LENGTH_DIM,
@@ -79,24 +73,26 @@ def step_error(result: dg.ExecuteInProcessResult):
     return None
 
 
+def error_chain(error) -> list:
+    """A step's error (a SerializableErrorInfo) and its causes (else contexts), outermost first, at most ten."""
+    chain: list = []
+    while error is not None and len(chain) < 10:
+        chain.append(error)
+        error = error.cause or error.context
+    return chain
+
+
 def is_interrupt_error(error) -> bool:
-    """Whether a step's error (a SerializableErrorInfo) is the interrupt: its class, a cause or context of it, or a
-    library's error that wraps it and names it only in its message (pydantic-core calling a serializer when the
-    signal landed: "PydanticSerializationError: Error calling function `<lambda>`: DagsterExecutionInterruptedError")."""
-    seen = 0
-    while error is not None and seen < 10:
-        if error.cls_name in INTERRUPT_ERRORS or any(name in (error.message or "") for name in INTERRUPT_ERRORS):
-            return True
-        error, seen = error.cause or error.context, seen + 1
-    return False
+    """Whether a step's error is the interrupt: its class, a cause or context of it, or a library's error that wraps
+    it and names it only in its message (pydantic-core calling a serializer when the signal landed:
+    "PydanticSerializationError: Error calling function `<lambda>`: DagsterExecutionInterruptedError")."""
+    return any(e.cls_name in INTERRUPT_ERRORS or any(name in (e.message or "") for name in INTERRUPT_ERRORS)
+               for e in error_chain(error))
 
 
 def describe_error(error) -> str:
     """The user's error under Dagster's wrappers ("Error occurred while executing op ..."), as one or a few lines."""
-    chain, seen = [], 0
-    while error is not None and seen < 10:
-        chain.append(error)
-        error, seen = error.cause or error.context, seen + 1
+    chain = error_chain(error)
     own = [e for e in chain if not e.cls_name.startswith("Dagster")] or chain[::-1]  # else Dagster's innermost
     inner = own[0]
     message = inner.message.strip()
@@ -139,29 +135,21 @@ def watching_signals() -> Iterator[None]:
     Dagster's console shows no failure traces, nor do the handlers of the root logger (or Python's last-resort
     handler) print the interrupt's trace when a library logs it (:class:`_DropInterruptTraces`). Main thread only;
     restored when the block ends."""
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(read_fd, False)
-    os.set_blocking(write_fd, False)
-    old_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    old_term = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    old_class = logging.getLoggerClass()
-    logging.setLoggerClass(_QuietFailuresLogger)
-    drop_interrupts = _DropInterruptTraces()
-    handlers = [*logging.getLogger().handlers, *([logging.lastResort] if logging.lastResort else [])]
-    for handler in handlers:
-        handler.addFilter(drop_interrupts)
-    start_watching(read_fd)
-    try:
-        yield
-    finally:
+    with recording_signals():  # the signal that came, for interrupt_exit and the steps (lc_pipeline/interrupts.py)
+        old_term = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        old_class = logging.getLoggerClass()
+        logging.setLoggerClass(_QuietFailuresLogger)
+        drop_interrupts = _DropInterruptTraces()
+        handlers = [*logging.getLogger().handlers, *([logging.lastResort] if logging.lastResort else [])]
         for handler in handlers:
-            handler.removeFilter(drop_interrupts)
-        logging.setLoggerClass(old_class)
-        signal.signal(signal.SIGTERM, old_term)
-        signal.set_wakeup_fd(old_fd)
-        stop_watching()
-        os.close(read_fd)
-        os.close(write_fd)
+            handler.addFilter(drop_interrupts)
+        try:
+            yield
+        finally:
+            for handler in handlers:
+                handler.removeFilter(drop_interrupts)
+            logging.setLoggerClass(old_class)
+            signal.signal(signal.SIGTERM, old_term)
 
 
 def interrupt_exit(exc: BaseException, runner: Runner | None, resume: str, echo: Callable[[str], None]) -> None:
@@ -227,17 +215,14 @@ class Runner:
     # -- partitions -------------------------------------------------------------------
     def register_sources(self) -> list[str]:
         names = [validate_source_name(s.name) for s in self.config.sources]
-        self._add_dynamic(SOURCE_DIM, names)
+        add_missing_partitions(self.instance, SOURCE_DIM, names)
         return names
 
     def register_models(self, slugs: list[str]) -> None:
         for s in slugs:
             validate_model_slug(s)
             self.pipeline.resources["models"].spec(s)  # unknown model -> clear error before any run
-        self._add_dynamic(MODEL_DIM, slugs)
-
-    def _add_dynamic(self, name: str, keys: list[str]) -> None:
-        add_missing_partitions(self.instance, name, keys)
+        add_missing_partitions(self.instance, MODEL_DIM, slugs)
 
     # -- what Dagster records ------------------------------------------------------------
     def node(self, asset: str):
@@ -311,7 +296,7 @@ class Runner:
             error = step_error(result)
             # The interrupt, also when the code the signal landed in caught it and raised an error of its own: a
             # step that fails after SIGINT / SIGTERM came is the interrupt's doing (exit 130 / 143, one line).
-            if (error is not None and is_interrupt_error(error)) or signal_came_while_watching():
+            if is_interrupt_error(error) or signal_came_while_watching():
                 raise Interrupted(self.saved_note())
             cause = describe_error(error) if error is not None else "the run failed before any step ran"
             raise StepFailed(f"step {label} failed: {cause}\n  (full trace: run {result.run_id} in the Dagster log, "
