@@ -107,23 +107,17 @@ def test_an_interrupted_backfill_says_what_it_saved_in_one_line_and_resumes_with
 # interrupt is raised inside an asyncio callback, which logs it and goes on). It prints how the generation ended.
 DROPPED_DURING_GENERATION = """
 import signal, sys
-import polars as pl
+url, store, n, helpers = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+sys.path.insert(0, helpers)  # tests/reliability: the served model and the instances the other tests here use
+from lake_world import instances_frame, served_model
 from lc_pipeline.generate.backends import make_generator
 from lc_pipeline.generate.checkpoint import GenerationCheckpoint
 from lc_pipeline.generate.partition import chunk_size, generate_partition, plan_partition
-from lc_pipeline.generate.registry import ModelSpec
 from lc_pipeline.runner import watching_signals
 
-url, store, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-spec = ModelSpec(slug="served", backend="openai", model_id="fault-model", gguf_file=None, max_model_len=4096,
-                 tokenizer="tiktoken:cl100k_base", base_url=url, max_concurrency=2, max_retries=1,
-                 request_timeout_s=30.0)
-prompts = [f"Name a river of country number {i}." for i in range(n)]
-instances = pl.DataFrame({"instance_id": [f"inst-{i:02d}" for i in range(n)], "benchmark": ["qa"] * n,
-                          "task": ["single_hop_qa"] * n, "prompt": prompts, "context": prompts,
-                          "max_new_tokens": [8] * n})
+spec = served_model("served", url, max_concurrency=2, request_timeout_s=30.0)
 generator = make_generator(spec)
-plan = plan_partition(instances, spec, generator)
+plan = plan_partition(instances_frame("1k", n), spec, generator)
 with watching_signals():
     signal.signal(signal.SIGINT, lambda signum, frame: None)  # the interrupt is dropped where it lands
     try:
@@ -143,8 +137,8 @@ def test_an_interrupt_dropped_where_it_landed_still_stops_the_generation_after_t
     cancelled and nothing printed."""
     n, store = 12, tmp_path / "store"
     with FaultyOpenAIServer(answer_delay_s=0.4) as server:
-        child = subprocess.Popen([sys.executable, "-c", DROPPED_DURING_GENERATION, server.url, str(store), str(n)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen([sys.executable, "-c", DROPPED_DURING_GENERATION, server.url, str(store), str(n),
+                                  str(Path(__file__).parent)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         stored = lambda: len(stored_keys(store))  # noqa: E731
         wait_for(lambda: stored() >= 2, child, "two stored answers")
         child.send_signal(signal.SIGINT)
